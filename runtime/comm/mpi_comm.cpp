@@ -1,0 +1,347 @@
+#include "comm/mpi_comm.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/params.hpp"
+#include "core/reduce.hpp"
+#include "core/timer.hpp"
+
+namespace gradsync {
+
+void mpi_check(int rc, const char* call, const char* file, int line) {
+  if (rc == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING] = {0};
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  throw Error(where() + ": MPI call " + call + " failed: " + std::string(msg, static_cast<std::size_t>(len)) +
+              " (" + file + ":" + std::to_string(line) + ")");
+}
+
+// ---- half-precision reduction ops for the native collectives ---------------------------
+
+namespace {
+
+MPI_Op g_sum_f16 = MPI_OP_NULL;
+MPI_Op g_sum_bf16 = MPI_OP_NULL;
+
+void sum_f16_fn(void* in, void* inout, int* len, MPI_Datatype*) {
+  reduce_into(inout, in, static_cast<std::size_t>(*len), DType::F16);
+}
+void sum_bf16_fn(void* in, void* inout, int* len, MPI_Datatype*) {
+  reduce_into(inout, in, static_cast<std::size_t>(*len), DType::BF16);
+}
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::F32: return MPI_FLOAT;
+    case DType::F16:
+    case DType::BF16: return MPI_UINT16_T;  // reduced by our own ops
+  }
+  return MPI_BYTE;
+}
+
+MPI_Op mpi_sum(DType t) {
+  switch (t) {
+    case DType::F32: return MPI_SUM;
+    case DType::F16: return g_sum_f16;
+    case DType::BF16: return g_sum_bf16;
+  }
+  return MPI_SUM;
+}
+
+int to_int(std::size_t n, const char* what) {
+  if (n > static_cast<std::size_t>(INT_MAX))
+    throw Error(where() + ": " + what + " of " + std::to_string(n) +
+                " elements exceeds MPI's int count; use a point-to-point algorithm (e.g. --algo ring)");
+  return static_cast<int>(n);
+}
+
+// Poll requests until done or the time-out passes. Yields the core after a short spin so
+// oversubscribed ranks (tests on 2 cores) make progress.
+template <typename Describe>
+void poll_until_done(int n, MPI_Request* reqs, Describe describe) {
+  const double timeout = comm_timeout_s();
+  if (timeout <= 0) {
+    GS_MPI(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE));
+    return;
+  }
+  int done = 0;
+  const double start = now_s();
+  for (long spin = 0;; ++spin) {
+    GS_MPI(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
+    if (done) return;
+    if (spin > 2000) sched_yield();
+    if ((spin & 255) == 0 && now_s() - start > timeout) {
+      throw TimeoutError(where() + ": timed out after " + std::to_string(static_cast<int>(timeout)) +
+                         " s (GRADSYNC_TIMEOUT_S) waiting for " + describe() +
+                         " — a peer may have died or be stuck");
+    }
+  }
+}
+
+// Point-to-point messages larger than 1 GiB go as several MPI messages (int counts).
+constexpr std::size_t kMaxPiece = std::size_t{1} << 30;
+
+class MpiRequestImpl final : public Request::Impl {
+ public:
+  MpiRequestImpl(bool is_send, std::size_t bytes, int peer, int tag)
+      : is_send_(is_send), bytes_(bytes), peer_(peer), tag_(tag) {}
+  ~MpiRequestImpl() override {
+    for (auto& r : reqs_)
+      if (r != MPI_REQUEST_NULL) {
+        MPI_Cancel(&r);
+        MPI_Request_free(&r);
+      }
+  }
+  bool test() override {
+    int done = 0;
+    GS_MPI(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &done, MPI_STATUSES_IGNORE));
+    return done != 0;
+  }
+  std::string describe() const override {
+    return std::string(is_send_ ? "send of " : "recv of ") + std::to_string(bytes_) + " bytes " +
+           (is_send_ ? "to" : "from") + " rank " + std::to_string(peer_) + " (tag " + std::to_string(tag_) + ")";
+  }
+  std::vector<MPI_Request> reqs_;
+
+ private:
+  bool is_send_;
+  std::size_t bytes_;
+  int peer_, tag_;
+};
+
+}  // namespace
+
+// ---- MpiRuntime -------------------------------------------------------------------------
+
+MpiRuntime::MpiRuntime(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) GS_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided_));
+  else MPI_Query_thread(&provided_);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  if (g_sum_f16 == MPI_OP_NULL) {
+    GS_MPI(MPI_Op_create(&sum_f16_fn, 1, &g_sum_f16));
+    GS_MPI(MPI_Op_create(&sum_bf16_fn, 1, &g_sum_bf16));
+  }
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  set_process_identity(rank, size);
+  GS_LOG(INFO) << "MPI initialised, thread level " << provided_ << " (MULTIPLE=" << MPI_THREAD_MULTIPLE << ")";
+}
+
+MpiRuntime::~MpiRuntime() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  if (g_sum_f16 != MPI_OP_NULL) {
+    MPI_Op_free(&g_sum_f16);
+    MPI_Op_free(&g_sum_bf16);
+  }
+  MPI_Finalize();
+}
+
+void MpiRuntime::abort(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+// ---- MpiCommunicator --------------------------------------------------------------------
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm) : comm_(comm), owned_(comm != MPI_COMM_WORLD) {
+  GS_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  GS_MPI(MPI_Comm_rank(comm_, &rank_));
+  GS_MPI(MPI_Comm_size(comm_, &size_));
+  char name[MPI_MAX_PROCESSOR_NAME] = {0};
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  hostname_.assign(name, static_cast<std::size_t>(len));
+
+  // Placement: who shares my node, and which node am I (numbered by lowest global rank).
+  MPI_Comm local;
+  GS_MPI(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
+  MPI_Comm_rank(local, &local_rank_);
+  MPI_Comm_size(local, &local_size_);
+  int leader_rank = rank_;
+  GS_MPI(MPI_Bcast(&leader_rank, 1, MPI_INT, 0, local));
+  // node id = number of distinct leaders with a smaller global rank
+  std::vector<int> leaders(static_cast<std::size_t>(size_));
+  GS_MPI(MPI_Allgather(&leader_rank, 1, MPI_INT, leaders.data(), 1, MPI_INT, comm_));
+  std::vector<int> distinct;
+  for (int l : leaders)
+    if (std::find(distinct.begin(), distinct.end(), l) == distinct.end()) distinct.push_back(l);
+  std::sort(distinct.begin(), distinct.end());
+  node_count_ = static_cast<int>(distinct.size());
+  node_id_ = static_cast<int>(std::lower_bound(distinct.begin(), distinct.end(), leader_rank) - distinct.begin());
+  MPI_Comm_free(&local);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  if (owned_) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+}
+
+Request MpiCommunicator::isend(const void* buf, std::size_t bytes, int peer, int tag) {
+  auto impl = std::make_unique<MpiRequestImpl>(true, bytes, peer, tag);
+  const char* p = static_cast<const char*>(buf);
+  std::size_t off = 0;
+  do {
+    const std::size_t piece = std::min(kMaxPiece, bytes - off);
+    MPI_Request r;
+    GS_MPI(MPI_Isend(p + off, static_cast<int>(piece), MPI_BYTE, peer, tag, comm_, &r));
+    impl->reqs_.push_back(r);
+    off += piece;
+  } while (off < bytes);
+  return Request(std::move(impl));
+}
+
+Request MpiCommunicator::irecv(void* buf, std::size_t bytes, int peer, int tag) {
+  auto impl = std::make_unique<MpiRequestImpl>(false, bytes, peer, tag);
+  char* p = static_cast<char*>(buf);
+  std::size_t off = 0;
+  do {
+    const std::size_t piece = std::min(kMaxPiece, bytes - off);
+    MPI_Request r;
+    GS_MPI(MPI_Irecv(p + off, static_cast<int>(piece), MPI_BYTE, peer, tag, comm_, &r));
+    impl->reqs_.push_back(r);
+    off += piece;
+  } while (off < bytes);
+  return Request(std::move(impl));
+}
+
+void MpiCommunicator::wait_native(MPI_Request& req, const std::string& what) {
+  poll_until_done(1, &req, [&] { return what; });
+}
+
+void MpiCommunicator::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op) {
+  const int n = to_int(count, "MPI_Allreduce");
+  MPI_Request req;
+  GS_MPI(MPI_Iallreduce(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf, n, mpi_type(t), mpi_sum(t), comm_,
+                        &req));
+  wait_native(req, "MPI_Iallreduce of " + std::to_string(count) + " " + dtype_name(t));
+  if (op == RedOp::Avg) scale_inplace(recvbuf, count, t, 1.0f / static_cast<float>(size_));
+}
+
+void MpiCommunicator::reduce_scatter(const void* sendbuf, void* recvbuf, std::size_t recvcount, DType t,
+                                     RedOp op) {
+  const int n = to_int(recvcount * static_cast<std::size_t>(size_), "MPI_Reduce_scatter_block");
+  (void)n;
+  MPI_Request req;
+  GS_MPI(MPI_Ireduce_scatter_block(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
+                                   static_cast<int>(recvcount), mpi_type(t), mpi_sum(t), comm_, &req));
+  wait_native(req, "MPI_Ireduce_scatter_block of " + std::to_string(recvcount) + " per rank");
+  if (op == RedOp::Avg) scale_inplace(recvbuf, recvcount, t, 1.0f / static_cast<float>(size_));
+}
+
+void MpiCommunicator::allgather(const void* sendbuf, void* recvbuf, std::size_t sendcount, DType t) {
+  to_int(sendcount * static_cast<std::size_t>(size_), "MPI_Allgather");
+  MPI_Request req;
+  const bool in_place =
+      sendbuf == static_cast<const char*>(recvbuf) + static_cast<std::size_t>(rank_) * sendcount * dtype_size(t);
+  GS_MPI(MPI_Iallgather(in_place ? MPI_IN_PLACE : sendbuf, static_cast<int>(sendcount), mpi_type(t), recvbuf,
+                        static_cast<int>(sendcount), mpi_type(t), comm_, &req));
+  wait_native(req, "MPI_Iallgather of " + std::to_string(sendcount) + " per rank");
+}
+
+void MpiCommunicator::alltoall(const void* sendbuf, void* recvbuf, std::size_t count, DType t) {
+  to_int(count * static_cast<std::size_t>(size_), "MPI_Alltoall");
+  MPI_Request req;
+  GS_MPI(MPI_Ialltoall(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, static_cast<int>(count), mpi_type(t), recvbuf,
+                       static_cast<int>(count), mpi_type(t), comm_, &req));
+  wait_native(req, "MPI_Ialltoall of " + std::to_string(count) + " per peer");
+}
+
+void MpiCommunicator::broadcast(void* buf, std::size_t count, DType t, int root) {
+  const int n = to_int(count, "MPI_Bcast");
+  MPI_Request req;
+  GS_MPI(MPI_Ibcast(buf, n, mpi_type(t), root, comm_, &req));
+  wait_native(req, "MPI_Ibcast from rank " + std::to_string(root));
+}
+
+void MpiCommunicator::barrier() {
+  MPI_Request req;
+  GS_MPI(MPI_Ibarrier(comm_, &req));
+  wait_native(req, "MPI_Ibarrier");
+}
+
+double MpiCommunicator::max_double(double v) {
+  double out = 0;
+  MPI_Request req;
+  GS_MPI(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm_, &req));
+  wait_native(req, "MPI_Iallreduce(max)");
+  return out;
+}
+
+double MpiCommunicator::sum_double(double v) {
+  double out = 0;
+  MPI_Request req;
+  GS_MPI(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, comm_, &req));
+  wait_native(req, "MPI_Iallreduce(sum)");
+  return out;
+}
+
+std::int64_t MpiCommunicator::min_int64(std::int64_t v) {
+  std::int64_t out = 0;
+  MPI_Request req;
+  GS_MPI(MPI_Iallreduce(&v, &out, 1, MPI_INT64_T, MPI_MIN, comm_, &req));
+  wait_native(req, "MPI_Iallreduce(min)");
+  return out;
+}
+
+std::int64_t MpiCommunicator::max_int64(std::int64_t v) {
+  std::int64_t out = 0;
+  MPI_Request req;
+  GS_MPI(MPI_Iallreduce(&v, &out, 1, MPI_INT64_T, MPI_MAX, comm_, &req));
+  wait_native(req, "MPI_Iallreduce(max)");
+  return out;
+}
+
+std::vector<std::string> MpiCommunicator::allgather_strings(const std::string& s) {
+  int len = static_cast<int>(s.size());
+  std::vector<int> lens(static_cast<std::size_t>(size_));
+  MPI_Request req;
+  GS_MPI(MPI_Iallgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm_, &req));
+  wait_native(req, "MPI_Iallgather(lengths)");
+  std::vector<int> displs(static_cast<std::size_t>(size_), 0);
+  for (int i = 1; i < size_; ++i) displs[i] = displs[i - 1] + lens[i - 1];
+  std::vector<char> all(static_cast<std::size_t>(displs.back() + lens.back()) + 1);
+  GS_MPI(MPI_Iallgatherv(s.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, comm_, &req));
+  wait_native(req, "MPI_Iallgatherv(strings)");
+  std::vector<std::string> out;
+  for (int i = 0; i < size_; ++i) out.emplace_back(all.data() + displs[i], static_cast<std::size_t>(lens[i]));
+  return out;
+}
+
+void MpiCommunicator::broadcast_bytes(std::vector<char>& bytes, int root) {
+  std::int64_t n = static_cast<std::int64_t>(bytes.size());
+  MPI_Request req;
+  GS_MPI(MPI_Ibcast(&n, 1, MPI_INT64_T, root, comm_, &req));
+  wait_native(req, "MPI_Ibcast(size)");
+  bytes.resize(static_cast<std::size_t>(n));
+  if (n > 0) {
+    GS_MPI(MPI_Ibcast(bytes.data(), to_int(bytes.size(), "broadcast_bytes"), MPI_CHAR, root, comm_, &req));
+    wait_native(req, "MPI_Ibcast(bytes)");
+  }
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
+  MPI_Comm sub;
+  GS_MPI(MPI_Comm_split(comm_, color, key, &sub));
+  return std::make_unique<MpiCommunicator>(sub);
+}
+
+}  // namespace gradsync

@@ -1,0 +1,421 @@
+#include "core/h5io.hpp"
+
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+
+#include "core/error.hpp"
+
+namespace gradsync::h5 {
+namespace {
+
+static_assert(sizeof(hid_t) == sizeof(std::int64_t), "hid_t is 64-bit in HDF5 >= 1.10");
+
+// Innermost (most specific) message of HDF5's default error stack.
+std::string hdf5_message() {
+  std::string msg;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_UPWARD,
+      [](unsigned n, const H5E_error2_t* err, void* data) -> herr_t {
+        auto* out = static_cast<std::string*>(data);
+        if (n == 0 && err->desc) *out = err->desc;
+        return 0;
+      },
+      &msg);
+  H5Eclear2(H5E_DEFAULT);
+  return msg.empty() ? "unknown HDF5 error" : msg;
+}
+
+// Turn HDF5's automatic stderr dump off once; we report errors ourselves.
+struct QuietHdf5 {
+  QuietHdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+};
+void quiet() { static QuietHdf5 q; }
+
+[[noreturn]] void fail(const char* call, const std::string& file, const std::string& object) {
+  throw Error(where() + ": HDF5 " + call + " failed for '" + object + "' in " + file + ": " + hdf5_message());
+}
+
+}  // namespace
+
+// GS_H5(expr, object): evaluate an HDF5 call, throw with call/file/object/message on < 0.
+#define GS_H5(expr, file, object)                  \
+  ([&]() {                                         \
+    auto gs_rc_ = (expr);                          \
+    if (gs_rc_ < 0) fail(#expr, (file), (object)); \
+    return gs_rc_;                                 \
+  }())
+
+namespace {
+
+// RAII for any hid_t.
+class Handle {
+ public:
+  Handle(hid_t id, herr_t (*closer)(hid_t)) : id_(id), closer_(closer) {}
+  ~Handle() {
+    if (id_ >= 0) closer_(id_);
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  operator hid_t() const { return id_; }
+
+ private:
+  hid_t id_;
+  herr_t (*closer_)(hid_t);
+};
+
+hid_t vlen_string_type() {
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, H5T_VARIABLE);
+  H5Tset_cset(t, H5T_CSET_UTF8);
+  return t;
+}
+
+std::vector<hsize_t> to_hsize(const std::vector<std::uint64_t>& d) { return {d.begin(), d.end()}; }
+
+}  // namespace
+
+// ---- Writer ----------------------------------------------------------------------------
+
+Writer::Writer(std::string final_path) : final_path_(std::move(final_path)) {
+  quiet();
+  namespace fs = std::filesystem;
+  const fs::path p(final_path_);
+  if (p.has_parent_path()) {
+    std::error_code ec;
+    fs::create_directories(p.parent_path(), ec);
+    if (ec) throw Error(where() + ": cannot create folder " + p.parent_path().string() + ": " + ec.message());
+  }
+  temp_path_ = final_path_ + ".tmp." + std::to_string(getpid());
+  file_ = H5Fcreate(temp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (file_ < 0) fail("H5Fcreate", temp_path_, "/");
+}
+
+Writer::~Writer() {
+  if (committed_) return;
+  if (file_ >= 0) H5Fclose(file_);
+  std::remove(temp_path_.c_str());
+}
+
+void Writer::group(const std::string& path) {
+  if (path.empty() || path == "/") return;
+  std::string cur;
+  std::size_t pos = 0;
+  while (pos != std::string::npos) {
+    const std::size_t next = path.find('/', pos + 1);
+    cur = path.substr(0, next);
+    if (!cur.empty() && cur != "/") {
+      const htri_t ex = H5Lexists(file_, cur.c_str(), H5P_DEFAULT);
+      if (ex <= 0) {
+        Handle g(GS_H5(H5Gcreate2(file_, cur.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), temp_path_, cur),
+                 H5Gclose);
+      }
+    }
+    pos = next;
+  }
+}
+
+void Writer::ensure_parent(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  if (slash != std::string::npos && slash > 0) group(path.substr(0, slash));
+}
+
+void Writer::attr(const std::string& object, const std::string& name, const AttrValue& value) {
+  Handle obj(GS_H5(H5Oopen(file_, object.c_str(), H5P_DEFAULT), temp_path_, object), H5Oclose);
+  if (H5Aexists(obj, name.c_str()) > 0) GS_H5(H5Adelete(obj, name.c_str()), temp_path_, object + "@" + name);
+  const std::string where_ = object + "@" + name;
+  auto make = [&](hid_t type, hid_t space) {
+    return GS_H5(H5Acreate2(obj, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), temp_path_, where_);
+  };
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::int64_t>) {
+          Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+          Handle a(make(H5T_STD_I64LE, space), H5Aclose);
+          GS_H5(H5Awrite(a, H5T_NATIVE_INT64, &v), temp_path_, where_);
+        } else if constexpr (std::is_same_v<T, double>) {
+          Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+          Handle a(make(H5T_IEEE_F64LE, space), H5Aclose);
+          GS_H5(H5Awrite(a, H5T_NATIVE_DOUBLE, &v), temp_path_, where_);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          Handle type(vlen_string_type(), H5Tclose);
+          Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+          Handle a(make(type, space), H5Aclose);
+          const char* s = v.c_str();
+          GS_H5(H5Awrite(a, type, &s), temp_path_, where_);
+        } else {
+          const hsize_t n = v.size();
+          Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+          if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
+            Handle a(make(H5T_STD_I64LE, space), H5Aclose);
+            GS_H5(H5Awrite(a, H5T_NATIVE_INT64, v.data()), temp_path_, where_);
+          } else if constexpr (std::is_same_v<T, std::vector<double>>) {
+            Handle a(make(H5T_IEEE_F64LE, space), H5Aclose);
+            GS_H5(H5Awrite(a, H5T_NATIVE_DOUBLE, v.data()), temp_path_, where_);
+          } else {
+            Handle type(vlen_string_type(), H5Tclose);
+            Handle a(make(type, space), H5Aclose);
+            std::vector<const char*> ptrs;
+            for (const auto& s : v) ptrs.push_back(s.c_str());
+            GS_H5(H5Awrite(a, type, ptrs.data()), temp_path_, where_);
+          }
+        }
+      },
+      value);
+}
+
+void Writer::write_numeric(const std::string& path, const void* data, std::int64_t mem_type, std::size_t n,
+                           std::vector<std::uint64_t> dims) {
+  if (dims.empty()) dims = {n};
+  const std::uint64_t prod = std::accumulate(dims.begin(), dims.end(), std::uint64_t{1}, std::multiplies<>());
+  if (prod != n)
+    throw Error(where() + ": dataset '" + path + "': " + std::to_string(n) + " values do not fill dims of " +
+                std::to_string(prod));
+  ensure_parent(path);
+  const auto hd = to_hsize(dims);
+  Handle space(GS_H5(H5Screate_simple(static_cast<int>(hd.size()), hd.data(), nullptr), temp_path_, path),
+               H5Sclose);
+  hid_t file_type = H5T_IEEE_F64LE;
+  if (mem_type == H5T_NATIVE_FLOAT) file_type = H5T_IEEE_F32LE;
+  if (mem_type == H5T_NATIVE_INT64) file_type = H5T_STD_I64LE;
+  Handle ds(GS_H5(H5Dcreate2(file_, path.c_str(), file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                  temp_path_, path),
+            H5Dclose);
+  if (n > 0) GS_H5(H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), temp_path_, path);
+}
+
+void Writer::write(const std::string& path, const std::vector<double>& data, std::vector<std::uint64_t> dims) {
+  write_numeric(path, data.data(), H5T_NATIVE_DOUBLE, data.size(), std::move(dims));
+}
+void Writer::write(const std::string& path, const std::vector<float>& data, std::vector<std::uint64_t> dims) {
+  write_numeric(path, data.data(), H5T_NATIVE_FLOAT, data.size(), std::move(dims));
+}
+void Writer::write(const std::string& path, const std::vector<std::int64_t>& data,
+                   std::vector<std::uint64_t> dims) {
+  write_numeric(path, data.data(), H5T_NATIVE_INT64, data.size(), std::move(dims));
+}
+
+void Writer::write(const std::string& path, const std::vector<std::string>& data) {
+  ensure_parent(path);
+  const hsize_t n = data.size();
+  Handle type(vlen_string_type(), H5Tclose);
+  Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+  Handle ds(GS_H5(H5Dcreate2(file_, path.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), temp_path_,
+                  path),
+            H5Dclose);
+  std::vector<const char*> ptrs;
+  for (const auto& s : data) ptrs.push_back(s.c_str());
+  if (n > 0) GS_H5(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), temp_path_, path);
+}
+
+void Writer::commit() {
+  if (committed_) return;
+  GS_H5(H5Fflush(file_, H5F_SCOPE_GLOBAL), temp_path_, "/");
+  const herr_t rc = H5Fclose(file_);
+  file_ = -1;
+  if (rc < 0) {
+    std::remove(temp_path_.c_str());
+    fail("H5Fclose", temp_path_, "/");
+  }
+  if (std::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
+    const std::string err = std::strerror(errno);
+    std::remove(temp_path_.c_str());
+    throw Error(where() + ": cannot rename " + temp_path_ + " to " + final_path_ + ": " + err);
+  }
+  committed_ = true;
+}
+
+// ---- Reader ----------------------------------------------------------------------------
+
+Reader::Reader(const std::string& path) : path_(path) {
+  quiet();
+  if (!std::filesystem::exists(path)) throw Error(where() + ": no such file: " + path);
+  file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (file_ < 0) fail("H5Fopen", path, "/ (not an HDF5 file?)");
+}
+
+Reader::~Reader() {
+  if (file_ >= 0) H5Fclose(file_);
+}
+
+bool Reader::exists(const std::string& object) const {
+  if (object == "/" || object.empty()) return true;
+  // Walk component by component: H5Lexists fails if an intermediate link is missing.
+  std::size_t pos = 0;
+  while (true) {
+    const std::size_t next = object.find('/', pos + 1);
+    const std::string cur = object.substr(0, next);
+    if (!cur.empty() && cur != "/" && H5Lexists(file_, cur.c_str(), H5P_DEFAULT) <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return false;
+    }
+    if (next == std::string::npos) return true;
+    pos = next;
+  }
+}
+
+std::vector<std::string> Reader::list(const std::string& group) const {
+  Handle g(GS_H5(H5Gopen2(file_, group.c_str(), H5P_DEFAULT), path_, group), H5Gclose);
+  std::vector<std::string> names;
+  H5Literate(
+      g, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+      [](hid_t, const char* name, const H5L_info_t*, void* data) -> herr_t {
+        static_cast<std::vector<std::string>*>(data)->push_back(name);
+        return 0;
+      },
+      &names);
+  return names;
+}
+
+std::vector<std::uint64_t> Reader::dims(const std::string& dataset) const {
+  Handle ds(GS_H5(H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT), path_, dataset), H5Dclose);
+  Handle space(GS_H5(H5Dget_space(ds), path_, dataset), H5Sclose);
+  const int rank = GS_H5(H5Sget_simple_extent_ndims(space), path_, dataset);
+  std::vector<hsize_t> d(static_cast<std::size_t>(rank));
+  if (rank > 0) H5Sget_simple_extent_dims(space, d.data(), nullptr);
+  return {d.begin(), d.end()};
+}
+
+namespace {
+template <typename T>
+std::vector<T> read_numeric(hid_t file, const std::string& path, const std::string& dataset, hid_t mem_type) {
+  Handle ds(GS_H5(H5Dopen2(file, dataset.c_str(), H5P_DEFAULT), path, dataset), H5Dclose);
+  Handle space(GS_H5(H5Dget_space(ds), path, dataset), H5Sclose);
+  const hssize_t n = GS_H5(H5Sget_simple_extent_npoints(space), path, dataset);
+  std::vector<T> out(static_cast<std::size_t>(n));
+  if (n > 0) GS_H5(H5Dread(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), path, dataset);
+  return out;
+}
+
+std::vector<std::string> read_vlen_strings(hid_t obj, bool is_attr, const std::string& path,
+                                           const std::string& what) {
+  Handle space(is_attr ? H5Aget_space(obj) : H5Dget_space(obj), H5Sclose);
+  Handle ftype(is_attr ? H5Aget_type(obj) : H5Dget_type(obj), H5Tclose);
+  if (H5Tget_class(ftype) != H5T_STRING) throw Error(where() + ": '" + what + "' in " + path + " is not a string");
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  std::vector<std::string> out;
+  if (H5Tis_variable_str(ftype) > 0) {
+    Handle mtype(vlen_string_type(), H5Tclose);
+    std::vector<char*> ptrs(static_cast<std::size_t>(n), nullptr);
+    if (n > 0) {
+      if (is_attr) GS_H5(H5Aread(obj, mtype, ptrs.data()), path, what);
+      else GS_H5(H5Dread(obj, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), path, what);
+    }
+    for (char* p : ptrs) out.emplace_back(p ? p : "");
+    if (n > 0) H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, ptrs.data());
+  } else {
+    const std::size_t len = H5Tget_size(ftype);
+    std::vector<char> buf(len * static_cast<std::size_t>(n) + 1, '\0');
+    Handle mtype(H5Tcopy(ftype), H5Tclose);
+    if (n > 0) {
+      if (is_attr) GS_H5(H5Aread(obj, mtype, buf.data()), path, what);
+      else GS_H5(H5Dread(obj, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), path, what);
+    }
+    for (hssize_t i = 0; i < n; ++i) {
+      std::string s(buf.data() + i * len, len);
+      s.erase(s.find_last_not_of(std::string("\0 ", 2)) + 1);
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<double> Reader::read_double(const std::string& dataset) const {
+  return read_numeric<double>(file_, path_, dataset, H5T_NATIVE_DOUBLE);
+}
+std::vector<std::int64_t> Reader::read_int(const std::string& dataset) const {
+  return read_numeric<std::int64_t>(file_, path_, dataset, H5T_NATIVE_INT64);
+}
+std::vector<std::string> Reader::read_strings(const std::string& dataset) const {
+  Handle ds(GS_H5(H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT), path_, dataset), H5Dclose);
+  return read_vlen_strings(ds, false, path_, dataset);
+}
+
+bool Reader::has_attr(const std::string& object, const std::string& name) const {
+  if (!exists(object)) return false;
+  const htri_t r = H5Aexists_by_name(file_, object.c_str(), name.c_str(), H5P_DEFAULT);
+  H5Eclear2(H5E_DEFAULT);
+  return r > 0;
+}
+
+std::vector<std::string> Reader::attr_names(const std::string& object) const {
+  Handle obj(GS_H5(H5Oopen(file_, object.c_str(), H5P_DEFAULT), path_, object), H5Oclose);
+  std::vector<std::string> names;
+  H5Aiterate2(
+      obj, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+      [](hid_t, const char* name, const H5A_info_t*, void* data) -> herr_t {
+        static_cast<std::vector<std::string>*>(data)->push_back(name);
+        return 0;
+      },
+      &names);
+  return names;
+}
+
+AttrValue Reader::attr(const std::string& object, const std::string& name) const {
+  const std::string what = object + "@" + name;
+  if (!has_attr(object, name)) throw Error(where() + ": " + path_ + " has no attribute '" + what + "'");
+  Handle a(GS_H5(H5Aopen_by_name(file_, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), path_, what),
+           H5Aclose);
+  Handle type(H5Aget_type(a), H5Tclose);
+  Handle space(H5Aget_space(a), H5Sclose);
+  const bool scalar = H5Sget_simple_extent_type(space) == H5S_SCALAR;
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  switch (H5Tget_class(type)) {
+    case H5T_INTEGER: {
+      std::vector<std::int64_t> v(static_cast<std::size_t>(n));
+      GS_H5(H5Aread(a, H5T_NATIVE_INT64, v.data()), path_, what);
+      if (scalar) return v.at(0);
+      return v;
+    }
+    case H5T_FLOAT: {
+      std::vector<double> v(static_cast<std::size_t>(n));
+      GS_H5(H5Aread(a, H5T_NATIVE_DOUBLE, v.data()), path_, what);
+      if (scalar) return v.at(0);
+      return v;
+    }
+    case H5T_STRING: {
+      auto v = read_vlen_strings(a, true, path_, what);
+      if (scalar) return v.empty() ? std::string() : v[0];
+      return v;
+    }
+    default: throw Error(where() + ": attribute '" + what + "' in " + path_ + " has an unsupported type");
+  }
+}
+
+std::string Reader::attr_string(const std::string& object, const std::string& name) const {
+  AttrValue v = attr(object, name);
+  if (auto* s = std::get_if<std::string>(&v)) return *s;
+  if (auto* i = std::get_if<std::int64_t>(&v)) return std::to_string(*i);
+  if (auto* d = std::get_if<double>(&v)) return std::to_string(*d);
+  throw Error(where() + ": attribute '" + object + "@" + name + "' in " + path_ + " is not a scalar");
+}
+
+double Reader::attr_double(const std::string& object, const std::string& name) const {
+  AttrValue v = attr(object, name);
+  if (auto* d = std::get_if<double>(&v)) return *d;
+  if (auto* i = std::get_if<std::int64_t>(&v)) return static_cast<double>(*i);
+  throw Error(where() + ": attribute '" + object + "@" + name + "' in " + path_ + " is not a number");
+}
+
+std::int64_t Reader::attr_int(const std::string& object, const std::string& name) const {
+  AttrValue v = attr(object, name);
+  if (auto* i = std::get_if<std::int64_t>(&v)) return *i;
+  if (auto* d = std::get_if<double>(&v)) return static_cast<std::int64_t>(*d);
+  throw Error(where() + ": attribute '" + object + "@" + name + "' in " + path_ + " is not a number");
+}
+
+std::vector<std::string> Reader::attr_strings(const std::string& object, const std::string& name) const {
+  AttrValue v = attr(object, name);
+  if (auto* s = std::get_if<std::vector<std::string>>(&v)) return *s;
+  if (auto* s = std::get_if<std::string>(&v)) return {*s};
+  throw Error(where() + ": attribute '" + object + "@" + name + "' in " + path_ + " is not a string list");
+}
+
+}  // namespace gradsync::h5

@@ -1,0 +1,85 @@
+// gradsync/core/h5io.hpp — the one HDF5 writer and reader of gradsync results.
+//
+// Writer: everything goes to "<final>.tmp.<pid>" in the same folder; commit() flushes,
+// closes and renames it over the final path. A writer destroyed without commit() (an
+// exception, a full disk) removes its temp file: a result file is complete or absent.
+// Reader: typed access to what the writer wrote (and to any plain numeric/string HDF5).
+// Every HDF5 call is checked; failures throw gradsync::Error with the call, the object
+// path and HDF5's own message.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace gradsync::h5 {
+
+using AttrValue = std::variant<std::int64_t, double, std::string, std::vector<std::int64_t>,
+                               std::vector<double>, std::vector<std::string>>;
+
+class Writer {
+ public:
+  explicit Writer(std::string final_path);
+  ~Writer();
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  const std::string& final_path() const { return final_path_; }
+  const std::string& temp_path() const { return temp_path_; }
+
+  // Creates the group and its parents if missing ("/steps", "/a/b").
+  void group(const std::string& path);
+  // Attribute on an object ("/" for the root, or a group/dataset path that exists).
+  void attr(const std::string& object, const std::string& name, const AttrValue& value);
+
+  // Datasets. dims empty means 1-D of data.size(); otherwise product(dims) == data.size().
+  // Parent groups are created as needed.
+  void write(const std::string& path, const std::vector<double>& data, std::vector<std::uint64_t> dims = {});
+  void write(const std::string& path, const std::vector<float>& data, std::vector<std::uint64_t> dims = {});
+  void write(const std::string& path, const std::vector<std::int64_t>& data, std::vector<std::uint64_t> dims = {});
+  void write(const std::string& path, const std::vector<std::string>& data);
+
+  // Flush, close and rename into place. After commit() the writer is inert.
+  void commit();
+
+ private:
+  void write_numeric(const std::string& path, const void* data, std::int64_t mem_type, std::size_t n,
+                     std::vector<std::uint64_t> dims);
+  void ensure_parent(const std::string& path);
+  std::string final_path_;
+  std::string temp_path_;
+  std::int64_t file_ = -1;
+  bool committed_ = false;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& path);
+  ~Reader();
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
+
+  const std::string& path() const { return path_; }
+  bool exists(const std::string& object) const;  // group or dataset
+  std::vector<std::string> list(const std::string& group) const;  // member names
+  std::vector<std::uint64_t> dims(const std::string& dataset) const;
+
+  std::vector<double> read_double(const std::string& dataset) const;  // any numeric type
+  std::vector<std::int64_t> read_int(const std::string& dataset) const;
+  std::vector<std::string> read_strings(const std::string& dataset) const;
+
+  bool has_attr(const std::string& object, const std::string& name) const;
+  std::vector<std::string> attr_names(const std::string& object) const;
+  AttrValue attr(const std::string& object, const std::string& name) const;
+  std::string attr_string(const std::string& object, const std::string& name) const;
+  double attr_double(const std::string& object, const std::string& name) const;  // int or float attr
+  std::int64_t attr_int(const std::string& object, const std::string& name) const;
+  std::vector<std::string> attr_strings(const std::string& object, const std::string& name) const;
+
+ private:
+  std::string path_;
+  std::int64_t file_ = -1;
+};
+
+}  // namespace gradsync::h5

@@ -1,0 +1,62 @@
+#include "core/provenance.hpp"
+
+#include <algorithm>
+#include <ctime>
+#include <set>
+
+#include "core/params.hpp"
+
+extern char** environ;
+
+#ifndef GRADSYNC_GIT_REVISION
+#define GRADSYNC_GIT_REVISION "unknown"
+#endif
+
+namespace gradsync {
+
+std::vector<std::pair<std::string, std::string>> communication_environment() {
+  static const char* prefixes[] = {"NCCL_", "OMPI_MCA_", "GRADSYNC_", "UCX_", "CUDA_VISIBLE_DEVICES"};
+  std::vector<std::pair<std::string, std::string>> out;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv(*e);
+    const std::size_t eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = kv.substr(0, eq);
+    bool keep = key == "SLURM_JOB_ID" || key == "SLURM_ARRAY_JOB_ID" || key == "SLURM_ARRAY_TASK_ID";
+    for (const char* p : prefixes) keep = keep || key.rfind(p, 0) == 0;
+    if (keep) out.emplace_back(key, kv.substr(eq + 1));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string git_revision() { return GRADSYNC_GIT_REVISION; }
+
+std::string utc_timestamp() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+void write_provenance(h5::Writer& w, const Provenance& p) {
+  w.attr("/", "schema_version", kSchemaVersion);
+  w.attr("/", "program", p.program);
+  w.attr("/", "argv", p.argv);
+  w.attr("/", "git_revision", git_revision());
+  w.attr("/", "created_utc", utc_timestamp());
+  w.attr("/", "hostnames", p.hostnames);
+  w.attr("/", "nranks", static_cast<std::int64_t>(p.nranks));
+  w.attr("/", "nnodes", static_cast<std::int64_t>(p.nnodes));
+  w.group("/environment");
+  for (const auto& [k, v] : communication_environment()) {
+    w.attr("/environment", k, v);
+    if (k == "SLURM_JOB_ID") w.attr("/", "slurm_job_id", v);
+  }
+  w.group("/params");
+  for (const auto& info : param_registry()) w.attr("/params", info.env, param_string(info.env));
+}
+
+}  // namespace gradsync

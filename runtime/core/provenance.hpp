@@ -1,0 +1,35 @@
+// gradsync/core/provenance.hpp — what every result file says about where it came from.
+//
+// Root attributes: schema_version, program, argv, git_revision, created_utc, hostnames,
+// nranks, nnodes, slurm_job_id (when set). Group /environment: one string attribute per
+// communication-tuning variable that was set (NCCL_*, OMPI_MCA_*, GRADSYNC_*, UCX_*, SLURM_JOB_ID).
+// Group /params: every registered gradsync knob with its effective value.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/h5io.hpp"
+
+namespace gradsync {
+
+inline constexpr std::int64_t kSchemaVersion = 1;
+
+struct Provenance {
+  std::string program;                 // "gradsync-bench"
+  std::vector<std::string> argv;
+  std::vector<std::string> hostnames;  // one per rank, rank order
+  int nranks = 1;
+  int nnodes = 1;
+};
+
+// The environment variables results record, sorted by name.
+std::vector<std::pair<std::string, std::string>> communication_environment();
+
+std::string git_revision();      // build-time revision, e.g. "3f2a9c1d0e7b"
+std::string utc_timestamp();     // "2026-11-29T15:04:05Z"
+
+void write_provenance(h5::Writer& w, const Provenance& p);
+
+}  // namespace gradsync
