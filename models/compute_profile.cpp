@@ -13,7 +13,12 @@
 #include <optional>
 #include <sstream>
 
+// toml++ installs toml++/toml.hpp upstream; Debian's 3.3 package ships toml++/toml.h.
+#if __has_include(<toml++/toml.hpp>)
 #include <toml++/toml.hpp>
+#else
+#include <toml++/toml.h>
+#endif
 
 #include "core/error.hpp"
 
@@ -125,14 +130,15 @@ std::optional<Problem> first_problem(const ComputeProfile& p) {
     const char* key;
     double value;
   };
-  for (const Field& f : {Field{"peak_flops", p.peak_flops},
-                         Field{"peak_flops_half", p.peak_flops_half},
-                         Field{"efficiency", p.efficiency},
-                         Field{"optimizer_bytes_per_s", p.optimizer_bytes_per_s}})
-    if (!positive(f.value)) return Problem{f.key, "must be a finite number > 0, got " + num(f.value)};
+  for (const Field& f :
+       {Field{"peak_flops", p.peak_flops}, Field{"peak_flops_half", p.peak_flops_half},
+        Field{"efficiency", p.efficiency}, Field{"optimizer_bytes_per_s", p.optimizer_bytes_per_s}})
+    if (!positive(f.value))
+      return Problem{f.key, "must be a finite number > 0, got " + num(f.value)};
   if (p.efficiency > 1) return Problem{"efficiency", "must be <= 1, got " + num(p.efficiency)};
   if (!std::isfinite(p.per_layer_overhead_s) || p.per_layer_overhead_s < 0)
-    return Problem{"per_layer_overhead_s", "must be a finite number >= 0, got " + num(p.per_layer_overhead_s)};
+    return Problem{"per_layer_overhead_s",
+                   "must be a finite number >= 0, got " + num(p.per_layer_overhead_s)};
   for (const auto& [layer, t] : p.measured) {
     if (layer.empty()) return Problem{"measured", "has an empty layer name"};
     for (double v : {t.first, t.second})
@@ -143,10 +149,14 @@ std::optional<Problem> first_problem(const ComputeProfile& p) {
 }
 
 // ---- TOML reading ----------------------------------------------------------------------------
-constexpr const char* kKnownKeys[] = {"name",       "device",
-                                      "source",     "peak_flops",
-                                      "peak_flops_half", "efficiency",
-                                      "per_layer_overhead_s", "optimizer_bytes_per_s",
+constexpr const char* kKnownKeys[] = {"name",
+                                      "device",
+                                      "source",
+                                      "peak_flops",
+                                      "peak_flops_half",
+                                      "efficiency",
+                                      "per_layer_overhead_s",
+                                      "optimizer_bytes_per_s",
                                       "measured"};
 
 class ProfileReader {
@@ -157,8 +167,13 @@ class ProfileReader {
     const toml::table tbl = parse();
     for (auto&& [k, v] : tbl) {
       bool known = false;
-      for (const char* kk : kKnownKeys) known = known || k.str() == kk;
-      if (!known) fail(line_of(k.source()), std::string(k.str()), "unknown key (known: name, device, source, peak_flops, peak_flops_half, efficiency, per_layer_overhead_s, optimizer_bytes_per_s, [measured])");
+      std::string all;
+      for (const char* kk : kKnownKeys) {
+        known = known || k.str() == kk;
+        all += (all.empty() ? "" : ", ") + std::string(kk);
+      }
+      if (!known)
+        fail(line_of(k.source()), std::string(k.str()), "is unknown (known: " + all + ")");
     }
     ComputeProfile p;
     p.name = get_string(tbl, "name");
@@ -193,7 +208,9 @@ class ProfileReader {
     }
   }
 
-  static int64_t line_of(const toml::source_region& r) { return static_cast<int64_t>(r.begin.line); }
+  static int64_t line_of(const toml::source_region& r) {
+    return static_cast<int64_t>(r.begin.line);
+  }
 
   [[noreturn]] void fail(int64_t line, const std::string& key, const std::string& what) const {
     std::string where = "compute profile " + path_;
@@ -233,7 +250,8 @@ class ProfileReader {
   void read_measured(const toml::node& m, ComputeProfile& p) {
     lines_["measured"] = line_of(m.source());
     if (!m.is_table())
-      fail(line_of(m.source()), "measured", "must be a table of \"layer\" = [fwd_s, bwd_s], got " + type_name(m));
+      fail(line_of(m.source()), "measured",
+           "must be a table of \"layer\" = [fwd_s, bwd_s], got " + type_name(m));
     for (auto&& [k, v] : *m.as_table()) {
       const std::string key = "measured." + std::string(k.str());
       const auto line = line_of(v.source());
@@ -255,11 +273,21 @@ std::string toml_string(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (c < 0x20 || c == 0x7f) {
           char buf[8];
@@ -293,7 +321,8 @@ LayerTimes layer_times(const ModelSpec& model, const ComputeProfile& profile, in
                        bool half_precision) {
   GS_USAGE_CHECK(batch >= 1, "layer_times: batch must be >= 1, got ", batch);
   validate_profile(profile);
-  const double rate = (half_precision ? profile.peak_flops_half : profile.peak_flops) * profile.efficiency;
+  const double rate =
+      (half_precision ? profile.peak_flops_half : profile.peak_flops) * profile.efficiency;
   const double b = static_cast<double>(batch);
   LayerTimes t;
   t.fwd_s.reserve(model.layers.size());
@@ -316,7 +345,8 @@ double optimizer_step_s(const ModelSpec& model, const ComputeProfile& profile,
   GS_USAGE_CHECK(bytes_per_param >= 0, "optimizer_step_s: bytes_per_param must be >= 0, got ",
                  bytes_per_param);
   validate_profile(profile);
-  return static_cast<double>(model.num_parameters()) * bytes_per_param / profile.optimizer_bytes_per_s;
+  return static_cast<double>(model.num_parameters()) * bytes_per_param /
+         profile.optimizer_bytes_per_s;
 }
 
 const std::vector<std::string>& profile_names() {
@@ -331,7 +361,8 @@ const std::vector<std::string>& profile_names() {
 ComputeProfile builtin_profile(const std::string& name) {
   for (const auto& [n, make] : registry())
     if (n == name) return make();
-  throw UsageError("unknown compute profile '" + name + "'; built-in profiles: " + known_profiles());
+  throw UsageError("unknown compute profile '" + name +
+                   "'; built-in profiles: " + known_profiles());
 }
 
 ComputeProfile load_profile(const std::string& name_or_path) {
@@ -359,7 +390,8 @@ void save_profile(const ComputeProfile& p, const std::string& path) {
   if (!p.measured.empty()) {
     os << "\n[measured]  # layer = [fwd_s, bwd_s], seconds per sample\n";
     for (const auto& [layer, t] : p.measured)
-      os << toml_string(layer) << " = [" << toml_float(t.first) << ", " << toml_float(t.second) << "]\n";
+      os << toml_string(layer) << " = [" << toml_float(t.first) << ", " << toml_float(t.second)
+         << "]\n";
   }
   // Atomic: write a temp file next to the target, then rename over it.
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());

@@ -34,7 +34,8 @@ int64_t ModelSpec::num_parameters() const {
 }
 
 int64_t ModelSpec::grad_bytes(int bytes_per_elem) const {
-  GS_USAGE_CHECK(bytes_per_elem > 0, "grad_bytes: bytes_per_elem must be > 0, got ", bytes_per_elem);
+  GS_USAGE_CHECK(bytes_per_elem > 0, "grad_bytes: bytes_per_elem must be > 0, got ",
+                 bytes_per_elem);
   return num_parameters() * static_cast<int64_t>(bytes_per_elem);
 }
 
@@ -72,7 +73,9 @@ constexpr double kSoftmaxFlopsPerElem = 5;  // max, subtract, exp, sum, divide
 // A feature map of one sample (channels, height, width).
 struct Fmap {
   int64_t c, h, w;
-  double elems() const { return static_cast<double>(c) * static_cast<double>(h) * static_cast<double>(w); }
+  double elems() const {
+    return static_cast<double>(c) * static_cast<double>(h) * static_cast<double>(w);
+  }
 };
 
 // Output size of a convolution or pooling window along one dimension (PyTorch's formula).
@@ -97,8 +100,8 @@ void add_param(LayerSpec& l, const std::string& suffix, std::vector<int64_t> sha
 }
 
 // nn.Conv2d(in.c, cout, k, stride, pad, bias). `extra` = folded element-wise FLOPs.
-Fmap conv(ModelSpec& m, const std::string& name, Fmap in, int64_t cout, int64_t k,
-          int64_t stride, int64_t pad, bool bias, double extra = 0) {
+Fmap conv(ModelSpec& m, const std::string& name, Fmap in, int64_t cout, int64_t k, int64_t stride,
+          int64_t pad, bool bias, double extra = 0) {
   const Fmap out{cout, out_dim(in.h, k, stride, pad), out_dim(in.w, k, stride, pad)};
   const double macs = static_cast<double>(in.c) * static_cast<double>(k * k) * out.elems();
   auto& l = add_layer(m, name, "conv", 2 * macs + (bias ? out.elems() : 0) + extra);
@@ -121,7 +124,8 @@ void linear(ModelSpec& m, const std::string& name, int64_t in, int64_t out, doub
   const double per_token = 2.0 * static_cast<double>(in) * static_cast<double>(out) +
                            (bias ? static_cast<double>(out) : 0);
   auto& l = add_layer(m, name, "linear", per_token * tokens + extra);
-  add_param(l, "weight", weight_shape_io ? std::vector<int64_t>{in, out} : std::vector<int64_t>{out, in});
+  add_param(l, "weight",
+            weight_shape_io ? std::vector<int64_t>{in, out} : std::vector<int64_t>{out, in});
   if (bias) add_param(l, "bias", {out});
 }
 
@@ -162,7 +166,8 @@ void finish(ModelSpec& m) {
 }
 
 // ---- ResNet-18 for CIFAR-10 --------------------------------------------------------------
-// Source: kuangliu/pytorch-cifar, models/resnet.py (ResNet18(): BasicBlock, [2,2,2,2]);
+// Source: kuangliu/pytorch-cifar, models/resnet.py (ResNet18(): BasicBlock, [2,2,2,2] in
+// current master; early revisions used PreActBlock);
 // 3x3 stride-1 stem without bias, no max-pool, F.avg_pool2d(out, 4), self.linear 512->10.
 // Module names as in that file (shortcut.0/1, linear). 11,173,962 parameters.
 ModelSpec build_resnet18_cifar() {
@@ -260,8 +265,8 @@ ModelSpec build_vgg16() {
   m.input_shape = {3, 224, 224};
 
   constexpr int64_t kPool = -1;  // "M" in torchvision's cfg
-  const int64_t cfg[] = {64,  64,  kPool, 128, 128, kPool, 256, 256, 256, kPool,
-                         512, 512, 512,   kPool, 512, 512, 512, kPool};
+  const int64_t cfg[] = {64,    64,  kPool, 128, 128,   kPool, 256, 256, 256,
+                         kPool, 512, 512,   512, kPool, 512,   512, 512, kPool};
   Fmap x{3, 224, 224};
   int index = 0;  // module index inside nn.Sequential `features`
   for (int64_t v : cfg) {
@@ -295,8 +300,8 @@ ModelSpec build_vgg16() {
 // 3072, max positions 512, 2 token types), with the pooler. 109,482,240 parameters.
 // A sample is one sequence of 128 tokens.
 ModelSpec build_bert_base() {
-  constexpr int64_t kVocab = 30522, kD = 768, kLayers = 12, kHeads = 12, kFf = 3072,
-                    kMaxPos = 512, kTypes = 2, kSeq = 128;
+  constexpr int64_t kVocab = 30522, kD = 768, kLayers = 12, kHeads = 12, kFf = 3072, kMaxPos = 512,
+                    kTypes = 2, kSeq = 128;
   const double s = kSeq;
   ModelSpec m;
   m.name = "bert-base";
@@ -370,8 +375,8 @@ ModelSpec build_gpt2(const Gpt2Config& c) {
     attention(m, p + "attn", kSeq, d, c.heads);
     linear(m, p + "attn.c_proj", d, d, s, true, resid, true);
     layer_norm(m, p + "ln_2", d, s);
-    linear(m, p + "mlp.c_fc", d, 4 * d, s, true, kGeluFlopsPerElem * 4.0 * static_cast<double>(d) * s,
-           true);
+    linear(m, p + "mlp.c_fc", d, 4 * d, s, true,
+           kGeluFlopsPerElem * 4.0 * static_cast<double>(d) * s, true);
     linear(m, p + "mlp.c_proj", 4 * d, d, s, true, resid, true);
   }
   layer_norm(m, "transformer.ln_f", d, s);
@@ -381,6 +386,15 @@ ModelSpec build_gpt2(const Gpt2Config& c) {
   return m;
 }
 
+ModelSpec build_gpt2_small() {
+  return build_gpt2({"gpt2", "GPT-2 124M (HF GPT2LMHeadModel, tied head), seq 1024", 768, 12, 12});
+}
+
+ModelSpec build_gpt2_medium() {
+  return build_gpt2(
+      {"gpt2-medium", "GPT-2 medium 355M (HF GPT2LMHeadModel, tied head), seq 1024", 1024, 24, 16});
+}
+
 // The registry: one row per model, in zoo_names() order.
 const std::vector<std::pair<std::string, std::function<ModelSpec()>>>& registry() {
   static const std::vector<std::pair<std::string, std::function<ModelSpec()>>> r = {
@@ -388,8 +402,8 @@ const std::vector<std::pair<std::string, std::function<ModelSpec()>>>& registry(
       {"resnet50", build_resnet50},
       {"vgg16", build_vgg16},
       {"bert-base", build_bert_base},
-      {"gpt2", [] { return build_gpt2({"gpt2", "GPT-2 124M (HF transformers GPT2LMHeadModel, tied head), seq 1024", 768, 12, 12}); }},
-      {"gpt2-medium", [] { return build_gpt2({"gpt2-medium", "GPT-2 medium 355M (HF transformers GPT2LMHeadModel, tied head), seq 1024", 1024, 24, 16}); }},
+      {"gpt2", build_gpt2_small},
+      {"gpt2-medium", build_gpt2_medium},
   };
   return r;
 }

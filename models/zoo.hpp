@@ -57,12 +57,12 @@ struct ModelSpec {
   int64_t samples_per_epoch = 0;     // images, or sequences for the language models
   std::vector<int64_t> input_shape;  // per sample, e.g. {3,224,224} or {seq_len}
 
-  int64_t num_tensors() const;                         // parameter tensors
-  int64_t num_parameters() const;                      // elements over all tensors
-  int64_t grad_bytes(int bytes_per_elem = 4) const;    // num_parameters() * bytes_per_elem
-  double fwd_flops() const;                            // per sample, all layers
-  double bwd_flops() const;                            // per sample, all layers
-  std::vector<TensorSpec> tensors() const;             // all parameter tensors, forward order
+  int64_t num_tensors() const;                       // parameter tensors
+  int64_t num_parameters() const;                    // elements over all tensors
+  int64_t grad_bytes(int bytes_per_elem = 4) const;  // num_parameters() * bytes_per_elem
+  double fwd_flops() const;                          // per sample, all layers
+  double bwd_flops() const;                          // per sample, all layers
+  std::vector<TensorSpec> tensors() const;           // all parameter tensors, forward order
 };
 
 // Names of the built-in models, in a fixed order:
