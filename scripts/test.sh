@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The README's test command: install what is missing, build, run every test.
+#   scripts/test.sh                 # everything
+#   scripts/test.sh -L unit         # extra arguments go to ctest
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh
+cd "${BUILD_DIR:-build}"
+# MPI tests oversubscribe the 2 cores; run tests one at a time so timings stay sane.
+ctest --output-on-failure --timeout 600 "$@"
