@@ -1,0 +1,179 @@
+#include "bench/harness.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <new>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/timer.hpp"
+#include "core/units.hpp"
+
+namespace gradsync::bench {
+
+// ---- buffers ---------------------------------------------------------------------------------
+
+Buffer::Buffer(std::size_t bytes) : bytes_(bytes) {
+  const std::size_t alloc = std::max<std::size_t>(64, (bytes + 63) / 64 * 64);
+  void* p = ::operator new[](alloc, std::align_val_t{64}, std::nothrow);
+  if (!p)
+    throw Error(where() + ": cannot allocate a benchmark buffer of " + format_bytes(static_cast<double>(bytes)) +
+                " (lower -e)");
+  ptr_.reset(static_cast<std::byte*>(p));
+}
+
+void Buffer::Free::operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
+
+namespace {
+
+constexpr float kSentinel = -1.0f;  // never an input or a result: every value is >= 0
+
+// buf[i] = value(i) for i < n, rounded to `t`.
+template <typename F>
+void fill(void* buf, std::size_t n, DType t, F&& value) {
+  switch (t) {
+    case DType::F32: {
+      auto* p = static_cast<float*>(buf);
+      for (std::size_t i = 0; i < n; ++i) p[i] = value(i);
+      break;
+    }
+    case DType::F16: {
+      auto* p = static_cast<std::uint16_t*>(buf);
+      for (std::size_t i = 0; i < n; ++i) p[i] = f32_to_f16(value(i));
+      break;
+    }
+    case DType::BF16: {
+      auto* p = static_cast<std::uint16_t*>(buf);
+      for (std::size_t i = 0; i < n; ++i) p[i] = f32_to_bf16(value(i));
+      break;
+    }
+  }
+}
+
+// Elements of buf that differ from want(i): exactly, or by more than rel * |want| when
+// rel > 0. NaN is always wrong.
+template <typename F>
+std::int64_t count_wrong(const void* buf, std::size_t n, DType t, F&& want, double rel) {
+  std::int64_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float got = load_as_f32(buf, i, t), w = want(i);
+    if (got == w) continue;
+    if (rel > 0 && std::fabs(static_cast<double>(got) - w) <= rel * std::fabs(static_cast<double>(w))) continue;
+    if (wrong == 0) {
+      GS_LOG(WARN) << "first wrong element at index " << i << ": got " << got << ", expected " << w;
+    }
+    ++wrong;
+  }
+  return wrong;
+}
+
+// Relative tolerance for results that involve rounding (avg): two units in the last place.
+double tolerance(const Collective& coll, RedOp op, DType t) {
+  if (!coll.has_redop() || op != RedOp::Avg) return 0;
+  const int mantissa = t == DType::F32 ? 23 : t == DType::F16 ? 10 : 7;
+  return 2.0 * std::ldexp(1.0, -mantissa);
+}
+
+class Harness {
+ public:
+  Harness(const BenchOptions& o, Communicator& comm, Collective& coll)
+      : o_(o), comm_(comm), coll_(coll), esz_(dtype_size(o.dtype)), rel_tol_(tolerance(coll, o.redop, o.dtype)) {
+    // One set of buffers for the largest size, as nccl-tests: no allocation in the sweep.
+    std::size_t send = 0, recv = 0;
+    for (std::int64_t bytes : size_sweep(o)) {
+      const Layout l = coll.layout(static_cast<std::size_t>(bytes) / esz_);
+      send = std::max(send, l.send_count);
+      recv = std::max(recv, l.recv_count);
+    }
+    send_ = Buffer(send * esz_);
+    recv_ = Buffer(recv * esz_);
+    inplace_ = Buffer(std::max(send, recv) * esz_);
+  }
+
+  SizeResult run_size(std::int64_t bytes) {
+    const Layout l = coll_.layout(static_cast<std::size_t>(bytes) / esz_);
+    SizeResult r;
+    r.size_bytes = static_cast<std::int64_t>(l.bytes(esz_));
+    r.count = static_cast<std::int64_t>(l.param_count);
+    r.algo_used = coll_.algo_used(l.bytes(esz_));
+    GS_LOG(INFO) << "bench: size " << r.size_bytes << " B, count " << r.count << ", algo " << r.algo_used;
+
+    auto input = [&](std::size_t i) { return coll_.input(i); };
+    auto expected = [&](std::size_t i) { return coll_.expected(i, l); };
+    auto sentinel = [](std::size_t) { return kSentinel; };
+
+    // Out of place.
+    if (coll_.has_input()) fill(send_.data(), l.send_count, o_.dtype, input);
+    else fill(send_.data(), l.send_count, o_.dtype, sentinel);
+    fill(recv_.data(), l.recv_count, o_.dtype, sentinel);
+    r.oop = time_calls(l, r.size_bytes, false);
+    if (o_.check) {
+      std::int64_t wrong = count_wrong(recv_.data(), l.recv_count, o_.dtype, expected, rel_tol_);
+      if (coll_.has_input()) wrong += count_wrong(send_.data(), l.send_count, o_.dtype, input, 0);
+      r.oop.nwrong = sum_over_ranks(wrong);
+    }
+
+    // In place: the input is copied in before every call (time_calls).
+    fill(inplace_.data(), std::max(l.send_count, l.recv_count), o_.dtype, sentinel);
+    r.ip = time_calls(l, r.size_bytes, true);
+    if (o_.check) {
+      const char* result = static_cast<const char*>(inplace_.data()) + l.ip_recv_offset * esz_;
+      r.ip.nwrong = sum_over_ranks(count_wrong(result, l.recv_count, o_.dtype, expected, rel_tol_));
+    }
+    return r;
+  }
+
+ private:
+  PhaseResult time_calls(const Layout& l, std::int64_t size_bytes, bool in_place) {
+    PhaseResult p;
+    p.time_us.resize(static_cast<std::size_t>(o_.iters));
+    char* ip = static_cast<char*>(inplace_.data());
+    for (int it = 0; it < o_.warmup + o_.iters; ++it) {
+      if (in_place && coll_.has_input() && l.send_count > 0)
+        std::memcpy(ip + l.ip_send_offset * esz_, send_.data(), l.send_count * esz_);
+      comm_.barrier();
+      const double t0 = now_s();
+      if (in_place) coll_.run_in_place(ip, l);
+      else coll_.run(send_.data(), recv_.data(), l);
+      const double dt = now_s() - t0;
+      if (it >= o_.warmup) p.time_us[static_cast<std::size_t>(it - o_.warmup)] = dt * 1e6;
+    }
+    // The iteration took as long as its slowest rank.
+    double sum = 0;
+    for (double& t : p.time_us) {
+      t = comm_.max_double(t);
+      sum += t;
+    }
+    p.time_us_avg = sum / o_.iters;
+    p.algbw_GBps = gbps(static_cast<double>(size_bytes), p.time_us_avg);
+    p.busbw_GBps = p.algbw_GBps * coll_.bus_factor();
+    return p;
+  }
+
+  std::int64_t sum_over_ranks(std::int64_t v) {
+    return static_cast<std::int64_t>(std::llround(comm_.sum_double(static_cast<double>(v))));
+  }
+
+  const BenchOptions& o_;
+  Communicator& comm_;
+  Collective& coll_;
+  const std::size_t esz_;
+  const double rel_tol_;
+  Buffer send_, recv_, inplace_;
+};
+
+}  // namespace
+
+std::vector<SizeResult> run_collective(const BenchOptions& o, Communicator& comm, Collective& coll,
+                                       const RowCallback& on_row) {
+  Harness h(o, comm, coll);
+  std::vector<SizeResult> rows;
+  for (std::int64_t bytes : size_sweep(o)) {
+    rows.push_back(h.run_size(bytes));
+    on_row(rows.back());
+  }
+  return rows;
+}
+
+}  // namespace gradsync::bench

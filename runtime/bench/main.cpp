@@ -1,0 +1,144 @@
+// gradsync-bench — collective and ping-pong timings in nccl-tests' format, raw per-iteration
+// values in HDF5. `gradsync-bench --help` for the options; results/README.md for the file.
+//
+// Exit status: 0 every checked result right; 1 wrong results or a run-time error (every
+// rank ends: MPI_Abort); 2 bad options, refused on every rank before any communication.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "bench/collective.hpp"
+#include "bench/harness.hpp"
+#include "bench/options.hpp"
+#include "bench/report.hpp"
+#include "comm/mpi_comm.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace gs = gradsync;
+namespace gb = gradsync::bench;
+
+namespace {
+
+constexpr const char* kProgram = "gradsync-bench";
+
+// Before MPI_Init, only the launcher's environment says which rank we are; usage errors
+// found then are printed by rank 0 only (every rank finds the same ones).
+bool launcher_rank_zero() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    const char* v = std::getenv(var);
+    if (v && *v) return std::atoi(v) == 0;
+  }
+  return true;  // started without a launcher
+}
+
+void print_error(const std::string& message) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s: error: %s\n", kProgram, message.c_str());
+  std::fflush(stderr);
+}
+
+int run(const gb::BenchOptions& o) {
+  gs::MpiCommunicator comm;
+  const bool rank0 = comm.rank() == 0;
+
+  gb::RunInfo info;
+  info.opts = o;
+  info.nranks = comm.size();
+  info.nnodes = comm.node_count();
+  info.ranks_per_node = comm.local_size();  // rank 0's is the one recorded
+  info.hostnames = comm.allgather_strings(comm.hostname());
+  info.pids = comm.allgather_strings(std::to_string(getpid()));
+
+  // Rank 0 opens the result file now, so an unwritable path fails before the measurement.
+  std::unique_ptr<gs::h5::Writer> writer;
+  if (rank0) {
+    info.out_path = o.out.empty() ? gb::default_out_path(o) : o.out;
+    writer = std::make_unique<gs::h5::Writer>(info.out_path);
+  }
+
+  std::unique_ptr<gb::Collective> coll;
+  if (o.op != "pingpong") {
+    gb::CollectiveConfig cfg;
+    cfg.algo = o.algo;
+    cfg.dtype = o.dtype;
+    cfg.redop = o.redop;
+    cfg.root = o.root;
+    cfg.algo_options.chunk_bytes = static_cast<std::size_t>(o.chunk_bytes);
+    cfg.algo_options.channels = o.channels;
+    coll = gb::make_collective(o.op, cfg, comm);
+    info.has_redop = coll->has_redop();
+    info.has_root = coll->has_root();
+    info.bus_factor = coll->bus_factor();
+  }
+  GS_LOG(INFO) << "bench: " << o.op << " algo " << o.algo << " on " << info.nranks << " ranks, " << info.nnodes
+               << " nodes";
+
+  const bool table = rank0 && !o.json;
+  gb::Table out(info, stdout);
+  if (table) out.header();
+  const auto on_row = [&](const gb::SizeResult& r) {
+    if (table) out.row(r);
+  };
+  const std::vector<gb::SizeResult> rows =
+      coll ? gb::run_collective(o, comm, *coll, on_row) : gb::run_pingpong(o, comm, on_row);
+
+  if (rank0) {
+    gb::write_results(*writer, info, rows);
+    if (o.json) std::printf("%s\n", gb::to_json(info, rows).c_str());
+    else out.footer(rows);
+    std::fflush(stdout);
+  }
+  // Wrong counts are sums over ranks: every rank returns the same status.
+  return gb::total_wrong(rows) > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gb::BenchOptions o;
+  try {
+    o = gb::parse_options(argc, argv);
+  } catch (const gs::UsageError& e) {
+    if (launcher_rank_zero()) print_error(e.what());
+    return 2;
+  }
+  if (o.help) {
+    if (launcher_rank_zero()) std::fputs(gb::usage_text().c_str(), stdout);
+    return 0;
+  }
+
+  std::unique_ptr<gs::MpiRuntime> mpi;
+  try {
+    mpi = std::make_unique<gs::MpiRuntime>(&argc, &argv);
+  } catch (const gs::Error& e) {
+    print_error(e.what());
+    return 1;
+  }
+  int nranks = 1, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  try {
+    gb::validate_for_ranks(o, nranks);
+  } catch (const gs::UsageError& e) {
+    if (rank == 0) print_error(e.what());
+    return 2;  // every rank: MPI_Finalize in ~MpiRuntime
+  }
+
+  try {
+    return run(o);
+  } catch (const gs::UsageError& e) {
+    // Refused by a component after communication began (all ranks refuse alike, but may
+    // not all get here at once): end the job.
+    print_error(e.what());
+    gs::MpiRuntime::abort(2);
+  } catch (const gs::Error& e) {
+    print_error(e.what());  // the message names rank and host
+    gs::MpiRuntime::abort(1);
+  } catch (const std::exception& e) {
+    print_error(gs::where() + ": " + e.what());
+    gs::MpiRuntime::abort(1);
+  }
+}

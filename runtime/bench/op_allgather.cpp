@@ -1,0 +1,75 @@
+// allgather: every rank ends with the n ranks' blocks, in rank order. Sizes as nccl-tests:
+// "size" is the gathered result (n blocks), "count" one block.
+// mpi: MPI_Allgather. ring: ring_allgather (algos/ring.hpp), which works in place on the
+//   full buffer: out of place it first copies the own block into place (1/n of the data,
+//   inside the timed call). In place, the input is block `rank` of the buffer (NCCL's
+//   convention, also MPI_IN_PLACE's).
+#include <cstring>
+
+#include "bench/ops.hpp"
+#include "bench/ring_blocks.hpp"
+
+namespace gradsync::bench {
+
+namespace {
+
+class AllgatherOp final : public Collective {
+ public:
+  AllgatherOp(const CollectiveConfig& cfg, Communicator& comm)
+      : cfg_(cfg), comm_(comm), rank_(comm.rank()), n_(comm.size()), ring_(cfg.algo_options.channels) {}
+
+  Layout layout(std::size_t elems) const override {
+    Layout l;
+    l.param_count = elems / static_cast<std::size_t>(n_);
+    l.send_count = l.param_count;
+    l.recv_count = l.param_count * static_cast<std::size_t>(n_);
+    l.ip_send_offset = static_cast<std::size_t>(rank_) * l.param_count;
+    return l;
+  }
+  double bus_factor() const override { return static_cast<double>(n_ - 1) / n_; }
+
+  float input(std::size_t i) const override { return move_input(rank_, i); }
+  float expected(std::size_t i, const Layout& l) const override {
+    return move_input(static_cast<int>(i / l.param_count), i % l.param_count);
+  }
+
+  void run(const void* send, void* recv, const Layout& l) override {
+    if (cfg_.algo != "ring") {
+      comm_.allgather(send, recv, l.param_count, cfg_.dtype);
+      return;
+    }
+    const std::size_t esz = dtype_size(cfg_.dtype);
+    if (l.param_count > 0)
+      std::memcpy(static_cast<char*>(recv) + l.ip_send_offset * esz, send, l.param_count * esz);
+    ring(recv, l);
+  }
+  void run_in_place(void* buf, const Layout& l) override {
+    if (cfg_.algo != "ring") {
+      comm_.allgather(static_cast<char*>(buf) + l.ip_send_offset * dtype_size(cfg_.dtype), buf, l.param_count,
+                      cfg_.dtype);
+    } else {
+      ring(buf, l);
+    }
+  }
+  std::string algo_used(std::size_t) const override { return cfg_.algo; }
+
+ private:
+  void ring(void* buf, const Layout& l) {
+    const auto& rings = ring_.layout(n_, l.param_count);
+    ring_allgather(comm_, buf, std::span<const RingSegments>(rings), cfg_.dtype, cfg_.algo_options.chunk_bytes,
+                   algos::kTagRingAllgather, ring_.workspace());
+  }
+
+  CollectiveConfig cfg_;
+  Communicator& comm_;
+  int rank_, n_;
+  RingBlocks ring_;
+};
+
+}  // namespace
+
+std::unique_ptr<Collective> make_allgather_op(const CollectiveConfig& cfg, Communicator& comm) {
+  return std::make_unique<AllgatherOp>(cfg, comm);
+}
+
+}  // namespace gradsync::bench

@@ -1,0 +1,232 @@
+#include "bench/options.hpp"
+
+#include <boost/program_options.hpp>
+
+#include <sstream>
+
+#include "algos/detail.hpp"
+#include "bench/collective.hpp"
+#include "core/error.hpp"
+#include "core/params.hpp"
+#include "core/units.hpp"
+
+namespace po = boost::program_options;
+
+namespace gradsync::bench {
+
+namespace {
+
+// More sizes than this is almost certainly a typo (-i 1 up to 1G) and would run for days.
+constexpr std::size_t kMaxSizes = 4096;
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+po::options_description describe_options() {
+  po::options_description d("Options");
+  // Every value is taken as text and parsed by gradsync's own parsers, so a bad value
+  // gets a message that names the option and says what was expected.
+  d.add_options()
+      ("help,h", "print this help and exit")
+      ("op", po::value<std::string>(), "operation (default allreduce)")
+      ("algo", po::value<std::string>(), "algorithm")
+      ("minbytes,b", po::value<std::string>(), "smallest size")
+      ("maxbytes,e", po::value<std::string>(), "largest size")
+      ("stepfactor,f", po::value<std::string>(), "multiplicative step")
+      ("stepbytes,i", po::value<std::string>(), "additive step")
+      ("iters,n", po::value<std::string>(), "timed iterations")
+      ("warmup_iters,w", po::value<std::string>(), "warm-up iterations")
+      ("check,c", po::value<std::string>(), "check results")
+      ("datatype,d", po::value<std::string>(), "element type")
+      ("redop,o", po::value<std::string>(), "reduction")
+      ("chunk-bytes", po::value<std::string>(), "ring chunk")
+      ("channels", po::value<std::string>(), "rings")
+      ("root", po::value<std::string>(), "root rank")
+      ("out", po::value<std::string>(), "result file")
+      ("json", "JSON output");
+  return d;
+}
+
+std::string text_of(const po::variables_map& vm, const char* name) { return vm[name].as<std::string>(); }
+
+int parse_int_in(const std::string& text, const std::string& option, std::int64_t lo, std::int64_t hi,
+                 const std::string& what) {
+  const std::int64_t v = parse_int(text, option);
+  GS_USAGE_CHECK(v >= lo && v <= hi, "option ", option, ": ", what, " (got ", text, ")");
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+BenchOptions parse_options(int argc, char** argv) {
+  BenchOptions o;
+  for (int i = 0; i < argc; ++i) o.argv.emplace_back(argv[i]);
+
+  po::variables_map vm;
+  try {
+    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::store(po::command_line_parser(argc, argv)
+                  .options(describe_options())
+                  .positional(po::positional_options_description())  // no operands
+                  .style(style)
+                  .run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(std::string(e.what()) + " (see --help)");
+  }
+  if (vm.count("help")) {
+    o.help = true;
+    return o;
+  }
+
+  if (vm.count("op")) {
+    o.op = text_of(vm, "op");
+    bool known = false;
+    for (const auto& n : op_names()) known = known || n == o.op;
+    GS_USAGE_CHECK(known, "option --op: unknown operation '", o.op, "' (known: ", join(op_names()), ")");
+  }
+  o.algo = vm.count("algo") ? text_of(vm, "algo") : default_algo(o.op);
+  check_op_algo(o.op, o.algo);
+
+  if (vm.count("minbytes")) o.min_bytes = parse_size(text_of(vm, "minbytes"), "-b");
+  if (vm.count("maxbytes")) o.max_bytes = parse_size(text_of(vm, "maxbytes"), "-e");
+  if (o.max_bytes < o.min_bytes) {
+    const std::string b = vm.count("minbytes") ? text_of(vm, "minbytes") : std::to_string(o.min_bytes);
+    const std::string e = vm.count("maxbytes") ? text_of(vm, "maxbytes") : std::to_string(o.max_bytes);
+    throw UsageError("option -e: " + e + " is below -b " + b);
+  }
+  GS_USAGE_CHECK(!(vm.count("stepfactor") && vm.count("stepbytes")),
+                 "options -f and -i exclude each other (multiplicative or additive steps, not both)");
+  if (vm.count("stepbytes")) {
+    o.step_bytes = parse_size(text_of(vm, "stepbytes"), "-i");
+    GS_USAGE_CHECK(o.step_bytes > 0, "option -i: the step must be > 0 bytes (got ", text_of(vm, "stepbytes"), ")");
+  }
+  if (vm.count("stepfactor")) {
+    const std::string f = text_of(vm, "stepfactor");
+    o.step_factor = parse_int(f, "-f");
+    GS_USAGE_CHECK(o.step_factor >= 2, "option -f: the factor must be an integer >= 2 (got ", f,
+                   "); use -i for additive steps");
+  }
+  if (vm.count("iters")) o.iters = parse_int_in(text_of(vm, "iters"), "-n", 1, 1000000000, "must be >= 1");
+  if (vm.count("warmup_iters"))
+    o.warmup = parse_int_in(text_of(vm, "warmup_iters"), "-w", 0, 1000000000, "must be >= 0");
+  if (vm.count("check")) o.check = parse_int_in(text_of(vm, "check"), "-c", 0, 1, "must be 0 or 1") == 1;
+  if (vm.count("datatype")) {
+    try {
+      o.dtype = parse_dtype(text_of(vm, "datatype"));
+    } catch (const UsageError& e) {
+      throw UsageError(std::string("option -d: ") + e.what());
+    }
+  }
+  if (vm.count("redop")) {
+    try {
+      o.redop = parse_redop(text_of(vm, "redop"));
+    } catch (const UsageError& e) {
+      throw UsageError(std::string("option -o: ") + e.what());
+    }
+  }
+
+  // Ring knobs: the registered GRADSYNC_* parameters give the defaults (one knob, one
+  // variable, one default), the options override them.
+  const bool chunk_given = vm.count("chunk-bytes") > 0, channels_given = vm.count("channels") > 0;
+  const std::string chunk_text = chunk_given ? text_of(vm, "chunk-bytes") : param_string("GRADSYNC_CHUNK_BYTES");
+  const std::string chunk_opt = chunk_given ? "--chunk-bytes" : "--chunk-bytes (default from GRADSYNC_CHUNK_BYTES)";
+  o.chunk_bytes = parse_size(chunk_text, chunk_opt);
+  GS_USAGE_CHECK(o.chunk_bytes > 0, "option ", chunk_opt, ": must be > 0 bytes (got ", chunk_text, ")");
+  const std::string channels_text = channels_given ? text_of(vm, "channels") : param_string("GRADSYNC_CHANNELS");
+  const std::string channels_opt = channels_given ? "--channels" : "--channels (default from GRADSYNC_CHANNELS)";
+  o.channels = parse_int_in(channels_text, channels_opt, 1, algos::kMaxChannels,
+                            "must be between 1 and " + std::to_string(algos::kMaxChannels));
+  if (vm.count("root"))
+    o.root = parse_int_in(text_of(vm, "root"), "--root", 0, 1 << 30, "must be a rank >= 0");
+  if (vm.count("out")) {
+    o.out = text_of(vm, "out");
+    GS_USAGE_CHECK(!o.out.empty(), "option --out: empty file name");
+  }
+  o.json = vm.count("json") > 0;
+
+  const std::size_t nsizes = size_sweep(o).size();
+  GS_USAGE_CHECK(nsizes <= kMaxSizes, "options -b/-e/", o.step_bytes > 0 ? "-i" : "-f", ": the sweep has ", nsizes,
+                 " sizes, more than the ", kMaxSizes, " allowed");
+  return o;
+}
+
+void validate_for_ranks(const BenchOptions& o, int nranks) {
+  GS_USAGE_CHECK(o.op != "pingpong" || nranks == 2, "option --op pingpong: needs exactly 2 ranks (got ", nranks,
+                 "; run with mpirun -np 2)");
+  GS_USAGE_CHECK(o.root < nranks, "option --root: rank ", o.root, " is out of range (", nranks, " ranks: 0..",
+                 nranks - 1, ")");
+}
+
+std::vector<std::int64_t> size_sweep(const BenchOptions& o) {
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t s = o.min_bytes; s <= o.max_bytes;) {
+    sizes.push_back(s);
+    if (sizes.size() > kMaxSizes) break;  // parse_options refuses the sweep
+    if (o.step_bytes > 0) s += o.step_bytes;
+    else if (s == 0) s = 1;
+    else if (s > o.max_bytes / o.step_factor) break;  // next would exceed max (or overflow)
+    else s *= o.step_factor;
+  }
+  return sizes;
+}
+
+std::string usage_text() {
+  std::ostringstream os;
+  os << "Usage: mpirun -np N gradsync-bench [options]\n"
+        "\n"
+        "Measures one collective (or a ping-pong) over a sweep of message sizes and prints\n"
+        "the nccl-tests table; every run also writes an HDF5 file (results/README.md).\n"
+        "\n"
+        "  --op OP              allreduce (default), reducescatter, allgather, alltoall,\n"
+        "                       broadcast, pingpong (exactly 2 ranks: half round-trip time)\n"
+        "  --algo NAME          allreduce:     " << join(algo_names_for("allreduce")) << "\n"
+        "                                      (default auto; 'mpi' is MPI_Allreduce)\n"
+        "                       reducescatter: " << join(algo_names_for("reducescatter")) << "\n"
+        "                       allgather:     " << join(algo_names_for("allgather")) << "\n"
+        "                       alltoall:      " << join(algo_names_for("alltoall")) << "\n"
+        "                       broadcast:     " << join(algo_names_for("broadcast")) << "\n"
+        "                       pingpong:      " << join(algo_names_for("pingpong")) << "\n"
+        "                       (default for all but allreduce: mpi, the library's own)\n"
+        "  -b, --minbytes SIZE  smallest message (default 8)\n"
+        "  -e, --maxbytes SIZE  largest message (default 64M)\n"
+        "  -f, --stepfactor F   multiply the size by F (integer >= 2, default 2); a sweep\n"
+        "                       from 0 continues at 1\n"
+        "  -i, --stepbytes SIZE add SIZE instead (> 0; excludes -f)\n"
+        "  -n, --iters N        timed iterations per size (default 20, >= 1)\n"
+        "  -w, --warmup_iters N untimed iterations first (default 5)\n"
+        "  -c, --check 0|1      check every result and count wrong elements (default 1)\n"
+        "  -d, --datatype T     float (default), half, bfloat16 (pingpong moves bytes)\n"
+        "  -o, --redop OP       sum (default), avg (allreduce and reducescatter)\n"
+        "      --chunk-bytes B  ring pipelining chunk (default GRADSYNC_CHUNK_BYTES or 4M)\n"
+        "      --channels K     concurrent rings (default GRADSYNC_CHANNELS or 1)\n"
+        "      --root R         broadcast root (default 0)\n"
+        "      --out FILE.h5    result file (default results/bench-<op>-<algo>-<UTC time>.h5\n"
+        "                       under the current directory)\n"
+        "      --json           print one JSON object instead of the table (rank 0)\n"
+        "  -h, --help           this text\n"
+        "\n"
+        "SIZE takes K, M, G (powers of 1024). Sizes are rounded down to a whole number of\n"
+        "elements, and for reducescatter, allgather and alltoall to a multiple of\n"
+        "(element size x ranks), as nccl-tests does; 'size' is the whole buffer (allgather:\n"
+        "the gathered result, reducescatter: the input) and 'count' the count argument of\n"
+        "the call (per rank for those three). pingpong sizes are bytes, down to 0.\n"
+        "\n"
+        "Timing: a barrier, then one call, timed on every rank; an iteration's time is the\n"
+        "slowest rank's. 'time' is the mean over the timed iterations (us); algbw = size /\n"
+        "time; busbw = algbw x factor: allreduce 2(n-1)/n, reducescatter, allgather and\n"
+        "alltoall (n-1)/n, broadcast 1. In place, the input is copied back before each\n"
+        "iteration, outside the timed region. With -c 1 the last iteration's result is\n"
+        "checked on every rank (out of place also checks that the send buffer is intact);\n"
+        "#wrong is the number of wrong elements summed over ranks.\n"
+        "\n"
+        "Exit status: 0 all results right; 1 wrong results or a run-time error (all ranks\n"
+        "end); 2 bad options (refused before any communication).\n"
+        "Logs: GRADSYNC_DEBUG=WARN|INFO|TRACE.\n";
+  return os.str();
+}
+
+}  // namespace gradsync::bench

@@ -1,0 +1,53 @@
+// gradsync/bench/options.hpp — the command line of gradsync-bench.
+//
+// Parsing and validation are pure functions of argv (and the GRADSYNC_* defaults in the
+// environment), so every rank reaches the same verdict without talking to the others:
+// a bad option ends all ranks with status 2 before any communication. The only checks
+// that need the rank count (pingpong needs 2 ranks, --root must name a rank) are in
+// validate_for_ranks(), run right after MPI_Init and before the communicator exists.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+
+namespace gradsync::bench {
+
+struct BenchOptions {
+  std::string op = "allreduce";  // allreduce|reducescatter|allgather|alltoall|broadcast|pingpong
+  std::string algo;              // resolved: "auto" for allreduce, "mpi" otherwise, unless given
+  std::int64_t min_bytes = 8;
+  std::int64_t max_bytes = 64ll << 20;
+  std::int64_t step_factor = 2;  // used when step_bytes == 0
+  std::int64_t step_bytes = 0;   // > 0: additive steps (-i)
+  int iters = 20;
+  int warmup = 5;
+  bool check = true;
+  DType dtype = DType::F32;
+  RedOp redop = RedOp::Sum;
+  std::int64_t chunk_bytes = 0;  // default from GRADSYNC_CHUNK_BYTES
+  int channels = 1;              // default from GRADSYNC_CHANNELS
+  int root = 0;
+  std::string out;               // empty: results/bench-<op>-<algo>-<UTC>.h5
+  bool json = false;
+  bool help = false;
+  std::vector<std::string> argv;  // as given, for provenance
+};
+
+// Parses and validates argv. Throws UsageError (message names the option) on any bad input;
+// sets help=true (and nothing else is meaningful) for -h/--help.
+BenchOptions parse_options(int argc, char** argv);
+
+// Checks that need the number of ranks. Throws UsageError.
+void validate_for_ranks(const BenchOptions& o, int nranks);
+
+// The --help text.
+std::string usage_text();
+
+// The message sizes of the sweep, before per-op rounding: min, then *factor or +step up to
+// max inclusive. A 0 start with a factor continues at 1 (0, 1, 2, 4, ...).
+std::vector<std::int64_t> size_sweep(const BenchOptions& o);
+
+}  // namespace gradsync::bench

@@ -1,0 +1,80 @@
+// pingpong: rank 0 sends `size` bytes to rank 1, which sends them back; half the round
+// trip is the one-way time the cost model calibrates alpha and beta from (size / half-RTT
+// is the bandwidth). Raw bytes: -d does not apply, sizes go down to 0.
+//
+// Checking: rank 0 sends a byte pattern, rank 1 echoes what it received; after the timed
+// loop both ranks compare their receive buffers (filled with the pattern's complement
+// beforehand) with the pattern.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "bench/harness.hpp"
+#include "bench/p2p_algos.hpp"
+#include "core/log.hpp"
+#include "core/timer.hpp"
+
+namespace gradsync::bench {
+
+namespace {
+
+std::uint8_t pattern(std::size_t i) { return static_cast<std::uint8_t>(i * 31 + 7); }
+
+}  // namespace
+
+std::vector<SizeResult> run_pingpong(const BenchOptions& o, Communicator& comm, const RowCallback& on_row) {
+  const int rank = comm.rank();
+  const int peer = 1 - rank;
+  const std::vector<std::int64_t> sizes = size_sweep(o);
+  const std::size_t max_bytes = static_cast<std::size_t>(*std::max_element(sizes.begin(), sizes.end()));
+  Buffer send(max_bytes), recv(max_bytes);
+  auto* s = static_cast<std::uint8_t*>(send.data());
+  auto* r = static_cast<std::uint8_t*>(recv.data());
+
+  std::vector<SizeResult> rows;
+  for (std::int64_t size : sizes) {
+    const std::size_t bytes = static_cast<std::size_t>(size);
+    GS_LOG(INFO) << "bench: pingpong " << bytes << " B";
+    for (std::size_t i = 0; i < bytes; ++i) {
+      s[i] = pattern(i);
+      r[i] = static_cast<std::uint8_t>(~pattern(i));
+    }
+    SizeResult row;
+    row.size_bytes = row.count = size;
+    row.algo_used = o.algo;
+    PhaseResult& p = row.oop;
+    p.time_us.resize(static_cast<std::size_t>(o.iters));
+    comm.barrier();
+    for (int it = 0; it < o.warmup + o.iters; ++it) {
+      double half_rtt_us = 0;
+      if (rank == 0) {
+        const double t0 = now_s();
+        comm.send(s, bytes, peer, kTagPingPong);
+        comm.recv(r, bytes, peer, kTagPingPong);
+        half_rtt_us = (now_s() - t0) * 1e6 / 2;
+      } else {
+        comm.recv(r, bytes, peer, kTagPingPong);
+        comm.send(r, bytes, peer, kTagPingPong);  // echo what arrived
+      }
+      if (it >= o.warmup) p.time_us[static_cast<std::size_t>(it - o.warmup)] = half_rtt_us;
+    }
+    // Only rank 0 timed; share its values so every rank holds the same results.
+    double sum = 0;
+    for (double& t : p.time_us) {
+      t = comm.max_double(t);
+      sum += t;
+    }
+    p.time_us_avg = sum / o.iters;
+    p.algbw_GBps = p.busbw_GBps = gbps(static_cast<double>(bytes), p.time_us_avg);
+    if (o.check) {
+      std::int64_t wrong = 0;
+      for (std::size_t i = 0; i < bytes; ++i) wrong += r[i] != pattern(i) ? 1 : 0;
+      p.nwrong = static_cast<std::int64_t>(std::llround(comm.sum_double(static_cast<double>(wrong))));
+    }
+    rows.push_back(row);
+    on_row(rows.back());
+  }
+  return rows;
+}
+
+}  // namespace gradsync::bench

@@ -1,0 +1,258 @@
+#include "bench/report.hpp"
+
+#include <ctime>
+#include <filesystem>
+
+#include "core/json.hpp"
+
+namespace gradsync::bench {
+
+namespace {
+
+// nccl-tests' time column: fewer decimals as the number grows, always 7 wide.
+std::string time_text(double us) {
+  char buf[64];
+  if (us >= 10000.0) std::snprintf(buf, sizeof buf, "%7.0f", us);
+  else if (us >= 100.0) std::snprintf(buf, sizeof buf, "%7.1f", us);
+  else std::snprintf(buf, sizeof buf, "%7.2f", us);
+  return buf;
+}
+
+std::string wrong_text(std::int64_t nwrong) { return nwrong < 0 ? "N/A" : std::to_string(nwrong); }
+
+bool show_algo_column(const RunInfo& info) { return info.opts.algo == "auto"; }
+
+std::string dtype_text(const RunInfo& info) { return info.pingpong() ? "byte" : dtype_name(info.opts.dtype); }
+
+}  // namespace
+
+std::string RunInfo::redop_text() const { return has_redop ? redop_name(opts.redop) : "none"; }
+
+std::int64_t total_wrong(const std::vector<SizeResult>& rows) {
+  std::int64_t total = 0;
+  for (const auto& r : rows) {
+    for (const PhaseResult* p : {&r.oop, &r.ip}) {
+      if (p->nwrong < 0 && p->time_us.empty()) continue;  // pingpong's unused in-place half
+      if (p->nwrong < 0) return -1;
+      total += p->nwrong;
+    }
+  }
+  return total;
+}
+
+double avg_busbw(const RunInfo& info, const std::vector<SizeResult>& rows) {
+  double sum = 0;
+  int n = 0;
+  for (const auto& r : rows) {
+    sum += r.oop.busbw_GBps;
+    ++n;
+    if (!info.pingpong()) {
+      sum += r.ip.busbw_GBps;
+      ++n;
+    }
+  }
+  return n > 0 ? sum / n : 0.0;
+}
+
+// ---- table -----------------------------------------------------------------------------------
+
+void Table::header() const {
+  const BenchOptions& o = info_.opts;
+  std::FILE* f = out_;
+  std::fprintf(f, "# gradsync-bench: %s, algo %s, %d rank%s on %d node%s (%d per node)", o.op.c_str(), o.algo.c_str(),
+               info_.nranks, info_.nranks == 1 ? "" : "s", info_.nnodes, info_.nnodes == 1 ? "" : "s",
+               info_.ranks_per_node);
+  if (!info_.pingpong()) std::fprintf(f, ", dtype %s, redop %s", dtype_name(o.dtype), info_.redop_text().c_str());
+  std::fprintf(f, "\n");
+  std::fprintf(f, "# minBytes %lld maxBytes %lld step: %lld(%s) warmup iters: %d iters: %d validation: %d",
+               static_cast<long long>(o.min_bytes), static_cast<long long>(o.max_bytes),
+               static_cast<long long>(o.step_bytes > 0 ? o.step_bytes : o.step_factor),
+               o.step_bytes > 0 ? "bytes" : "factor", o.warmup, o.iters, o.check ? 1 : 0);
+  if (!info_.pingpong())
+    std::fprintf(f, " chunkBytes %lld channels %d", static_cast<long long>(o.chunk_bytes), o.channels);
+  std::fprintf(f, "\n");
+  if (info_.pingpong())
+    std::fprintf(f, "# time: half the round trip (rank 0 sends, rank 1 sends it back), mean over iterations\n");
+  else
+    std::fprintf(f, "# time: barrier, then one call; the slowest rank's time, mean over iterations; busbw factor %g\n",
+                 info_.bus_factor);
+  std::fprintf(f, "#\n# Using ranks\n");
+  for (int r = 0; r < info_.nranks; ++r)
+    std::fprintf(f, "#  Rank %2d Pid %6s on %10s\n", r, info_.pids[static_cast<std::size_t>(r)].c_str(),
+                 info_.hostnames[static_cast<std::size_t>(r)].c_str());
+  std::fprintf(f, "#\n");
+  if (info_.pingpong()) {
+    std::fprintf(f, "# %10s  %7s  %8s  %6s\n", "size", "time", "bw", "#wrong");
+    std::fprintf(f, "# %10s  %7s  %8s  %6s\n", "(B)", "(us)", "(GB/s)", "");
+  } else {
+    const bool algo_col = show_algo_column(info_);
+    std::fprintf(f, "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "",
+                 "", "", "", "");
+    std::fprintf(f, "# %10s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
+    for (int m = 0; m < 2; ++m) std::fprintf(f, "  %7s  %6s  %6s %6s", "time", "algbw", "busbw", "#wrong");
+    std::fprintf(f, "%s\n", algo_col ? "  algo" : "");
+    std::fprintf(f, "# %10s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
+    for (int m = 0; m < 2; ++m) std::fprintf(f, "  %7s  %6s  %6s  %5s", "(us)", "(GB/s)", "(GB/s)", "");
+    std::fprintf(f, "\n");
+  }
+  std::fflush(f);
+}
+
+void Table::row(const SizeResult& r) const {
+  std::FILE* f = out_;
+  if (info_.pingpong()) {
+    std::fprintf(f, "%12lld  %7s  %8.3f  %6s\n", static_cast<long long>(r.size_bytes),
+                 time_text(r.oop.time_us_avg).c_str(), r.oop.busbw_GBps, wrong_text(r.oop.nwrong).c_str());
+  } else {
+    std::fprintf(f, "%12lld  %12lld  %8s  %6s  %6i", static_cast<long long>(r.size_bytes),
+                 static_cast<long long>(r.count), dtype_name(info_.opts.dtype), info_.redop_text().c_str(),
+                 info_.root_value());
+    for (const PhaseResult* p : {&r.oop, &r.ip})
+      std::fprintf(f, "  %7s  %6.2f  %6.2f  %5s", time_text(p->time_us_avg).c_str(), p->algbw_GBps, p->busbw_GBps,
+                   wrong_text(p->nwrong).c_str());
+    if (show_algo_column(info_)) std::fprintf(f, "  %s", r.algo_used.c_str());
+    std::fprintf(f, "\n");
+  }
+  std::fflush(f);
+}
+
+void Table::footer(const std::vector<SizeResult>& rows) const {
+  const std::int64_t wrong = total_wrong(rows);
+  if (wrong < 0) std::fprintf(out_, "# Out of bounds values : 0 OK (not checked: -c 0)\n");
+  else std::fprintf(out_, "# Out of bounds values : %lld %s\n", static_cast<long long>(wrong), wrong ? "FAILED" : "OK");
+  std::fprintf(out_, "# Avg bus bandwidth    : %g\n\n", avg_busbw(info_, rows));
+  std::fprintf(out_, "# Results written to %s\n", info_.out_path.c_str());
+  std::fflush(out_);
+}
+
+// ---- JSON -------------------------------------------------------------------------------------
+
+std::string to_json(const RunInfo& info, const std::vector<SizeResult>& rows) {
+  const BenchOptions& o = info.opts;
+  auto nwrong = [](std::int64_t n) { return n < 0 ? Json() : Json(static_cast<long long>(n)); };
+  Json hosts = Json::array();
+  for (const auto& h : info.hostnames) hosts.push(h);
+  Json j = Json::object();
+  j.set("program", "gradsync-bench")
+      .set("op", o.op)
+      .set("algo", o.algo)
+      .set("dtype", dtype_text(info))
+      .set("redop", info.redop_text())
+      .set("root", info.root_value())
+      .set("nranks", info.nranks)
+      .set("nnodes", info.nnodes)
+      .set("ranks_per_node", info.ranks_per_node)
+      .set("hostnames", hosts)
+      .set("chunk_bytes", static_cast<long long>(o.chunk_bytes))
+      .set("channels", o.channels)
+      .set("iters", o.iters)
+      .set("warmup", o.warmup)
+      .set("check", o.check ? 1 : 0)
+      .set("bus_factor", info.bus_factor);
+  Json list = Json::array();
+  for (const auto& r : rows) {
+    Json row = Json::object();
+    row.set("size_bytes", static_cast<long long>(r.size_bytes)).set("count", static_cast<long long>(r.count));
+    if (info.pingpong()) {
+      row.set("half_rtt_us", r.oop.time_us_avg).set("bw_GBps", r.oop.busbw_GBps).set("nwrong", nwrong(r.oop.nwrong));
+    } else {
+      const std::pair<const char*, const PhaseResult*> modes[] = {{"oop", &r.oop}, {"ip", &r.ip}};
+      for (const auto& [name, p] : modes) {
+        Json m = Json::object();
+        m.set("time_us", p->time_us_avg)
+            .set("algbw_GBps", p->algbw_GBps)
+            .set("busbw_GBps", p->busbw_GBps)
+            .set("nwrong", nwrong(p->nwrong));
+        row.set(name, m);
+      }
+      row.set("algo_used", r.algo_used);
+    }
+    list.push(row);
+  }
+  j.set("rows", list);
+  j.set("out_of_bounds", nwrong(total_wrong(rows)));
+  j.set("avg_busbw_GBps", avg_busbw(info, rows));
+  j.set("out", info.out_path);
+  return j.dump();
+}
+
+// ---- HDF5 -------------------------------------------------------------------------------------
+
+void write_results(h5::Writer& w, const RunInfo& info, const std::vector<SizeResult>& rows) {
+  const BenchOptions& o = info.opts;
+  write_provenance(w, Provenance{"gradsync-bench", o.argv, info.hostnames, info.nranks, info.nnodes});
+
+  w.attr("/", "op", o.op);
+  w.attr("/", "algo", o.algo);
+  w.attr("/", "dtype", dtype_text(info));
+  w.attr("/", "redop", info.redop_text());
+  w.attr("/", "ranks_per_node", static_cast<std::int64_t>(info.ranks_per_node));
+  w.attr("/", "chunk_bytes", static_cast<std::int64_t>(o.chunk_bytes));
+  w.attr("/", "channels", static_cast<std::int64_t>(o.channels));
+  w.attr("/", "iters", static_cast<std::int64_t>(o.iters));
+  w.attr("/", "warmup", static_cast<std::int64_t>(o.warmup));
+  w.attr("/", "check", static_cast<std::int64_t>(o.check ? 1 : 0));
+  w.attr("/", "root", static_cast<std::int64_t>(info.root_value()));
+  w.attr("/", "bus_factor", info.bus_factor);
+  w.attr("/", "min_bytes", static_cast<std::int64_t>(o.min_bytes));
+  w.attr("/", "max_bytes", static_cast<std::int64_t>(o.max_bytes));
+  w.attr("/", "step_factor", static_cast<std::int64_t>(o.step_bytes > 0 ? 0 : o.step_factor));
+  w.attr("/", "step_bytes", static_cast<std::int64_t>(o.step_bytes));
+  w.attr("/", "timing", std::string(info.pingpong() ? "half round trip on rank 0, per iteration"
+                                                    : "barrier then one call per iteration; max over ranks"));
+  w.attr("/", "out_of_bounds", total_wrong(rows));
+  w.attr("/", "avg_busbw_GBps", avg_busbw(info, rows));
+
+  const std::uint64_t s = rows.size(), iters = static_cast<std::uint64_t>(o.iters);
+  std::vector<std::int64_t> size_bytes, count;
+  std::vector<std::string> algo_used;
+  for (const auto& r : rows) {
+    size_bytes.push_back(r.size_bytes);
+    count.push_back(r.count);
+    algo_used.push_back(r.algo_used);
+  }
+  w.write("/size_bytes", size_bytes);
+  w.write("/count", count);
+  w.write("/algo_used", algo_used);
+
+  auto write_phase = [&](const std::string& group, const std::string& time_name, const std::string& bw_name,
+                         auto phase_of) {
+    std::vector<double> raw, avg, algbw, busbw;
+    std::vector<std::int64_t> nwrong;
+    for (const auto& r : rows) {
+      const PhaseResult& p = phase_of(r);
+      raw.insert(raw.end(), p.time_us.begin(), p.time_us.end());
+      avg.push_back(p.time_us_avg);
+      algbw.push_back(p.algbw_GBps);
+      busbw.push_back(p.busbw_GBps);
+      nwrong.push_back(p.nwrong);
+    }
+    w.group(group);
+    w.write(group + "/" + time_name, raw, {s, iters});
+    w.write(group + "/" + time_name + "_avg", avg);
+    if (bw_name == "busbw_GBps") w.write(group + "/algbw_GBps", algbw);
+    w.write(group + "/" + bw_name, busbw);
+    w.write(group + "/nwrong", nwrong);
+  };
+  if (info.pingpong()) {
+    write_phase("/pingpong", "half_rtt_us", "bw_GBps", [](const SizeResult& r) -> const PhaseResult& { return r.oop; });
+  } else {
+    write_phase("/oop", "time_us", "busbw_GBps", [](const SizeResult& r) -> const PhaseResult& { return r.oop; });
+    write_phase("/ip", "time_us", "busbw_GBps", [](const SizeResult& r) -> const PhaseResult& { return r.ip; });
+  }
+  w.commit();
+}
+
+std::string default_out_path(const BenchOptions& o) {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+  const std::string base = "results/bench-" + o.op + "-" + o.algo + "-" + stamp;
+  std::string path = base + ".h5";
+  for (int k = 2; std::filesystem::exists(path); ++k) path = base + "-" + std::to_string(k) + ".h5";
+  return path;
+}
+
+}  // namespace gradsync::bench

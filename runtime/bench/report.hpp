@@ -1,0 +1,63 @@
+// gradsync/bench/report.hpp — what rank 0 makes of the results: the nccl-tests table on
+// stdout (or one JSON object with --json) and the HDF5 file (schema: results/README.md).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench/harness.hpp"
+#include "bench/options.hpp"
+#include "core/h5io.hpp"
+#include "core/provenance.hpp"
+
+namespace gradsync::bench {
+
+// The run as the header, the JSON and the file describe it.
+struct RunInfo {
+  BenchOptions opts;
+  int nranks = 1;
+  int nnodes = 1;
+  int ranks_per_node = 1;                // local_size() of rank 0
+  std::vector<std::string> hostnames;    // rank order
+  std::vector<std::string> pids;         // rank order
+  bool has_redop = false;                // else the table says "none"
+  bool has_root = false;                 // else the table says -1
+  double bus_factor = 1.0;
+  std::string out_path;
+
+  bool pingpong() const { return opts.op == "pingpong"; }
+  std::string redop_text() const;
+  int root_value() const { return has_root ? opts.root : -1; }
+};
+
+// Totals over the sweep: wrong elements (-1 when not checked) and the mean bus bandwidth
+// over every size and both modes (pingpong: the mean bandwidth), as nccl-tests' footer.
+std::int64_t total_wrong(const std::vector<SizeResult>& rows);
+double avg_busbw(const RunInfo& info, const std::vector<SizeResult>& rows);
+
+// The table, printed as the run goes (each call flushes).
+class Table {
+ public:
+  Table(const RunInfo& info, std::FILE* out) : info_(info), out_(out) {}
+  void header() const;
+  void row(const SizeResult& r) const;
+  void footer(const std::vector<SizeResult>& rows) const;
+
+ private:
+  const RunInfo& info_;
+  std::FILE* out_;
+};
+
+std::string to_json(const RunInfo& info, const std::vector<SizeResult>& rows);
+
+// Writes every dataset and attribute of the schema into `w` (provenance included) and
+// commits it (temp + rename).
+void write_results(h5::Writer& w, const RunInfo& info, const std::vector<SizeResult>& rows);
+
+// results/bench-<op>-<algo>-<YYYYmmddTHHMMSSZ>.h5, with -2, -3, ... appended when a file of
+// that name exists (two runs in one second).
+std::string default_out_path(const BenchOptions& o);
+
+}  // namespace gradsync::bench
