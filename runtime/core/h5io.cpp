@@ -150,20 +150,21 @@ void Writer::attr(const std::string& object, const std::string& name, const Attr
           const char* s = v.c_str();
           GS_H5(H5Awrite(a, type, &s), temp_path_, where_);
         } else {
+          // An empty list is a zero-length 1-D attribute; HDF5 rejects a write of nothing.
           const hsize_t n = v.size();
           Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
           if constexpr (std::is_same_v<T, std::vector<std::int64_t>>) {
             Handle a(make(H5T_STD_I64LE, space), H5Aclose);
-            GS_H5(H5Awrite(a, H5T_NATIVE_INT64, v.data()), temp_path_, where_);
+            if (n > 0) GS_H5(H5Awrite(a, H5T_NATIVE_INT64, v.data()), temp_path_, where_);
           } else if constexpr (std::is_same_v<T, std::vector<double>>) {
             Handle a(make(H5T_IEEE_F64LE, space), H5Aclose);
-            GS_H5(H5Awrite(a, H5T_NATIVE_DOUBLE, v.data()), temp_path_, where_);
+            if (n > 0) GS_H5(H5Awrite(a, H5T_NATIVE_DOUBLE, v.data()), temp_path_, where_);
           } else {
             Handle type(vlen_string_type(), H5Tclose);
             Handle a(make(type, space), H5Aclose);
             std::vector<const char*> ptrs;
             for (const auto& s : v) ptrs.push_back(s.c_str());
-            GS_H5(H5Awrite(a, type, ptrs.data()), temp_path_, where_);
+            if (n > 0) GS_H5(H5Awrite(a, type, ptrs.data()), temp_path_, where_);
           }
         }
       },
@@ -370,13 +371,13 @@ AttrValue Reader::attr(const std::string& object, const std::string& name) const
   switch (H5Tget_class(type)) {
     case H5T_INTEGER: {
       std::vector<std::int64_t> v(static_cast<std::size_t>(n));
-      GS_H5(H5Aread(a, H5T_NATIVE_INT64, v.data()), path_, what);
+      if (n > 0) GS_H5(H5Aread(a, H5T_NATIVE_INT64, v.data()), path_, what);
       if (scalar) return v.at(0);
       return v;
     }
     case H5T_FLOAT: {
       std::vector<double> v(static_cast<std::size_t>(n));
-      GS_H5(H5Aread(a, H5T_NATIVE_DOUBLE, v.data()), path_, what);
+      if (n > 0) GS_H5(H5Aread(a, H5T_NATIVE_DOUBLE, v.data()), path_, what);
       if (scalar) return v.at(0);
       return v;
     }

@@ -1,0 +1,365 @@
+// gradsync/netmodel/calibrate.cpp — least-squares fits of fabric levels and compute rates.
+#include "netmodel/calibrate.hpp"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "core/h5io.hpp"
+#include "models/zoo.hpp"
+#include "netmodel/compress.hpp"
+#include "netmodel/predict.hpp"
+#include "netmodel/train_file.hpp"
+
+namespace gradsync::netmodel {
+
+// ---- reading bench files ---------------------------------------------------------------------
+
+std::vector<BenchPoint> read_bench_file(const std::string& path) {
+  h5::Reader r(path);
+  const std::string program = r.has_attr("/", "program") ? r.attr_string("/", "program") : "";
+  GS_USAGE_CHECK(program == "gradsync-bench", path, ": not a gradsync-bench file (program = '", program, "')");
+  GS_USAGE_CHECK(r.has_attr("/", "op"), path, ": attribute 'op' is missing");
+  BenchPoint proto;
+  proto.file = path;
+  proto.op = parse_op(r.attr_string("/", "op"));
+  proto.algo = r.has_attr("/", "algo") ? r.attr_string("/", "algo") : "ring";
+  const auto geti = [&](const char* n, int64_t def) { return r.has_attr("/", n) ? r.attr_int("/", n) : def; };
+  const int64_t nranks = geti("nranks", 2);
+  proto.topo.nodes = static_cast<int>(geti("nnodes", 1));
+  proto.topo.ranks_per_node = static_cast<int>(geti("ranks_per_node", std::max<int64_t>(1, nranks / std::max(1, proto.topo.nodes))));
+  GS_USAGE_CHECK(proto.topo.ranks() == nranks, path, ": nranks (", nranks, ") != nnodes x ranks_per_node");
+  proto.opt.chunk_bytes = static_cast<double>(geti("chunk_bytes", 0));
+  proto.opt.channels = static_cast<int>(std::max<int64_t>(1, geti("channels", 1)));
+  const auto sizes = r.read_double("/size_bytes");
+  std::vector<std::string> used;
+  if (r.exists("/algo_used")) used = r.read_strings("/algo_used");
+
+  // Per size: median over iterations of the raw [S, iters] table.
+  auto medians = [&](const std::string& ds) {
+    const auto d = r.dims(ds);
+    const auto v = r.read_double(ds);
+    std::vector<double> out;
+    if (d.size() == 2) {
+      for (std::size_t s = 0; s < d[0]; ++s)
+        out.push_back(median(std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(s * d[1]),
+                                                 v.begin() + static_cast<std::ptrdiff_t>((s + 1) * d[1]))));
+    } else {
+      out = v;
+    }
+    return out;
+  };
+  std::vector<double> t_us;
+  if (proto.op == Op::Pingpong) {
+    GS_USAGE_CHECK(r.exists("/pingpong/half_rtt_us"), path, ": op pingpong without /pingpong/half_rtt_us");
+    t_us = medians("/pingpong/half_rtt_us");
+  } else if (r.exists("/oop/time_us")) {
+    t_us = medians("/oop/time_us");
+  } else {
+    GS_USAGE_CHECK(r.exists("/oop/time_us_avg"), path, ": has neither /oop/time_us nor /oop/time_us_avg");
+    t_us = r.read_double("/oop/time_us_avg");
+  }
+  GS_USAGE_CHECK(t_us.size() == sizes.size(), path, ": ", t_us.size(), " timings for ", sizes.size(), " sizes");
+  std::vector<BenchPoint> out;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    BenchPoint p = proto;
+    p.bytes = sizes[i];
+    p.time_s = t_us[i] * 1e-6;
+    if (i < used.size() && !used[i].empty()) p.algo = used[i];
+    p.algo = resolve_algo(p.algo, p.op, p.bytes, p.topo);
+    if (p.bytes > 0 && p.time_s > 0) out.push_back(p);
+  }
+  return out;
+}
+
+// ---- fabric fit ------------------------------------------------------------------------------
+
+namespace {
+
+// Time of point p on a level `l` used for both levels.
+double eval(const BenchPoint& p, const Level& l) {
+  Fabric f;
+  f.name = "unit";
+  f.intra = l;
+  f.inter = l;
+  return collective_time(f, p.op, p.algo, p.topo, p.bytes, p.opt);
+}
+
+struct Model {
+  std::vector<double> breaks;  // regime upper bounds except the last (empty: one regime)
+  bool gamma = false;
+  int ncols() const { return 2 * static_cast<int>(breaks.size() + 1) + (gamma ? 1 : 0); }
+  // A level with unknown `col` set to 1 and all others 0 (bandwidth terms as 1/bw).
+  Level unit(int col) const {
+    Level l;
+    l.alpha_s = 0;
+    l.bw_Bps = kInf;
+    l.gamma_Bps = kInf;
+    const int nreg = static_cast<int>(breaks.size()) + 1;
+    for (int j = 0; j < nreg; ++j) {
+      Regime r;
+      r.up_to_bytes = j < nreg - 1 ? breaks[j] : kInf;
+      r.alpha_s = col == 2 * j ? 1.0 : 0.0;
+      r.bw_Bps = col == 2 * j + 1 ? 1.0 : kInf;
+      l.regimes.push_back(r);
+    }
+    if (gamma && col == 2 * nreg) l.gamma_Bps = 1.0;
+    return l;
+  }
+  Level level(const Eigen::VectorXd& x) const {
+    Level l;
+    const int nreg = static_cast<int>(breaks.size()) + 1;
+    for (int j = 0; j < nreg; ++j) {
+      Regime r;
+      r.up_to_bytes = j < nreg - 1 ? breaks[j] : kInf;
+      r.alpha_s = std::max(0.0, x[2 * j]);
+      r.bw_Bps = 1.0 / x[2 * j + 1];
+      l.regimes.push_back(r);
+    }
+    l.alpha_s = l.regimes.back().alpha_s;
+    l.bw_Bps = l.regimes.back().bw_Bps;
+    if (gamma) l.gamma_Bps = 1.0 / x[2 * nreg];
+    if (nreg == 1) l.regimes.clear();
+    return l;
+  }
+};
+
+struct Solved {
+  Eigen::VectorXd x;
+  double wsse = 0;
+  int rank = 0;
+};
+
+Solved solve(const std::vector<BenchPoint>& pts, const Model& m) {
+  const int n = static_cast<int>(pts.size()), k = m.ncols();
+  Eigen::MatrixXd A(n, k);
+  Eigen::VectorXd b(n);
+  for (int c = 0; c < k; ++c) {
+    const Level u = m.unit(c);
+    for (int i = 0; i < n; ++i) A(i, c) = eval(pts[i], u) / pts[i].time_s;
+  }
+  for (int i = 0; i < n; ++i) b[i] = 1.0;
+  // Column scaling so that the rank decision is not fooled by units (s vs s/byte).
+  Eigen::VectorXd scale(k);
+  for (int c = 0; c < k; ++c) {
+    const double mx = A.col(c).cwiseAbs().maxCoeff();
+    scale[c] = mx > 0 ? mx : 1.0;
+    A.col(c) /= scale[c];
+  }
+  Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(A);
+  qr.setThreshold(1e-9);
+  Solved s;
+  s.rank = static_cast<int>(qr.rank());
+  Eigen::VectorXd y = qr.solve(b);
+  s.wsse = (A * y - b).squaredNorm();
+  s.x = y.cwiseQuotient(scale);
+  return s;
+}
+
+std::string fmt(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+LevelFit fit_level(const std::string& level, const std::vector<BenchPoint>& pts) {
+  std::set<double> sizes;
+  for (const auto& p : pts) sizes.insert(p.bytes);
+  if (sizes.size() < 2)
+    throw CalibrationError("level " + level + ": every point has the same size (" + fmt(*sizes.begin()) +
+                           " bytes), so alpha and bandwidth cannot be separated; sweep sizes (e.g. gradsync-bench -b 8 "
+                           "-e 64M -f 2)");
+  LevelFit fit;
+  fit.level = level;
+  Model one;
+  one.gamma = true;
+  Solved s1 = solve(pts, one);
+  if (s1.rank < one.ncols() || !(s1.x[2] > 0)) {
+    fit.notes += "gamma not determined (reduction bytes are proportional to transferred bytes in every point, or the "
+                 "fit gave a non-positive 1/gamma): add pingpong/allgather sweeps next to rd/tree all-reduce; ";
+    one.gamma = false;
+    s1 = solve(pts, one);
+  }
+  if (s1.rank < one.ncols())
+    throw CalibrationError("level " + level + ": the data cannot separate alpha from bandwidth (rank-deficient fit)");
+  Model best = one;
+  Solved sb = s1;
+  // Breakpoint search over the measured sizes (and per-message sizes of ring steps).
+  std::set<double> cands;
+  for (const auto& p : pts) {
+    cands.insert(p.bytes);
+    if (p.op != Op::Pingpong && p.topo.ranks() > 1) cands.insert(p.bytes / p.topo.ranks());
+  }
+  const std::vector<double> sz(sizes.begin(), sizes.end());
+  if (sz.size() >= 6) {
+    for (double x : cands) {
+      int below = 0, above = 0;
+      for (double s : sz) (s <= x ? below : above)++;
+      if (below < 3 || above < 3) continue;
+      Model two = one;
+      two.breaks = {x};
+      const Solved s2 = solve(pts, two);
+      if (s2.rank < two.ncols()) continue;
+      if (s2.wsse < sb.wsse && s2.x[1] > 0 && s2.x[3] > 0) {
+        sb = s2;
+        best = two;
+      }
+    }
+    if (best.breaks.empty() || !(sb.wsse * 4 < s1.wsse)) {
+      best = one;
+      sb = s1;
+    }
+  }
+  for (std::size_t j = 0; j <= best.breaks.size(); ++j)
+    if (!(sb.x[2 * j + 1] > 0))
+      throw CalibrationError("level " + level + ": fitted bandwidth is not positive (1/bw = " + fmt(sb.x[2 * j + 1]) +
+                             "); the times do not grow with size — check the files");
+  for (std::size_t j = 0; j <= best.breaks.size(); ++j)
+    if (sb.x[2 * j] < 0) fit.notes += "alpha fitted negative (" + fmt(sb.x[2 * j] * 1e6) + " us), clamped to 0; ";
+  fit.params = best.level(sb.x);
+  fit.gamma_fitted = best.gamma;
+  fit.params.source = "gradsync-model calibrate: " + std::to_string(pts.size()) + " points";
+  // Quality.
+  double mean = 0;
+  for (const auto& p : pts) mean += p.time_s;
+  mean /= static_cast<double>(pts.size());
+  double ss_res = 0, ss_tot = 0;
+  for (std::size_t i = 0; i < pts.size(); ++i) {
+    PointFit pf;
+    pf.point = pts[i];
+    pf.predicted_s = eval(pts[i], fit.params);
+    pf.rel_residual = (pf.predicted_s - pts[i].time_s) / pts[i].time_s;
+    ss_res += (pf.predicted_s - pts[i].time_s) * (pf.predicted_s - pts[i].time_s);
+    ss_tot += (pts[i].time_s - mean) * (pts[i].time_s - mean);
+    if (std::abs(pf.rel_residual) > fit.max_abs_rel_residual) {
+      fit.max_abs_rel_residual = std::abs(pf.rel_residual);
+      fit.worst = i;
+    }
+    fit.points.push_back(pf);
+  }
+  fit.r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : 1.0;
+  return fit;
+}
+
+}  // namespace
+
+FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::string& name, const std::string& base) {
+  std::vector<BenchPoint> intra, inter;
+  FabricFit out;
+  for (const auto& p : points) {
+    if (p.topo.ranks() < 2) out.skipped.push_back(p.file + ": 1 rank, nothing communicated");
+    else if (p.topo.nodes == 1) intra.push_back(p);
+    else if (p.topo.ranks_per_node == 1) inter.push_back(p);
+    else out.skipped.push_back(p.file + ": " + std::to_string(p.topo.nodes) + " nodes x " +
+                               std::to_string(p.topo.ranks_per_node) + " ranks mixes levels (not fitted)");
+  }
+  if (intra.empty() && inter.empty())
+    throw CalibrationError("no usable points: need runs on one node (intra level) or with one rank per node (inter level)");
+  Fabric f;
+  f.name = name;
+  f.source = "gradsync-model calibrate";
+  std::string desc = "fitted from measurements";
+  if (!intra.empty()) out.levels.push_back(fit_level("intra", intra));
+  if (!inter.empty()) out.levels.push_back(fit_level("inter", inter));
+  for (const auto& l : out.levels) (l.level == "intra" ? f.intra : f.inter) = l.params;
+  if (intra.empty() || inter.empty()) {
+    const std::string missing = intra.empty() ? "intra" : "inter";
+    Level& m = intra.empty() ? f.intra : f.inter;
+    if (!base.empty()) {
+      const Fabric b = load_fabric(base);
+      m = intra.empty() ? b.intra : b.inter;
+      desc += "; " + missing + " level from " + b.name;
+    } else {
+      m = intra.empty() ? f.inter : f.intra;
+      desc += "; no " + missing + " data: that level copies the fitted one (give --base to take it from a fabric)";
+    }
+  }
+  f.description = desc;
+  validate_fabric(f);
+  out.fabric = f;
+  return out;
+}
+
+// ---- compute fit -----------------------------------------------------------------------------
+
+ComputeFit calibrate_compute(const std::vector<std::string>& files, const std::string& name) {
+  ComputeFit out;
+  struct Row {
+    double layers, flops, t;
+  };
+  std::vector<Row> rows;
+  std::string base_profile = "cpu";
+  bool half = false;
+  std::vector<double> opt_rates;
+  for (const auto& path : files) {
+    const TrainRun run = read_train_file(path);
+    models::ModelSpec m;
+    try {
+      m = models::zoo_model(run.config.model);
+    } catch (const UsageError&) {
+      out.skipped.push_back(path + ": model '" + run.config.model + "' is not in the zoo (no FLOP table)");
+      continue;
+    }
+    if (std::isnan(run.forward_s) || std::isnan(run.backward_s)) {
+      out.skipped.push_back(path + ": no /steps/forward_s or backward_s");
+      continue;
+    }
+    const double b = static_cast<double>(run.config.batch_per_rank) * run.config.accumulate;
+    const double L = static_cast<double>(m.layers.size()) * run.config.accumulate;
+    rows.push_back({L, b * m.fwd_flops(), run.forward_s});
+    rows.push_back({L, b * m.bwd_flops(), run.backward_s});
+    if (!std::isnan(run.optimizer_s) && run.optimizer_s > 0)
+      opt_rates.push_back(m.num_parameters() * optimizer_bytes_per_param(run.config.optimizer) / run.optimizer_s);
+    base_profile = run.config.compute_profile.empty() ? base_profile : run.config.compute_profile;
+    half = half || precision_bytes(run.config.precision) == 2;
+    out.used.push_back(path);
+  }
+  if (rows.size() < 2) throw CalibrationError("calibrate --compute: no usable runs (zoo models with forward_s/backward_s)");
+  const int n = static_cast<int>(rows.size());
+  Eigen::MatrixXd A(n, 2);
+  Eigen::VectorXd y(n);
+  for (int i = 0; i < n; ++i) {
+    A(i, 0) = rows[i].layers / rows[i].t;
+    A(i, 1) = rows[i].flops / rows[i].t;
+    y[i] = 1;
+  }
+  Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(A);
+  if (qr.rank() < 2)
+    throw CalibrationError("calibrate --compute: the runs cannot separate per-layer overhead from FLOP rate (vary the batch size or the model)");
+  Eigen::VectorXd x = qr.solve(y);
+  if (!(x[1] > 0)) throw CalibrationError("calibrate --compute: fitted FLOP rate is not positive");
+  out.overhead_s = std::max(0.0, x[0]);
+  out.flops_per_s = 1.0 / x[1];
+  double mean = 0, ss_res = 0, ss_tot = 0;
+  for (const auto& r : rows) mean += r.t;
+  mean /= n;
+  for (const auto& r : rows) {
+    const double pred = r.layers * out.overhead_s + r.flops / out.flops_per_s;
+    ss_res += (pred - r.t) * (pred - r.t);
+    ss_tot += (r.t - mean) * (r.t - mean);
+    out.max_abs_rel_residual = std::max(out.max_abs_rel_residual, std::abs(pred - r.t) / r.t);
+  }
+  out.r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : 1;
+  models::ComputeProfile p;
+  try {
+    p = models::load_profile(base_profile);
+  } catch (const UsageError&) {
+    p = models::builtin_profile("cpu");
+  }
+  p.name = name;
+  p.source = "gradsync-model calibrate --compute from " + std::to_string(out.used.size()) + " runs (base profile " +
+             base_profile + ")";
+  double& peak = half ? p.peak_flops_half : p.peak_flops;
+  if (out.flops_per_s > peak) peak = out.flops_per_s;
+  p.efficiency = out.flops_per_s / peak;
+  p.per_layer_overhead_s = out.overhead_s;
+  p.measured.clear();
+  if (!opt_rates.empty()) p.optimizer_bytes_per_s = median(opt_rates);
+  models::validate_profile(p);
+  out.profile = p;
+  return out;
+}
+
+}  // namespace gradsync::netmodel

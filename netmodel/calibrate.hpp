@@ -1,0 +1,94 @@
+// gradsync/netmodel/calibrate.hpp — fitting fabric and compute parameters to measurements.
+//
+// Fabric (from gradsync-bench files). Every point (op, algorithm, nodes x ranks per node,
+// size n, measured time t) is a linear function of the unknowns of one level:
+//
+//     t = sum_j A_j(n) alpha_j + sum_j Bc_j(n) / bw_j + G(n) / gamma
+//
+// where j runs over the size regimes and the coefficients are the algorithm's schedule
+// (collectives.hpp) evaluated with one unknown set to 1 and the others to 0 — so ring,
+// rd, rabenseifner, tree and pingpong sweeps can be mixed. Points from one node fit the
+// intra level, points with one rank per node the inter level; mixed topologies are
+// reported but not fitted. The fit is weighted least squares on relative error
+// (rows divided by t; Eigen's column-pivoting QR), so 8 B and 64 MiB count alike.
+//
+// Regimes: the breakpoint is searched over the measured message sizes (each side needs
+// >= 3 sizes); the two-regime model is kept when it cuts the weighted residual sum of
+// squares by more than 4x (otherwise the data show one regime).
+//
+// gamma is fitted only when it is identifiable: reduction bytes must not be proportional
+// to transferred bytes in every point (ring all-reduce alone: both are (p-1)/p n), so mix
+// reduction-heavy runs (rd, tree all-reduce) with pingpong or allgather sweeps.
+//
+// Refusals (CalibrationError with the reason): fewer than 2 distinct sizes on a level,
+// a non-positive fitted bandwidth, no usable points at all.
+//
+// Compute (from gradsync-train files): per run, median forward_s and backward_s =
+// layers x overhead + batch x FLOPs / rate; overhead and rate by least squares.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "models/compute_profile.hpp"
+#include "netmodel/collectives.hpp"
+#include "netmodel/fabric.hpp"
+
+namespace gradsync::netmodel {
+
+class CalibrationError : public Error {
+ public:
+  explicit CalibrationError(const std::string& what) : Error(what) {}
+};
+
+struct BenchPoint {
+  std::string file;
+  Op op = Op::Allreduce;
+  std::string algo;  // resolved (algo_used when the file has it)
+  Topology topo;
+  CollOptions opt;
+  double bytes = 0;
+  double time_s = 0;  // median over iterations (max over ranks per iteration)
+};
+
+// Reads a gradsync-bench file (results/README.md). UsageError if it is not one.
+std::vector<BenchPoint> read_bench_file(const std::string& path);
+
+struct PointFit {
+  BenchPoint point;
+  double predicted_s = 0;
+  double rel_residual = 0;  // (predicted - measured) / measured
+};
+
+struct LevelFit {
+  std::string level;        // "intra" | "inter"
+  Level params;
+  bool gamma_fitted = false;
+  std::string notes;        // what was not determined and why
+  double r2 = 0;
+  double max_abs_rel_residual = 0;
+  std::size_t worst = 0;    // index into points
+  std::vector<PointFit> points;
+};
+
+struct FabricFit {
+  Fabric fabric;
+  std::vector<LevelFit> levels;
+  std::vector<std::string> skipped;  // points not used, with why
+};
+
+// Fits the levels present in the data. `base` fills a level the data do not cover (if
+// empty, the fitted level is copied and the description says so).
+FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::string& name, const std::string& base = "");
+
+struct ComputeFit {
+  models::ComputeProfile profile;
+  double overhead_s = 0, flops_per_s = 0;
+  double r2 = 0, max_abs_rel_residual = 0;
+  std::vector<std::string> used, skipped;
+};
+
+ComputeFit calibrate_compute(const std::vector<std::string>& train_files, const std::string& name);
+
+}  // namespace gradsync::netmodel

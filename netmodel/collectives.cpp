@@ -1,0 +1,339 @@
+// gradsync/netmodel/collectives.cpp — per-algorithm step schedules and their costs.
+//
+// Each algorithm is a sequence of steps. A step is described by its *shape* (does it have
+// messages inside a node, between nodes, and how many flows share the busiest NIC) and
+// its message size; the step costs the slowest of its messages (see collectives.hpp). The
+// shapes of the distance-based algorithms (rd, rabenseifner, tree) come from walking
+// their partner rule over the node-major rank layout once per (nodes, ranks_per_node);
+// they are cached, so a grid of thousands of node counts stays fast.
+#include "netmodel/collectives.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "core/error.hpp"
+
+namespace gradsync::netmodel {
+
+Op parse_op(const std::string& name) {
+  if (name == "allreduce") return Op::Allreduce;
+  if (name == "allgather") return Op::Allgather;
+  if (name == "reducescatter" || name == "reduce_scatter") return Op::ReduceScatter;
+  if (name == "alltoall") return Op::Alltoall;
+  if (name == "broadcast" || name == "bcast") return Op::Broadcast;
+  if (name == "pingpong") return Op::Pingpong;
+  throw UsageError("unknown collective op '" + name +
+                   "' (known: allreduce, allgather, reducescatter, alltoall, broadcast, pingpong)");
+}
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::Allreduce: return "allreduce";
+    case Op::Allgather: return "allgather";
+    case Op::ReduceScatter: return "reducescatter";
+    case Op::Alltoall: return "alltoall";
+    case Op::Broadcast: return "broadcast";
+    case Op::Pingpong: return "pingpong";
+  }
+  return "?";
+}
+
+const std::vector<std::string>& algo_names() {
+  static const std::vector<std::string> names = {"ring", "rd", "rabenseifner", "tree", "hier", "mpi", "auto", "dbtree"};
+  return names;
+}
+
+void check_algo_name(const std::string& name) {
+  for (const auto& n : algo_names())
+    if (n == name) return;
+  std::string all;
+  for (const auto& n : algo_names()) all += (all.empty() ? "" : ", ") + n;
+  throw UsageError("unknown algorithm '" + name + "' (known: " + all + ")");
+}
+
+// The one place where "auto" and "mpi" are decided.
+std::string resolve_algo(const std::string& algo, Op op, double bytes, const Topology& topo) {
+  (void)topo;
+  if (op != Op::Allreduce) return algo;
+  if (algo == "auto") {
+    if (bytes <= 64.0 * 1024) return "rd";
+    if (bytes <= 1024.0 * 1024) return "rabenseifner";
+    return "ring";
+  }
+  if (algo == "mpi") return bytes < 10000 ? "rd" : "ring";
+  return algo;
+}
+
+double busbw_factor(Op op, int p) {
+  const double pp = p;
+  switch (op) {
+    case Op::Allreduce: return p > 1 ? 2 * (pp - 1) / pp : 1;
+    case Op::Allgather:
+    case Op::ReduceScatter:
+    case Op::Alltoall: return p > 1 ? (pp - 1) / pp : 1;
+    default: return 1;
+  }
+}
+
+namespace {
+
+// ---- step shapes ---------------------------------------------------------------------------
+
+struct Shape {
+  bool intra = false, inter = false;
+  int share = 1;  // flows on the busiest NIC, one direction
+};
+
+// Accumulates the flows of one step.
+class ShapeBuilder {
+ public:
+  ShapeBuilder(int nodes, int g) : g_(g), out_(nodes, 0), in_(nodes, 0) {}
+  void flow(int src, int dst) {
+    const int a = src / g_, b = dst / g_;
+    if (a == b) {
+      s_.intra = true;
+      return;
+    }
+    s_.inter = true;
+    s_.share = std::max({s_.share, ++out_[a], ++in_[b]});
+  }
+  Shape done() {
+    Shape s = s_;
+    s_ = Shape{};
+    std::fill(out_.begin(), out_.end(), 0);
+    std::fill(in_.begin(), in_.end(), 0);
+    return s;
+  }
+
+ private:
+  int g_;
+  std::vector<int> out_, in_;
+  Shape s_;
+};
+
+int floor_pow2(int p) {
+  int q = 1;
+  while (q * 2 <= p) q *= 2;
+  return q;
+}
+
+// rd / rabenseifner: pre step, core steps by distance 1, 2, 4, ..., post step.
+struct XorSchedule {
+  int rem = 0;      // p - p'
+  Shape pre, post;  // only when rem > 0
+  std::vector<Shape> core;  // index k: distance 2^k
+};
+
+const XorSchedule& xor_schedule(int nodes, int g) {
+  thread_local std::map<std::pair<int, int>, XorSchedule> cache;
+  auto it = cache.find({nodes, g});
+  if (it != cache.end()) return it->second;
+  const int p = nodes * g, pp = floor_pow2(p), rem = p - pp;
+  XorSchedule s;
+  s.rem = rem;
+  ShapeBuilder b(nodes, g);
+  if (rem > 0) {
+    for (int i = 0; i < rem; ++i) b.flow(2 * i, 2 * i + 1);
+    s.pre = b.done();
+    for (int i = 0; i < rem; ++i) b.flow(2 * i + 1, 2 * i);
+    s.post = b.done();
+  }
+  auto real = [rem](int q) { return q < rem ? 2 * q + 1 : q + rem; };
+  for (int d = 1; d < pp; d *= 2) {
+    for (int q = 0; q < pp; ++q) b.flow(real(q), real(q ^ d));
+    s.core.push_back(b.done());
+  }
+  return cache.emplace(std::make_pair(nodes, g), std::move(s)).first->second;
+}
+
+// Binomial tree rooted at 0: reduce steps (distance 1, 2, ...), broadcast is the mirror.
+const std::vector<Shape>& tree_schedule(int nodes, int g) {
+  thread_local std::map<std::pair<int, int>, std::vector<Shape>> cache;
+  auto it = cache.find({nodes, g});
+  if (it != cache.end()) return it->second;
+  const int p = nodes * g;
+  std::vector<Shape> steps;
+  ShapeBuilder b(nodes, g);
+  for (int d = 1; d < p; d *= 2) {
+    for (int r = d; r < p; r += 2 * d) b.flow(r, r - d);
+    steps.push_back(b.done());
+  }
+  return cache.emplace(std::make_pair(nodes, g), std::move(steps)).first->second;
+}
+
+// Pairwise alltoall: step k sends to (r + k) mod p.
+const std::vector<Shape>& alltoall_schedule(int nodes, int g) {
+  thread_local std::map<std::pair<int, int>, std::vector<Shape>> cache;
+  auto it = cache.find({nodes, g});
+  if (it != cache.end()) return it->second;
+  const int p = nodes * g;
+  std::vector<Shape> steps;
+  ShapeBuilder b(nodes, g);
+  for (int k = 1; k < p; ++k) {
+    // Every node sees the same pattern (rotation): node 0's senders give the NIC load.
+    for (int j = 0; j < g; ++j) b.flow(j, (j + k) % p);
+    Shape s = b.done();
+    steps.push_back(s);
+  }
+  return cache.emplace(std::make_pair(nodes, g), std::move(steps)).first->second;
+}
+
+// ---- step costs ------------------------------------------------------------------------------
+
+// One level's time for a step sending m bytes per flow and reducing `reduce` x m bytes
+// (reduce is 0 or 1), with optional chunk pipelining (see collectives.hpp).
+double level_step(const Level& l, double m, double reduce, int share, int channels, double chunk) {
+  if (m <= 0) return 0;
+  if (chunk <= 0 || chunk >= m) return l.alpha(m) + m / l.flow_bw(m, share, channels) + reduce * l.reduce_s(m);
+  const double k = std::ceil(m / chunk);
+  const double c = m / k;
+  const double send = c / l.flow_bw(c, share, channels);
+  const double red = reduce * l.reduce_s(c);
+  return k * l.alpha(c) + k * std::max(send, red) + std::min(send, red);
+}
+
+double step(const Fabric& f, const Shape& s, double m, double reduce, int channels = 1, double chunk = 0) {
+  double t = 0;
+  if (s.intra) t = level_step(f.intra, m, reduce, 1, channels, chunk);
+  if (s.inter) t = std::max(t, level_step(f.inter, m, reduce, s.share, channels, chunk));
+  return t;
+}
+
+// Ring neighbour steps: one flow per NIC direction.
+Shape ring_shape(const Topology& t) {
+  Shape s;
+  if (t.nodes > 1) s.inter = true;
+  if (t.ranks_per_node > 1) s.intra = true;
+  if (t.nodes == 1) s.intra = true;
+  return s;
+}
+
+double ring_allreduce(const Fabric& f, const Topology& t, double n, const CollOptions& o) {
+  const int p = t.ranks();
+  if (p <= 1) return 0;
+  const Shape s = ring_shape(t);
+  const double m = n / p;
+  return (p - 1) * step(f, s, m, 1, o.channels, o.chunk_bytes) + (p - 1) * step(f, s, m, 0, o.channels, o.chunk_bytes);
+}
+
+double xor_allreduce(const Fabric& f, const Topology& t, double n, bool rabenseifner) {
+  const int p = t.ranks();
+  if (p <= 1) return 0;
+  const XorSchedule& x = xor_schedule(t.nodes, t.ranks_per_node);
+  double total = 0;
+  if (x.rem > 0) total += step(f, x.pre, n, 1);
+  if (!rabenseifner) {
+    for (const Shape& s : x.core) total += step(f, s, n, 1);
+  } else {
+    double m = n;
+    for (const Shape& s : x.core) {  // recursive halving: distance 1 carries n/2
+      m /= 2;
+      total += step(f, s, m, 1);
+    }
+    for (auto it = x.core.rbegin(); it != x.core.rend(); ++it) {  // recursive doubling
+      total += step(f, *it, m, 0);
+      m *= 2;
+    }
+  }
+  if (x.rem > 0) total += step(f, x.post, n, 0);
+  return total;
+}
+
+double tree_allreduce(const Fabric& f, const Topology& t, double n) {
+  double total = 0;
+  for (const Shape& s : tree_schedule(t.nodes, t.ranks_per_node)) total += step(f, s, n, 1) + step(f, s, n, 0);
+  return total;
+}
+
+double dbtree_allreduce(const Fabric& f, const Topology& t, double n, const CollOptions& o) {
+  const int p = t.ranks();
+  if (p <= 1) return 0;
+  const double chunk = o.chunk_bytes > 0 ? o.chunk_bytes : 128.0 * 1024;
+  const double half = n / 2;
+  const double k = std::max(1.0, std::ceil(half / chunk));
+  const double c = half / k;
+  const double depth = std::ceil(std::log2(static_cast<double>(p)));
+  Shape s = ring_shape(t);
+  if (s.inter) s.share = 2;  // both trees cross each NIC
+  auto hop = [&](double reduce) {
+    double h = 0;
+    if (s.intra) h = f.intra.alpha(c) + 2 * c / f.intra.flow_bw(c, 1, o.channels) + reduce * f.intra.reduce_s(c);
+    if (s.inter) h = std::max(h, f.inter.alpha(c) + c / f.inter.flow_bw(c, s.share, o.channels) + reduce * f.inter.reduce_s(c));
+    return h;
+  };
+  return (depth + k - 1) * (hop(1) + hop(0));
+}
+
+double hier_allreduce(const Fabric& f, const Topology& t, double n, const CollOptions& o) {
+  const int g = t.ranks_per_node, nn = t.nodes;
+  if (nn == 1 || g == 1) return ring_allreduce(f, t, n, o);
+  const double shard = n / g;
+  Shape intra;
+  intra.intra = true;
+  Shape inter;
+  inter.inter = true;
+  inter.share = g;  // the G local ranks run their inter-node rings at once
+  double total = 0;
+  total += (g - 1) * step(f, intra, shard, 1, o.channels, o.chunk_bytes);  // reduce-scatter
+  const double m = shard / nn;
+  total += (nn - 1) * (step(f, inter, m, 1, o.channels, o.chunk_bytes) + step(f, inter, m, 0, o.channels, o.chunk_bytes));
+  total += (g - 1) * step(f, intra, shard, 0, o.channels, o.chunk_bytes);  // all-gather
+  return total;
+}
+
+double allreduce(const Fabric& f, const std::string& algo, const Topology& t, double n, const CollOptions& o) {
+  if (algo == "ring") return ring_allreduce(f, t, n, o);
+  if (algo == "rd") return xor_allreduce(f, t, n, false);
+  if (algo == "rabenseifner") return xor_allreduce(f, t, n, true);
+  if (algo == "tree") return tree_allreduce(f, t, n);
+  if (algo == "dbtree") return dbtree_allreduce(f, t, n, o);
+  if (algo == "hier") return hier_allreduce(f, t, n, o);
+  check_algo_name(algo);
+  throw Error("collective_time: algorithm '" + algo + "' was not resolved");
+}
+
+double broadcast(const Fabric& f, const Topology& t, double n, const CollOptions& o) {
+  const int p = t.ranks();
+  if (p <= 1) return 0;
+  const auto& steps = tree_schedule(t.nodes, t.ranks_per_node);
+  double binomial = 0, scatter = 0;
+  double m = n;
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {  // broadcast: far steps first
+    binomial += step(f, *it, n, 0);
+    m /= 2;
+    scatter += step(f, *it, m, 0);
+  }
+  scatter += (p - 1) * step(f, ring_shape(t), n / p, 0, o.channels, o.chunk_bytes);
+  return std::min(binomial, scatter);
+}
+
+}  // namespace
+
+double collective_time(const Fabric& f, Op op, const std::string& algo_in, const Topology& t, double n,
+                       const CollOptions& o) {
+  GS_USAGE_CHECK(t.nodes >= 1 && t.ranks_per_node >= 1, "collective: nodes and ranks per node must be >= 1");
+  GS_USAGE_CHECK(n >= 0, "collective: bytes must be >= 0");
+  const int p = t.ranks();
+  if (n == 0) return 0;
+  switch (op) {
+    case Op::Allreduce: return allreduce(f, resolve_algo(algo_in, op, n, t), t, n, o);
+    case Op::Allgather: return p <= 1 ? 0 : (p - 1) * step(f, ring_shape(t), n / p, 0, o.channels, o.chunk_bytes);
+    case Op::ReduceScatter:
+      return p <= 1 ? 0 : (p - 1) * step(f, ring_shape(t), n / p, 1, o.channels, o.chunk_bytes);
+    case Op::Alltoall: {
+      double total = 0;
+      for (const Shape& s : alltoall_schedule(t.nodes, t.ranks_per_node)) total += step(f, s, n / p, 0, o.channels);
+      return total;
+    }
+    case Op::Broadcast: return broadcast(f, t, n, o);
+    case Op::Pingpong: {
+      const Level& l = t.nodes > 1 ? f.inter : f.intra;
+      return l.p2p_s(n, 1, o.channels);
+    }
+  }
+  return 0;
+}
+
+}  // namespace gradsync::netmodel

@@ -1,0 +1,92 @@
+// gradsync/netmodel/collectives.hpp — alpha-beta-gamma costs of the runtime's collectives.
+//
+// Notation: p = nodes x ranks_per_node ranks, laid out node-major (ranks 0..G-1 on node 0),
+// n = bytes per rank (for allgather/alltoall: the total output per rank, as nccl-tests'
+// "size"), a = alpha, B = bandwidth, g = 1/gamma (seconds per reduced byte).
+//
+// Single level (one node, or the --alpha-us/--bw-GBps fabric) and p a power of two, the
+// costs are the textbook ones (Thakur, Rabenseifner & Gropp, "Optimization of collective
+// communication operations in MPICH", IJHPCA 2005; Chan et al. 2007):
+//
+//   ring          2(p-1) a + 2(p-1)/p n/B + (p-1)/p n g
+//   rd            lg p (a + n/B + n g)
+//   rabenseifner  2 lg p a + 2(p-1)/p n/B + (p-1)/p n g
+//   tree          binomial reduce + binomial broadcast: 2 lg p (a + n/B) + lg p n g
+//   dbtree        NCCL's double binary tree, pipelined in chunks c (default 128 KiB):
+//                 2 (lg p + k - 1)(a + c/B' + c g), k = ceil(n/2 / c), B' = B/2 (two trees
+//                 share each rank's link)
+//   allgather     ring: (p-1)(a + n/p/B)
+//   reducescatter ring: (p-1)(a + n/p/B + n/p g)
+//   alltoall      pairwise exchange: (p-1)(a + n/p/B)
+//   broadcast     min(binomial lg p (a + n/B), scatter + ring allgather (lg p + p - 1) a + 2(p-1)/p n/B)
+//
+// Non-powers of two (rd, rabenseifner): MPICH's pre/post step — the first 2r ranks
+// (r = p - 2^floor(lg p)) pair up, even ranks hand their vector to the odd neighbour
+// (a + n/B + n g) before the power-of-two core and get the result back (a + n/B) after it.
+// Rabenseifner's halving starts at distance 1 with the largest message (n/2), as MPICH.
+//
+// Two levels. Each step of a flat algorithm takes as long as its slowest message: if a
+// step has a message between nodes it costs the inter-node time, and when s ranks of one
+// node talk off-node in the same step they share the NIC (each gets bw/s, up to the
+// connection cap). So a flat ring across nodes is limited by the inter-node link (one
+// flow per NIC, every step), while rd's far steps put all G ranks of a node on the NIC.
+//   hier   intra ring reduce-scatter (G ranks) + inter ring all-reduce of n/G among the N
+//          nodes, G of them at once over each NIC + intra ring all-gather.
+//
+// Chunk pipelining (--chunk-bytes C, ring and hier): each step's n/p message goes as
+// k = ceil(n/p / C) chunks of c; every chunk pays a(c) (per-message overhead: small
+// chunks pay more alpha and may fall in another size regime); the reduction of one chunk
+// overlaps the transfer of the next: a reduce-scatter step costs k a(c) + k max(c/B, c g)
+// + min(c/B, c g). Without --chunk-bytes the message is one chunk (Hockney exactly).
+// Channels (--channels h) split n over h concurrent rings; each ring's connections count
+// against the per-connection cap (so channels help exactly where one socket cannot fill
+// the link).
+//
+// "mpi" (Open MPI's tuned component): the fixed decision rule of
+// ompi_coll_tuned_allreduce_intra_dec_fixed before 4.0 — recursive doubling below 10,000
+// bytes, ring above. (4.x uses a larger table measured on its developers' clusters;
+// calibrate against algo=mpi bench files when it matters.)
+// "auto" (one place: resolve_algo): rd for n <= 64 KiB, rabenseifner up to 1 MiB, ring above.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "netmodel/fabric.hpp"
+
+namespace gradsync::netmodel {
+
+enum class Op { Allreduce, Allgather, ReduceScatter, Alltoall, Broadcast, Pingpong };
+
+Op parse_op(const std::string& name);  // allreduce, allgather, reducescatter|reduce_scatter, alltoall, broadcast, pingpong
+const char* op_name(Op op);
+
+struct Topology {
+  int nodes = 1;
+  int ranks_per_node = 1;
+  int ranks() const { return nodes * ranks_per_node; }
+};
+
+struct CollOptions {
+  double chunk_bytes = 0;  // 0: no pipelining (ring/hier); dbtree uses 128 KiB then
+  int channels = 1;
+};
+
+// Algorithm names: the runtime's (ring, rd, rabenseifner, tree, hier, mpi, auto) plus the
+// model's dbtree (NCCL's double binary tree).
+const std::vector<std::string>& algo_names();
+void check_algo_name(const std::string& name);  // UsageError listing the names
+
+// The algorithm "auto" and "mpi" resolve to for this op and size (others: themselves).
+std::string resolve_algo(const std::string& algo, Op op, double bytes, const Topology& topo);
+
+// Seconds for one collective of `bytes` (per rank, see above) on `fabric`.
+double collective_time(const Fabric& fabric, Op op, const std::string& algo, const Topology& topo,
+                       double bytes, const CollOptions& opt = {});
+
+// nccl-tests' bus bandwidth factor: allreduce 2(p-1)/p; allgather, reducescatter,
+// alltoall (p-1)/p; broadcast and pingpong 1.
+double busbw_factor(Op op, int p);
+
+}  // namespace gradsync::netmodel

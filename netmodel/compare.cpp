@@ -1,0 +1,218 @@
+// gradsync/netmodel/compare.cpp — predicting measured runs and summarizing the errors.
+#include "netmodel/compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/h5io.hpp"
+#include "core/provenance.hpp"
+#include "models/compute_profile.hpp"
+#include "netmodel/grid.hpp"
+#include "models/zoo.hpp"
+
+namespace gradsync::netmodel {
+
+namespace {
+
+bool in_zoo(const std::string& model) {
+  for (const auto& n : models::zoo_names())
+    if (n == model) return true;
+  return false;
+}
+
+// compute=real: measured compute, measured buckets; the network part is modelled.
+StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, Predictor& predictor) {
+  const PredictConfig& c = run.config;
+  GS_USAGE_CHECK(!std::isnan(run.forward_s) && !std::isnan(run.backward_s), run.path,
+                 ": compute=real needs /steps/forward_s and /steps/backward_s");
+  GS_USAGE_CHECK(!run.bucket_bytes.empty(), run.path, ": compute=real needs /buckets (sizes and ready times)");
+  Workload w;
+  w.model = c.model;
+  w.forward_s = run.forward_s / c.accumulate;
+  w.backward_s = run.backward_s / c.accumulate;
+  w.optimizer_s = std::isnan(run.optimizer_s) ? 0 : run.optimizer_s;
+  const double data = std::isnan(run.data_s) ? 0 : run.data_s;
+  const double bwd_start = data + run.forward_s + (c.accumulate - 1) * w.backward_s;
+  const Compressor comp(c.compress);
+  const int e = precision_bytes(c.precision);
+  models::ComputeProfile prof;
+  try {
+    prof = models::load_profile(c.compute_profile);
+  } catch (const UsageError&) {
+    prof = models::builtin_profile("cpu");
+  }
+  const DeviceRates rates{prof.peak_flops * prof.efficiency, prof.optimizer_bytes_per_s};
+  std::vector<Bucket> buckets;
+  for (std::size_t i = 0; i < run.bucket_bytes.size(); ++i) {
+    Bucket b;
+    GradShape g;
+    g.numel = static_cast<int64_t>(run.bucket_bytes[i] / 4);  // bucket bytes at fp32 (shapes unknown: 1-D)
+    g.rows = g.numel;
+    b.tensors.push_back(g);
+    b.grad_bytes = g.numel * 4;
+    b.ready_s = std::clamp(run.bucket_ready_s[i] - bwd_start, 0.0, w.backward_s);
+    b.plan = comp.plan(b.tensors, e, c.nodes * c.ranks_per_node, rates);
+    buckets.push_back(std::move(b));
+  }
+  (void)predictor;
+  NetConfig net{c.nodes, c.ranks_per_node, c.algo, c.chunk_bytes, c.channels};
+  StepConfig st{c.batch_per_rank, c.overlap, c.accumulate, c.loader_workers, c.data_time_s};
+  return simulate_step(w, buckets, fabric, net, st, c.samples_per_epoch, true);
+}
+
+}  // namespace
+
+CompareReport compare_runs(const std::vector<std::string>& files, const std::string& fabric_name,
+                           const std::string& intra, const std::string& profile_override) {
+  GS_USAGE_CHECK(!files.empty(), "compare: no train files given");
+  CompareReport rep;
+  Predictor predictor;
+  const Fabric& fabric = predictor.fabric(fabric_name, intra);
+  rep.fabric = fabric.name;
+  std::vector<double> abs_err;
+  for (const auto& path : files) {
+    CompareRow row;
+    row.run = read_train_file(path);
+    PredictConfig c = row.run.config;
+    c.fabric = fabric_name;
+    c.intra = intra;
+    if (!profile_override.empty()) c.compute_profile = profile_override;
+    row.compute_measured = row.run.compute == "real" || !in_zoo(c.model);
+    row.run.config = c;
+    row.predicted = row.compute_measured ? predict_measured_compute(row.run, fabric, predictor) : predictor.predict(c);
+    row.step_error_pct = 100.0 * (row.predicted.step_time_s - row.run.step_time_s) / row.run.step_time_s;
+    row.epoch_error_pct = std::isnan(row.run.epoch_time_s) || row.predicted.epoch_time_s <= 0
+                              ? std::numeric_limits<double>::quiet_NaN()
+                              : 100.0 * (row.predicted.epoch_time_s - row.run.epoch_time_s) / row.run.epoch_time_s;
+    abs_err.push_back(std::abs(row.step_error_pct));
+    rep.rows.push_back(std::move(row));
+  }
+  rep.median_abs_error_pct = median(abs_err);
+  rep.p90_abs_error_pct = percentile(abs_err, 0.9);
+  return rep;
+}
+
+namespace {
+Json num_or_null(double v) { return std::isnan(v) ? Json(nullptr) : Json(v); }
+}  // namespace
+
+Json compare_json(const CompareReport& r) {
+  Json runs = Json::array();
+  for (const auto& row : r.rows) {
+    const auto& c = row.run.config;
+    Json j = Json::object();
+    j.set("file", row.run.path)
+        .set("model", c.model)
+        .set("compute", row.run.compute)
+        .set("compute_modelled", !row.compute_measured)
+        .set("nodes", c.nodes)
+        .set("ranks_per_node", c.ranks_per_node)
+        .set("batch_per_rank", static_cast<long long>(c.batch_per_rank))
+        .set("algo", c.algo)
+        .set("compress", c.compress)
+        .set("precision", c.precision)
+        .set("bucket_mb", c.bucket_mb)
+        .set("overlap", c.overlap)
+        .set("measured_step_time_s", row.run.step_time_s)
+        .set("predicted_step_time_s", row.predicted.step_time_s)
+        .set("step_error_pct", row.step_error_pct)
+        .set("measured_epoch_time_s", num_or_null(row.run.epoch_time_s))
+        .set("predicted_epoch_time_s", row.predicted.epoch_time_s)
+        .set("epoch_error_pct", num_or_null(row.epoch_error_pct))
+        .set("measured_comm_exposed_s", num_or_null(row.run.comm_exposed_s))
+        .set("predicted_comm_exposed_s", row.predicted.comm_exposed_s);
+    runs.push(j);
+  }
+  Json out = Json::object();
+  out.set("fabric", r.fabric)
+      .set("median_abs_error_pct", r.median_abs_error_pct)
+      .set("p90_abs_error_pct", r.p90_abs_error_pct)
+      .set("runs", runs);
+  return out;
+}
+
+std::string compare_table(const CompareReport& r) {
+  std::ostringstream os;
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%-28s %-14s %-9s %-12s %-14s %-5s %10s %10s %8s %10s %10s %8s\n", "# file", "model",
+                "ranks", "algo", "compress", "prec", "meas_step", "pred_step", "err%", "meas_epoch", "pred_epoch",
+                "err%");
+  os << buf;
+  bool any_measured = false;
+  for (const auto& row : r.rows) {
+    const auto& c = row.run.config;
+    std::string file = row.run.path;
+    if (file.size() > 28) file = "..." + file.substr(file.size() - 25);
+    const std::string ranks = std::to_string(c.nodes) + "x" + std::to_string(c.ranks_per_node);
+    std::snprintf(buf, sizeof buf, "%-28s %-14s %-9s %-12s %-14s %-5s %10.4f %10.4f %+8.2f %10.2f %10.2f %+8.2f%s\n",
+                  file.c_str(), c.model.c_str(), ranks.c_str(), c.algo.c_str(), c.compress.c_str(),
+                  c.precision.c_str(), row.run.step_time_s, row.predicted.step_time_s, row.step_error_pct,
+                  row.run.epoch_time_s, row.predicted.epoch_time_s, row.epoch_error_pct,
+                  row.compute_measured ? "  *" : "");
+    os << buf;
+    any_measured = any_measured || row.compute_measured;
+  }
+  std::snprintf(buf, sizeof buf, "# fabric %s; %zu runs; step time |error|: median %.2f%%, p90 %.2f%%\n",
+                r.fabric.c_str(), r.rows.size(), r.median_abs_error_pct, r.p90_abs_error_pct);
+  os << buf;
+  if (any_measured)
+    os << "# * compute=real: forward/backward/optimizer are the measured medians; only communication and overlap "
+          "are modelled\n";
+  return os.str();
+}
+
+void write_compare(const CompareReport& r, const std::string& path, const std::vector<std::string>& argv) {
+  h5::Writer w(path);
+  write_provenance(w, model_provenance(argv));
+  std::vector<std::string> file, model, algo, compress, precision, compute;
+  std::vector<std::int64_t> nodes, rpn, modelled;
+  std::vector<double> ms, ps, es, me, pe, ee, mc, pc;
+  for (const auto& row : r.rows) {
+    const auto& c = row.run.config;
+    file.push_back(row.run.path);
+    model.push_back(c.model);
+    algo.push_back(c.algo);
+    compress.push_back(c.compress);
+    precision.push_back(c.precision);
+    compute.push_back(row.run.compute);
+    nodes.push_back(c.nodes);
+    rpn.push_back(c.ranks_per_node);
+    modelled.push_back(row.compute_measured ? 0 : 1);
+    ms.push_back(row.run.step_time_s);
+    ps.push_back(row.predicted.step_time_s);
+    es.push_back(row.step_error_pct);
+    me.push_back(row.run.epoch_time_s);
+    pe.push_back(row.predicted.epoch_time_s);
+    ee.push_back(row.epoch_error_pct);
+    mc.push_back(row.run.comm_exposed_s);
+    pc.push_back(row.predicted.comm_exposed_s);
+  }
+  w.group("/compare");
+  w.attr("/compare", "fabric", r.fabric);
+  w.attr("/compare", "median_abs_error_pct", r.median_abs_error_pct);
+  w.attr("/compare", "p90_abs_error_pct", r.p90_abs_error_pct);
+  w.write("/compare/file", file);
+  w.write("/compare/model", model);
+  w.write("/compare/compute", compute);
+  w.write("/compare/compute_modelled", modelled);
+  w.write("/compare/algo", algo);
+  w.write("/compare/compress", compress);
+  w.write("/compare/precision", precision);
+  w.write("/compare/nodes", nodes);
+  w.write("/compare/ranks_per_node", rpn);
+  w.write("/compare/measured_step_time_s", ms);
+  w.write("/compare/predicted_step_time_s", ps);
+  w.write("/compare/step_error_pct", es);
+  w.write("/compare/measured_epoch_time_s", me);
+  w.write("/compare/predicted_epoch_time_s", pe);
+  w.write("/compare/epoch_error_pct", ee);
+  w.write("/compare/measured_comm_exposed_s", mc);
+  w.write("/compare/predicted_comm_exposed_s", pc);
+  w.commit();
+}
+
+}  // namespace gradsync::netmodel

@@ -1,0 +1,42 @@
+// gradsync/netmodel/compare.hpp — predicted vs measured, run by run.
+//
+// Each gradsync-train file is predicted with exactly its own configuration (train_file.hpp)
+// on the given fabric. Zoo models run with compute=emulated take their compute from the
+// compute profile (the file's compute_profile attribute, or the override); runs with
+// compute=real (the small trainable "mlp"/"cnn", not in the zoo) take the measured medians
+// of forward_s, backward_s and optimizer_s as the compute and the measured bucket sizes and
+// ready times, so only communication and overlap are modelled for them.
+// Measured step time: median of /steps/step_time_s after warmup_steps.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/json.hpp"
+#include "netmodel/train_file.hpp"
+
+namespace gradsync::netmodel {
+
+struct CompareRow {
+  TrainRun run;
+  bool compute_measured = false;  // compute=real: compute taken from the measurement
+  StepResult predicted;
+  double step_error_pct = 0;   // (predicted - measured) / measured x 100
+  double epoch_error_pct = 0;  // NaN when the file has no epochs
+};
+
+struct CompareReport {
+  std::string fabric;
+  std::vector<CompareRow> rows;
+  double median_abs_error_pct = 0;
+  double p90_abs_error_pct = 0;
+};
+
+CompareReport compare_runs(const std::vector<std::string>& files, const std::string& fabric, const std::string& intra,
+                           const std::string& compute_profile_override);
+
+Json compare_json(const CompareReport& r);
+std::string compare_table(const CompareReport& r);
+void write_compare(const CompareReport& r, const std::string& path, const std::vector<std::string>& argv);
+
+}  // namespace gradsync::netmodel

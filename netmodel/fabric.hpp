@@ -1,0 +1,102 @@
+// gradsync/netmodel/fabric.hpp — fabric profiles: what one message costs on each level.
+//
+// A fabric has two levels: `intra` (between ranks of one node: NVLink, PCIe, shared
+// memory) and `inter` (between nodes: TCP, RoCE, InfiniBand). A point-to-point message of
+// m bytes on a level costs (Hockney's alpha-beta model, per size regime):
+//
+//     t(m) = alpha_r + m / bw_eff_r            (r = the regime that m falls into)
+//     bw_eff_r = min(bw_r, connections * conn_bw)   when a per-connection cap is given
+//
+// `connections` is how many sockets/queue pairs carry one peer-to-peer stream (NCCL:
+// NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD; Open MPI: btl_tcp_links). A single TCP
+// stream is CPU-bound well below line rate on fast links, which is why more sockets help
+// (MACHINE-NOTES: MPI_Sendrecv both ways 58.8 MB/s with one link, 108.7 MB/s with two).
+// When s flows share a NIC (s ranks of a node talking off-node at once), each gets
+// min(bw, s * connections * conn_bw) / s.
+//
+// gamma is the reduction throughput (bytes of input reduced per second, the memory
+// traffic of reading two operands and writing one): reducing r bytes costs r / gamma.
+// gamma = +inf (0 in files means "absent") makes the model the plain Hockney formula.
+//
+// Size regimes make alpha and bw piecewise in the message size (eager vs rendezvous,
+// protocol switches): regime i covers sizes <= up_to_bytes[i]; the last is unbounded.
+//
+// File format (TOML; see netmodel/README.md):
+//
+//   name = "my-cluster"                  # required
+//   description = "..."                  # optional
+//   source = "gradsync-model calibrate"  # optional: where the numbers come from
+//   [inter]                              # at least one of [intra], [inter]; a missing
+//   alpha_us = 35.0                      #   level is a copy of the other one
+//   bw_GBps = 2.7                        # GB/s = 1e9 bytes/s, as nccl-tests
+//   gamma_GBps = 10.0                    # optional, > 0
+//   conn_bw_GBps = 1.5                   # optional per-connection cap, > 0
+//   connections = 2                      # optional, >= 1 (default 1)
+//   source = "..."                       # optional, per level
+//   [[inter.regime]]                     # optional; overrides alpha/bw per size range
+//   up_to_bytes = 65536                  # all but the last regime; increasing
+//   alpha_us = 30.0
+//   bw_GBps = 2.0
+//   [[inter.regime]]
+//   alpha_us = 60.0
+//   bw_GBps = 2.7
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace gradsync::netmodel {
+
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Regime {
+  double up_to_bytes = kInf;  // sizes <= this use this regime
+  double alpha_s = 0;
+  double bw_Bps = 0;  // bytes per second
+};
+
+struct Level {
+  std::string source;            // where the numbers come from
+  double alpha_s = 0;            // per-message latency
+  double bw_Bps = 0;             // link bandwidth, bytes/s
+  double gamma_Bps = kInf;       // reduction throughput, bytes/s (inf: free)
+  double conn_bw_Bps = kInf;     // per-connection cap (inf: none)
+  int connections = 1;           // connections per peer stream
+  std::vector<Regime> regimes;   // empty: one regime (alpha_s, bw_Bps)
+
+  // Regime parameters for a message of m bytes (alpha, raw link bandwidth).
+  double alpha(double m) const;
+  double bw(double m) const;
+  // Bandwidth one flow gets when `sharing` flows (each with `channels` x connections)
+  // share the link: min(bw, sharing * channels * connections * conn_bw) / sharing.
+  double flow_bw(double m, int sharing = 1, int channels = 1) const;
+  // alpha + m / flow_bw
+  double p2p_s(double m, int sharing = 1, int channels = 1) const;
+  double reduce_s(double bytes) const { return bytes / gamma_Bps; }
+};
+
+struct Fabric {
+  std::string name, description, source;
+  Level intra, inter;
+};
+
+// Built-in profiles in a fixed order (tcp-10g, ..., seed-roce).
+const std::vector<std::string>& fabric_names();
+// Throws UsageError listing the known names.
+Fabric builtin_fabric(const std::string& name);
+// Built-in name or TOML file path. Errors name the file, line and key.
+Fabric load_fabric(const std::string& name_or_path);
+// Parse TOML text (`origin` names it in errors).
+Fabric parse_fabric(const std::string& text, const std::string& origin);
+// A fabric with one level everywhere (collective --alpha-us/--bw-GBps).
+Fabric simple_fabric(double alpha_s, double bw_Bps, double gamma_Bps = kInf);
+// TOML text that parse_fabric reads back to the same fabric.
+std::string fabric_to_toml(const Fabric& f);
+// Writes atomically (temp + rename).
+void save_fabric(const Fabric& f, const std::string& path);
+// UsageError naming the first bad field ("inter.bw_GBps must be > 0, got -1").
+void validate_fabric(const Fabric& f);
+
+}  // namespace gradsync::netmodel

@@ -1,0 +1,604 @@
+// gradsync-model — the analytic network cost model's command line.
+//
+//   gradsync-model fabrics [--show NAME|FILE] [--json]
+//   gradsync-model collective --op allreduce --algo ring --ranks 8 [--nodes 2] --bytes N
+//                             (--fabric NAME|FILE | --alpha-us A --bw-GBps B [--gamma-GBps G])
+//                             [--chunk-bytes C] [--channels H] [--json]
+//   gradsync-model predict --model resnet50 --fabric roce-100g --nodes 16 --ranks-per-node 8
+//                          --batch-per-rank 32 [...] [--json] [--out pred.h5]
+//   gradsync-model calibrate FILE.h5... -o fabric.toml [--base FABRIC] [--json]
+//   gradsync-model calibrate --compute train*.h5 -o profile.toml [--json]
+//   gradsync-model compare train*.h5 --fabric FILE [--json] [--out report.h5]
+//
+// Exit status: 0 ok, 1 run-time error (unreadable file, data that cannot determine a fit),
+// 2 usage error ("gradsync-model: error: <message naming the option>").
+#include <boost/program_options.hpp>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/h5io.hpp"
+#include "core/json.hpp"
+#include "core/provenance.hpp"
+#include "core/units.hpp"
+#include "models/zoo.hpp"
+#include "netmodel/calibrate.hpp"
+#include "netmodel/collectives.hpp"
+#include "netmodel/compare.hpp"
+#include "netmodel/fabric.hpp"
+#include "netmodel/grid.hpp"
+#include "netmodel/predict.hpp"
+
+namespace po = boost::program_options;
+using namespace gradsync;
+using namespace gradsync::netmodel;
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: gradsync-model <command> [options]\n"
+    "commands:\n"
+    "  fabrics      list the built-in fabric profiles (--show NAME prints one as TOML)\n"
+    "  collective   cost of one collective (--op --algo --ranks [--nodes] --bytes, --fabric or --alpha-us/--bw-GBps)\n"
+    "  predict      step and epoch time of a training configuration (numeric options take lists and A..B[:S] ranges)\n"
+    "  calibrate    fit a fabric (or with --compute a compute profile) to gradsync-bench / gradsync-train files\n"
+    "  compare      predict measured gradsync-train runs and report the errors\n"
+    "Run 'gradsync-model <command> --help' for the options of a command.\n";
+
+std::vector<std::string> g_argv;
+
+po::variables_map parse(const std::vector<std::string>& args, const po::options_description& desc,
+                        const po::positional_options_description* pos = nullptr) {
+  po::variables_map vm;
+  auto parser = po::command_line_parser(args).options(desc);
+  if (pos) parser.positional(*pos);
+  po::store(parser.run(), vm);
+  po::notify(vm);
+  return vm;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// ---- fabrics ---------------------------------------------------------------------------------
+
+int cmd_fabrics(const std::vector<std::string>& args) {
+  po::options_description d("gradsync-model fabrics");
+  d.add_options()("help,h", "this help")("show", po::value<std::string>(), "print one fabric (name or file) as TOML")(
+      "json", "print one JSON object");
+  const auto vm = parse(args, d);
+  if (vm.count("help")) {
+    std::cout << d;
+    return 0;
+  }
+  auto level_json = [](const Level& l) {
+    Json j = Json::object();
+    j.set("alpha_us", l.alpha_s * 1e6).set("bw_GBps", l.bw_Bps / 1e9);
+    j.set("gamma_GBps", std::isfinite(l.gamma_Bps) ? Json(l.gamma_Bps / 1e9) : Json(nullptr));
+    j.set("conn_bw_GBps", std::isfinite(l.conn_bw_Bps) ? Json(l.conn_bw_Bps / 1e9) : Json(nullptr));
+    j.set("connections", l.connections).set("regimes", static_cast<int>(l.regimes.size())).set("source", l.source);
+    return j;
+  };
+  if (vm.count("show")) {
+    const Fabric f = load_fabric(vm["show"].as<std::string>());
+    if (vm.count("json")) {
+      Json j = Json::object();
+      j.set("name", f.name).set("description", f.description).set("intra", level_json(f.intra)).set("inter", level_json(f.inter));
+      std::cout << j.dump() << "\n";
+    } else {
+      std::cout << fabric_to_toml(f);
+    }
+    return 0;
+  }
+  if (vm.count("json")) {
+    Json arr = Json::array();
+    for (const auto& n : fabric_names()) {
+      const Fabric f = builtin_fabric(n);
+      Json j = Json::object();
+      j.set("name", f.name).set("description", f.description).set("intra", level_json(f.intra)).set("inter", level_json(f.inter));
+      arr.push(j);
+    }
+    Json out = Json::object();
+    out.set("fabrics", arr);
+    std::cout << out.dump() << "\n";
+    return 0;
+  }
+  std::printf("%-12s %10s %10s %10s %10s %10s  %s\n", "# name", "inter_us", "inter_GBps", "conn_GBps", "intra_us",
+              "intra_GBps", "description");
+  for (const auto& n : fabric_names()) {
+    const Fabric f = builtin_fabric(n);
+    std::printf("%-12s %10.2f %10.2f %10s %10.2f %10.2f  %s\n", n.c_str(), f.inter.alpha_s * 1e6, f.inter.bw_Bps / 1e9,
+                std::isfinite(f.inter.conn_bw_Bps) ? fmt("%.2f", f.inter.conn_bw_Bps / 1e9).c_str() : "-",
+                f.intra.alpha_s * 1e6, f.intra.bw_Bps / 1e9, f.description.c_str());
+  }
+  std::printf("# sources: gradsync-model fabrics --show NAME; regimes (eager/rendezvous) are listed there too\n");
+  return 0;
+}
+
+// ---- collective ------------------------------------------------------------------------------
+
+int cmd_collective(const std::vector<std::string>& args) {
+  po::options_description d("gradsync-model collective");
+  d.add_options()("help,h", "this help")("op", po::value<std::string>()->default_value("allreduce"),
+                                         "allreduce|allgather|reducescatter|alltoall|broadcast|pingpong")(
+      "algo", po::value<std::string>()->default_value("ring"), "ring|rd|rabenseifner|tree|hier|mpi|auto|dbtree")(
+      "ranks", po::value<std::string>(), "total ranks (required)")("nodes", po::value<std::string>()->default_value("1"),
+                                                                   "nodes (ranks are split evenly)")(
+      "bytes", po::value<std::string>(), "size per rank (nccl-tests convention); list or range allowed, e.g. 8,1K,1M")(
+      "fabric", po::value<std::string>(), "built-in name or TOML file")("alpha-us", po::value<std::string>(),
+                                                                         "latency per message (one level)")(
+      "bw-GBps", po::value<std::string>(), "bandwidth, GB/s = 1e9 B/s")("gamma-GBps", po::value<std::string>(),
+                                                                       "reduction throughput (optional)")(
+      "chunk-bytes", po::value<std::string>()->default_value("0"), "ring pipelining chunk (0: none)")(
+      "channels", po::value<std::string>()->default_value("1"), "concurrent rings")("json", "print one JSON object");
+  const auto vm = parse(args, d);
+  if (vm.count("help")) {
+    std::cout << d;
+    return 0;
+  }
+  GS_USAGE_CHECK(vm.count("ranks"), "option --ranks is required");
+  GS_USAGE_CHECK(vm.count("bytes"), "option --bytes is required");
+  const Op op = parse_op(vm["op"].as<std::string>());
+  const std::string algo = vm["algo"].as<std::string>();
+  check_algo_name(algo);
+  const int64_t ranks = parse_int(vm["ranks"].as<std::string>(), "--ranks");
+  const int64_t nodes = parse_int(vm["nodes"].as<std::string>(), "--nodes");
+  GS_USAGE_CHECK(ranks >= 1, "option --ranks must be >= 1, got ", ranks);
+  GS_USAGE_CHECK(nodes >= 1, "option --nodes must be >= 1, got ", nodes);
+  GS_USAGE_CHECK(ranks % nodes == 0, "option --ranks (", ranks, ") must be a multiple of --nodes (", nodes, ")");
+  const Topology topo{static_cast<int>(nodes), static_cast<int>(ranks / nodes)};
+  Fabric fabric;
+  const bool ab = vm.count("alpha-us") || vm.count("bw-GBps") || vm.count("gamma-GBps");
+  if (vm.count("fabric")) {
+    GS_USAGE_CHECK(!ab, "option --fabric cannot be combined with --alpha-us/--bw-GBps/--gamma-GBps");
+    fabric = load_fabric(vm["fabric"].as<std::string>());
+  } else {
+    GS_USAGE_CHECK(vm.count("alpha-us") && vm.count("bw-GBps"),
+                   "give --fabric NAME|FILE, or both --alpha-us and --bw-GBps");
+    const double a = parse_double(vm["alpha-us"].as<std::string>(), "--alpha-us");
+    const double b = parse_double(vm["bw-GBps"].as<std::string>(), "--bw-GBps");
+    GS_USAGE_CHECK(a >= 0, "option --alpha-us must be >= 0, got ", a);
+    GS_USAGE_CHECK(b > 0, "option --bw-GBps must be > 0, got ", b);
+    double g = kInf;
+    if (vm.count("gamma-GBps")) {
+      g = parse_double(vm["gamma-GBps"].as<std::string>(), "--gamma-GBps");
+      GS_USAGE_CHECK(g > 0, "option --gamma-GBps must be > 0, got ", g);
+      g *= 1e9;
+    }
+    fabric = simple_fabric(a * 1e-6, b * 1e9, g);
+  }
+  CollOptions opt;
+  opt.chunk_bytes = static_cast<double>(parse_size(vm["chunk-bytes"].as<std::string>(), "--chunk-bytes"));
+  opt.channels = static_cast<int>(parse_int(vm["channels"].as<std::string>(), "--channels"));
+  GS_USAGE_CHECK(opt.channels >= 1, "option --channels must be >= 1");
+  const auto sizes = parse_number_list(vm["bytes"].as<std::string>(), "--bytes");
+  Json results = Json::array();
+  const bool json = vm.count("json");
+  if (!json)
+    std::printf("# %s %s on %s, %d nodes x %d ranks\n# %12s %-13s %12s %12s %12s\n", op_name(op), algo.c_str(),
+                fabric.name.c_str(), topo.nodes, topo.ranks_per_node, "bytes", "algo_used", "time_us", "algbw_GBps",
+                "busbw_GBps");
+  Json last;
+  for (double n : sizes) {
+    GS_USAGE_CHECK(n >= 0, "option --bytes must be >= 0");
+    const double t = collective_time(fabric, op, algo, topo, n, opt);
+    const double algbw = t > 0 ? n / t / 1e9 : 0;
+    const double busbw = algbw * busbw_factor(op, topo.ranks());
+    const std::string used = resolve_algo(algo, op, n, topo);
+    Json j = Json::object();
+    j.set("op", op_name(op)).set("algo", algo).set("algo_used", used).set("ranks", topo.ranks()).set("nodes", topo.nodes);
+    j.set("bytes", n).set("time_us", t * 1e6).set("algbw_GBps", algbw).set("busbw_GBps", busbw).set("fabric", fabric.name);
+    results.push(j);
+    last = j;
+    if (!json) std::printf("  %12.0f %-13s %12.3f %12.4f %12.4f\n", n, used.c_str(), t * 1e6, algbw, busbw);
+  }
+  if (json) {
+    if (sizes.size() == 1) {
+      std::cout << last.dump() << "\n";
+    } else {
+      Json out = Json::object();
+      out.set("results", results);
+      std::cout << out.dump() << "\n";
+    }
+  }
+  return 0;
+}
+
+// ---- predict ---------------------------------------------------------------------------------
+
+struct AxisOpt {
+  const char* name;
+  const char* def;  // nullptr: no default (then the config's own)
+  bool numeric;
+  const char* help;
+};
+
+const std::vector<AxisOpt>& predict_axes() {
+  static const std::vector<AxisOpt> a = {
+      {"model", "resnet50", false, "zoo model (list allowed)"},
+      {"fabric", nullptr, false, "fabric name or TOML file (required; list allowed)"},
+      {"intra", nullptr, false, "take the intra-node level from this fabric (e.g. nvlink-h100)"},
+      {"compute-profile", "h200", false, "compute profile name or TOML file"},
+      {"nodes", "1", true, "nodes"},
+      {"ranks-per-node", "1", true, "ranks per node"},
+      {"batch-per-rank", "32", true, "samples per rank per step"},
+      {"bucket-mb", "25", true, "DDP bucket cap, MiB"},
+      {"first-bucket-mb", "1", true, "first bucket cap, MiB"},
+      {"overlap", "1", true, "overlap communication with backward (1/0)"},
+      {"accumulate", "1", true, "gradient accumulation steps"},
+      {"algo", "auto", false, "all-reduce algorithm"},
+      {"chunk-bytes", "0", true, "ring pipelining chunk (0: none; runtime default 4M)"},
+      {"channels", "1", true, "concurrent rings"},
+      {"compress", "none", false, "compressor spec (none, fp16, bf16, powersgd:rank=R, qsgd:levels=S, onebit, topk:ratio=F)"},
+      {"precision", "fp32", false, "fp32|fp16|bf16"},
+      {"loader-workers", "4", true, "data loader workers (0: loading is serial)"},
+      {"data-time-us", "0", true, "data loading work per sample, us"},
+      {"optimizer", "sgd", false, "sgd|adam|adamw"},
+      {"samples-per-epoch", nullptr, true, "samples per epoch (default: the model's data set)"},
+  };
+  return a;
+}
+
+void print_prediction(const PredictConfig& c, const StepResult& r, Predictor& pred) {
+  const Fabric& f = pred.fabric(c.fabric, c.intra);
+  const auto model = models::zoo_model(c.model);
+  const int p = c.nodes * c.ranks_per_node;
+  std::printf("gradsync-model predict: %s on %s, %d nodes x %d ranks = %d, batch %lld/rank (global %lld)\n",
+              c.model.c_str(), f.name.c_str(), c.nodes, c.ranks_per_node, p,
+              static_cast<long long>(c.batch_per_rank), static_cast<long long>(c.batch_per_rank * p * c.accumulate));
+  std::printf("  fabric: inter %.2f us, %.2f GB/s; intra %.2f us, %.2f GB/s (%s)\n", f.inter.alpha_s * 1e6,
+              f.inter.bw_Bps / 1e9, f.intra.alpha_s * 1e6, f.intra.bw_Bps / 1e9, f.description.c_str());
+  std::printf("  model: %lld parameters in %lld tensors (%s fp32); compute profile %s, precision %s\n",
+              static_cast<long long>(model.num_parameters()), static_cast<long long>(model.num_tensors()),
+              format_bytes(static_cast<double>(model.grad_bytes())).c_str(), c.compute_profile.c_str(), c.precision.c_str());
+  std::printf("  reducer: %zu buckets (first %g MiB, then %g MiB), overlap %s, algo %s, chunk %s, compress %s\n",
+              r.buckets.size(), c.first_bucket_mb, c.bucket_mb, c.overlap ? "on" : "off", c.algo.c_str(),
+              c.chunk_bytes > 0 ? format_bytes(c.chunk_bytes).c_str() : "none", c.compress.c_str());
+  std::printf("  %6s %7s %12s %12s %10s %10s %10s %10s %10s\n", "bucket", "tensors", "grad_bytes", "wire_bytes",
+              "ready_ms", "start_ms", "end_ms", "comm_ms", "codec_ms");
+  for (std::size_t i = 0; i < r.buckets.size(); ++i) {
+    const auto& b = r.buckets[i];
+    std::printf("  %6zu %7d %12lld %12.0f %10.3f %10.3f %10.3f %10.3f %10.3f\n", i, b.ntensors,
+                static_cast<long long>(b.grad_bytes), b.wire_bytes, b.ready_s * 1e3, b.start_s * 1e3, b.end_s * 1e3,
+                b.comm_s * 1e3, b.codec_s * 1e3);
+  }
+  const double hidden = r.comm_total_s - r.comm_exposed_s;
+  std::printf("  step: data %.3f + forward %.3f + backward %.3f + exposed comm %.3f + optimizer %.3f = %.3f ms\n",
+              r.data_s * 1e3, r.forward_s * 1e3, r.backward_s * 1e3, r.comm_exposed_s * 1e3, r.optimizer_s * 1e3,
+              r.step_time_s * 1e3);
+  std::printf("  communication: %.3f ms in total, %.3f ms hidden behind backward (%.0f%%), %.3f ms exposed\n",
+              r.comm_total_s * 1e3, hidden * 1e3, r.comm_total_s > 0 ? 100 * hidden / r.comm_total_s : 100.0,
+              r.comm_exposed_s * 1e3);
+  std::printf("  epoch: %lld steps x %.3f ms = %.2f s\n", static_cast<long long>(r.steps_per_epoch),
+              r.step_time_s * 1e3, r.epoch_time_s);
+}
+
+Json prediction_json(const PredictConfig& c, const StepResult& r) {
+  Json j = Json::object();
+  j.set("model", c.model).set("fabric", c.fabric).set("nodes", c.nodes).set("ranks_per_node", c.ranks_per_node);
+  j.set("batch_per_rank", static_cast<long long>(c.batch_per_rank)).set("algo", c.algo).set("compress", c.compress);
+  j.set("precision", c.precision).set("bucket_mb", c.bucket_mb).set("first_bucket_mb", c.first_bucket_mb);
+  j.set("overlap", c.overlap);
+  j.set("step_time_s", r.step_time_s).set("epoch_time_s", r.epoch_time_s).set("comm_exposed_s", r.comm_exposed_s);
+  j.set("comm_total_s", r.comm_total_s).set("data_s", r.data_s).set("forward_s", r.forward_s);
+  j.set("backward_s", r.backward_s).set("optimizer_s", r.optimizer_s);
+  j.set("steps_per_epoch", static_cast<long long>(r.steps_per_epoch)).set("bytes_sent", r.bytes_sent);
+  Json bs = Json::array();
+  for (const auto& b : r.buckets) {
+    Json x = Json::object();
+    x.set("grad_bytes", static_cast<long long>(b.grad_bytes)).set("wire_bytes", b.wire_bytes).set("tensors", b.ntensors);
+    x.set("ready_s", b.ready_s).set("start_s", b.start_s).set("end_s", b.end_s).set("comm_s", b.comm_s).set("codec_s", b.codec_s);
+    bs.push(x);
+  }
+  j.set("buckets", bs);
+  return j;
+}
+
+void write_prediction(const PredictConfig& c, const StepResult& r, const std::string& path) {
+  h5::Writer w(path);
+  write_provenance(w, model_provenance(g_argv));
+  w.attr("/", "model", c.model);
+  w.attr("/", "fabric", c.fabric);
+  w.attr("/", "compute_profile", c.compute_profile);
+  w.attr("/", "ranks_per_node", static_cast<int64_t>(c.ranks_per_node));
+  w.attr("/", "batch_per_rank", static_cast<int64_t>(c.batch_per_rank));
+  w.attr("/", "bucket_mb", c.bucket_mb);
+  w.attr("/", "first_bucket_mb", c.first_bucket_mb);
+  w.attr("/", "overlap", static_cast<int64_t>(c.overlap));
+  w.attr("/", "algo", c.algo);
+  w.attr("/", "compress", c.compress);
+  w.attr("/", "precision", c.precision);
+  w.attr("/", "step_time_s", r.step_time_s);
+  w.attr("/", "epoch_time_s", r.epoch_time_s);
+  w.attr("/", "comm_exposed_s", r.comm_exposed_s);
+  w.attr("/", "steps_per_epoch", static_cast<int64_t>(r.steps_per_epoch));
+  std::vector<int64_t> idx, bytes;
+  std::vector<double> wire, ready, start, end, comm, codec;
+  for (std::size_t i = 0; i < r.buckets.size(); ++i) {
+    const auto& b = r.buckets[i];
+    idx.push_back(static_cast<int64_t>(i));
+    bytes.push_back(b.grad_bytes);
+    wire.push_back(b.wire_bytes);
+    ready.push_back(b.ready_s);
+    start.push_back(b.start_s);
+    end.push_back(b.end_s);
+    comm.push_back(b.comm_s);
+    codec.push_back(b.codec_s);
+  }
+  w.write("/buckets/bucket", idx);
+  w.write("/buckets/bytes", bytes);
+  w.write("/buckets/wire_bytes", wire);
+  w.write("/buckets/ready_s", ready);
+  w.write("/buckets/start_s", start);
+  w.write("/buckets/end_s", end);
+  w.write("/buckets/comm_s", comm);
+  w.write("/buckets/codec_s", codec);
+  w.commit();
+}
+
+int cmd_predict(const std::vector<std::string>& args) {
+  po::options_description d("gradsync-model predict (numeric options: value, list 1,2,4 or range A..B[:S])");
+  d.add_options()("help,h", "this help");
+  for (const auto& a : predict_axes()) d.add_options()(a.name, po::value<std::string>(), a.help);
+  d.add_options()("json", "print one JSON object")("out", po::value<std::string>(), "write an HDF5 file");
+  const auto vm = parse(args, d);
+  if (vm.count("help")) {
+    std::cout << d;
+    return 0;
+  }
+  GS_USAGE_CHECK(vm.count("fabric"), "option --fabric is required (a built-in name, see 'gradsync-model fabrics', or a TOML file)");
+  std::vector<Axis> axes;
+  for (const auto& a : predict_axes()) {
+    std::string text;
+    if (vm.count(a.name)) text = vm[a.name].as<std::string>();
+    else if (a.def) text = a.def;
+    else continue;
+    Axis ax;
+    ax.name = a.name;
+    const std::string option = std::string("--") + a.name;
+    if (a.numeric) ax.numbers = parse_number_list(text, option);
+    else if (std::string(a.name) == "compress") ax.strings = {text};  // specs contain commas
+    else ax.strings = parse_string_list(text, option);
+    axes.push_back(std::move(ax));
+  }
+  Predictor predictor;
+  std::size_t total = 1;
+  for (const auto& a : axes) total *= a.size();
+  if (total == 1) {
+    PredictConfig c;
+    for (const auto& a : axes) apply_axis(a, 0, c);
+    const StepResult r = predictor.predict(c);
+    if (vm.count("json")) std::cout << prediction_json(c, r).dump() << "\n";
+    else print_prediction(c, r, predictor);
+    if (vm.count("out")) write_prediction(c, r, vm["out"].as<std::string>());
+    return 0;
+  }
+  const GridTable g = run_grid(PredictConfig{}, axes, predictor);
+  if (vm.count("out")) write_grid(g, vm["out"].as<std::string>(), g_argv);
+  std::size_t best = 0, worst = 0;
+  for (std::size_t i = 0; i < g.rows; ++i) {
+    if (g.step_time_s[i] < g.step_time_s[best]) best = i;
+    if (g.step_time_s[i] > g.step_time_s[worst]) worst = i;
+  }
+  auto row_json = [&](std::size_t i) {
+    Json j = Json::object();
+    std::size_t ni = 0, si = 0;
+    for (const auto& a : g.axes) {
+      if (a.numbers.empty()) j.set(a.name, g.axis_strings[si++][i]);
+      else j.set(a.name, g.axis_numbers[ni++][i]);
+    }
+    j.set("step_time_s", g.step_time_s[i]).set("epoch_time_s", g.epoch_time_s[i]).set("comm_exposed_s", g.comm_exposed_s[i]);
+    return j;
+  };
+  if (vm.count("json")) {
+    Json out = Json::object();
+    out.set("configs", static_cast<long long>(g.rows));
+    out.set("out", vm.count("out") ? Json(vm["out"].as<std::string>()) : Json(nullptr));
+    out.set("best", row_json(best)).set("worst", row_json(worst));
+    if (g.rows <= 1000) {
+      Json rows = Json::array();
+      for (std::size_t i = 0; i < g.rows; ++i) rows.push(row_json(i));
+      out.set("rows", rows);
+    }
+    std::cout << out.dump() << "\n";
+    return 0;
+  }
+  std::printf("# grid: %zu configurations over", g.rows);
+  for (const auto& a : g.axes) std::printf(" %s(%zu)", a.name.c_str(), a.size());
+  std::printf("\n");
+  const std::size_t show = g.rows <= 200 ? g.rows : 0;
+  if (show) {
+    std::printf("#");
+    for (const auto& a : g.axes) std::printf(" %14s", a.name.c_str());
+    std::printf(" %12s %12s %12s\n", "step_ms", "epoch_s", "exposed_ms");
+    for (std::size_t i = 0; i < show; ++i) {
+      std::printf(" ");
+      std::size_t ni = 0, si = 0;
+      for (const auto& a : g.axes) {
+        if (a.numbers.empty()) std::printf(" %14s", g.axis_strings[si++][i].c_str());
+        else std::printf(" %14g", g.axis_numbers[ni++][i]);
+      }
+      std::printf(" %12.3f %12.2f %12.3f\n", g.step_time_s[i] * 1e3, g.epoch_time_s[i], g.comm_exposed_s[i] * 1e3);
+    }
+  }
+  std::cout << "# fastest step: " << row_json(best).dump() << "\n# slowest step: " << row_json(worst).dump() << "\n";
+  if (vm.count("out")) std::printf("# table written to %s (group /grid)\n", vm["out"].as<std::string>().c_str());
+  else if (!show) std::printf("# give --out FILE.h5 for the full table\n");
+  return 0;
+}
+
+// ---- calibrate -------------------------------------------------------------------------------
+
+std::string stem(const std::string& path) { return std::filesystem::path(path).stem().string(); }
+
+int cmd_calibrate(const std::vector<std::string>& args) {
+  po::options_description d("gradsync-model calibrate FILE.h5... -o OUT.toml");
+  d.add_options()("help,h", "this help")("output,o", po::value<std::string>(), "fabric (or compute profile) TOML to write")(
+      "compute", "fit a compute profile from gradsync-train files instead")("name", po::value<std::string>(),
+                                                                           "name in the written file (default: its stem)")(
+      "base", po::value<std::string>(), "fabric that supplies a level the data do not cover")(
+      "json", "print one JSON object")("files", po::value<std::vector<std::string>>(), "input files");
+  po::positional_options_description pos;
+  pos.add("files", -1);
+  const auto vm = parse(args, d, &pos);
+  if (vm.count("help")) {
+    std::cout << d;
+    return 0;
+  }
+  GS_USAGE_CHECK(vm.count("files"), "calibrate: no input files given");
+  GS_USAGE_CHECK(vm.count("output"), "option -o/--output is required");
+  const auto files = vm["files"].as<std::vector<std::string>>();
+  const std::string out = vm["output"].as<std::string>();
+  const std::string name = vm.count("name") ? vm["name"].as<std::string>() : stem(out);
+  const bool json = vm.count("json");
+  if (vm.count("compute")) {
+    const ComputeFit fit = calibrate_compute(files, name);
+    models::save_profile(fit.profile, out);
+    if (json) {
+      Json j = Json::object();
+      j.set("output", out).set("per_layer_overhead_s", fit.overhead_s).set("flops_per_s", fit.flops_per_s);
+      j.set("r2", fit.r2).set("max_abs_rel_residual", fit.max_abs_rel_residual).set("runs", static_cast<long long>(fit.used.size()));
+      Json sk = Json::array();
+      for (const auto& s : fit.skipped) sk.push(s);
+      j.set("skipped", sk);
+      std::cout << j.dump() << "\n";
+    } else {
+      std::printf("compute fit from %zu runs: %.3f us per layer per pass, %.4g FLOP/s; R^2 %.5f, max |rel residual| %.2f%%\n",
+                  fit.used.size(), fit.overhead_s * 1e6, fit.flops_per_s, fit.r2, 100 * fit.max_abs_rel_residual);
+      for (const auto& s : fit.skipped) std::printf("  skipped %s\n", s.c_str());
+      std::printf("wrote %s\n", out.c_str());
+    }
+    return 0;
+  }
+  std::vector<BenchPoint> pts;
+  for (const auto& f : files) {
+    auto v = read_bench_file(f);
+    pts.insert(pts.end(), v.begin(), v.end());
+  }
+  const std::string base = vm.count("base") ? vm["base"].as<std::string>() : "";
+  const FabricFit fit = calibrate_fabric(pts, name, base);
+  save_fabric(fit.fabric, out);
+  if (json) {
+    Json levels = Json::array();
+    for (const auto& l : fit.levels) {
+      Json j = Json::object();
+      j.set("level", l.level).set("alpha_us", l.params.alpha_s * 1e6).set("bw_GBps", l.params.bw_Bps / 1e9);
+      j.set("gamma_GBps", l.gamma_fitted ? Json(l.params.gamma_Bps / 1e9) : Json(nullptr));
+      Json regs = Json::array();
+      for (const auto& r : l.params.regimes) {
+        Json x = Json::object();
+        x.set("up_to_bytes", std::isfinite(r.up_to_bytes) ? Json(r.up_to_bytes) : Json(nullptr));
+        x.set("alpha_us", r.alpha_s * 1e6).set("bw_GBps", r.bw_Bps / 1e9);
+        regs.push(x);
+      }
+      j.set("regimes", regs).set("r2", l.r2).set("max_abs_rel_residual", l.max_abs_rel_residual).set("notes", l.notes);
+      Json points = Json::array();
+      for (const auto& p : l.points) {
+        Json x = Json::object();
+        x.set("file", p.point.file).set("op", op_name(p.point.op)).set("algo", p.point.algo).set("bytes", p.point.bytes);
+        x.set("measured_us", p.point.time_s * 1e6).set("predicted_us", p.predicted_s * 1e6).set("rel_residual", p.rel_residual);
+        points.push(x);
+      }
+      j.set("points", points);
+      levels.push(j);
+    }
+    Json j = Json::object();
+    j.set("output", out).set("levels", levels);
+    Json sk = Json::array();
+    for (const auto& s : fit.skipped) sk.push(s);
+    j.set("skipped", sk);
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  for (const auto& l : fit.levels) {
+    std::printf("level %s: %zu points, R^2 %.6f, largest |relative residual| %.2f%% (%s %s %.0f B)\n", l.level.c_str(),
+                l.points.size(), l.r2, 100 * l.max_abs_rel_residual, op_name(l.points[l.worst].point.op),
+                l.points[l.worst].point.algo.c_str(), l.points[l.worst].point.bytes);
+    if (l.params.regimes.empty()) {
+      std::printf("  alpha %.3f us, bw %.4f GB/s", l.params.alpha_s * 1e6, l.params.bw_Bps / 1e9);
+    } else {
+      for (const auto& r : l.params.regimes)
+        std::printf("  regime <= %s: alpha %.3f us, bw %.4f GB/s\n",
+                    std::isfinite(r.up_to_bytes) ? fmt("%.0f B", r.up_to_bytes).c_str() : "inf", r.alpha_s * 1e6,
+                    r.bw_Bps / 1e9);
+      std::printf(" ");
+    }
+    if (l.gamma_fitted) std::printf(", gamma %.4f GB/s", l.params.gamma_Bps / 1e9);
+    std::printf("\n");
+    if (!l.notes.empty()) std::printf("  note: %s\n", l.notes.c_str());
+    std::printf("  %-28s %-13s %-12s %12s %12s %12s %9s\n", "file", "op", "algo", "bytes", "measured_us", "predicted_us",
+                "resid%");
+    for (const auto& p : l.points) {
+      std::string file = p.point.file;
+      if (file.size() > 28) file = "..." + file.substr(file.size() - 25);
+      std::printf("  %-28s %-13s %-12s %12.0f %12.3f %12.3f %+9.3f\n", file.c_str(), op_name(p.point.op),
+                  p.point.algo.c_str(), p.point.bytes, p.point.time_s * 1e6, p.predicted_s * 1e6, 100 * p.rel_residual);
+    }
+  }
+  for (const auto& s : fit.skipped) std::printf("skipped: %s\n", s.c_str());
+  std::printf("wrote %s (%s)\n", out.c_str(), fit.fabric.description.c_str());
+  return 0;
+}
+
+// ---- compare ---------------------------------------------------------------------------------
+
+int cmd_compare(const std::vector<std::string>& args) {
+  po::options_description d("gradsync-model compare TRAIN.h5... --fabric NAME|FILE");
+  d.add_options()("help,h", "this help")("fabric", po::value<std::string>(), "fabric name or TOML file (required)")(
+      "intra", po::value<std::string>(), "take the intra-node level from this fabric")(
+      "compute-profile", po::value<std::string>(), "override the files' compute_profile")("json", "print one JSON object")(
+      "out", po::value<std::string>(), "write an HDF5 report")("files", po::value<std::vector<std::string>>(), "train files");
+  po::positional_options_description pos;
+  pos.add("files", -1);
+  const auto vm = parse(args, d, &pos);
+  if (vm.count("help")) {
+    std::cout << d;
+    return 0;
+  }
+  GS_USAGE_CHECK(vm.count("fabric"), "option --fabric is required");
+  GS_USAGE_CHECK(vm.count("files"), "compare: no gradsync-train files given");
+  const auto rep = compare_runs(vm["files"].as<std::vector<std::string>>(), vm["fabric"].as<std::string>(),
+                                vm.count("intra") ? vm["intra"].as<std::string>() : "",
+                                vm.count("compute-profile") ? vm["compute-profile"].as<std::string>() : "");
+  if (vm.count("out")) write_compare(rep, vm["out"].as<std::string>(), g_argv);
+  if (vm.count("json")) std::cout << compare_json(rep).dump() << "\n";
+  else std::cout << compare_table(rep);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  g_argv.assign(argv, argv + argc);
+  try {
+    if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+      std::cout << kUsage;
+      return argc < 2 ? 2 : 0;
+    }
+    const std::string cmd = argv[1];
+    const std::vector<std::string> args(argv + 2, argv + argc);
+    if (cmd == "fabrics") return cmd_fabrics(args);
+    if (cmd == "collective") return cmd_collective(args);
+    if (cmd == "predict") return cmd_predict(args);
+    if (cmd == "calibrate") return cmd_calibrate(args);
+    if (cmd == "compare") return cmd_compare(args);
+    throw UsageError("unknown command '" + cmd + "' (known: fabrics, collective, predict, calibrate, compare)");
+  } catch (const po::error& e) {
+    std::fprintf(stderr, "gradsync-model: error: %s\n", e.what());
+    return 2;
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "gradsync-model: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gradsync-model: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,102 @@
+// gradsync/netmodel/predict.cpp — workload from models/, buckets, and the cached predictor.
+#include "netmodel/predict.hpp"
+
+#include "core/error.hpp"
+#include "models/compute_profile.hpp"
+#include "models/zoo.hpp"
+
+namespace gradsync::netmodel {
+
+double optimizer_bytes_per_param(const std::string& optimizer) {
+  if (optimizer == "sgd" || optimizer == "momentum") return 20.0;
+  if (optimizer == "adam" || optimizer == "adamw") return 28.0;
+  throw UsageError("option --optimizer: unknown optimizer '" + optimizer + "' (known: sgd, adam, adamw)");
+}
+
+const Fabric& Predictor::fabric(const std::string& name, const std::string& intra) {
+  auto key = std::make_pair(name, intra);
+  auto it = fabrics_.find(key);
+  if (it != fabrics_.end()) return it->second;
+  Fabric f = load_fabric(name);
+  if (!intra.empty()) {
+    const Fabric i = load_fabric(intra);
+    f.intra = i.intra;
+    f.description += "; intra level from " + i.name;
+  }
+  return fabrics_.emplace(key, std::move(f)).first->second;
+}
+
+namespace {
+DeviceRates device_rates(const models::ComputeProfile& p) {
+  return DeviceRates{p.peak_flops * p.efficiency, p.optimizer_bytes_per_s};
+}
+}  // namespace
+
+const Workload& Predictor::workload(const PredictConfig& c) {
+  auto key = std::make_tuple(c.model, c.compute_profile, c.batch_per_rank, c.precision, c.optimizer);
+  auto it = workloads_.find(key);
+  if (it != workloads_.end()) return it->second;
+  GS_USAGE_CHECK(c.batch_per_rank >= 1, "option --batch-per-rank must be >= 1, got ", c.batch_per_rank);
+  auto& slot = models_[c.model];
+  if (!slot) slot = std::make_shared<models::ModelSpec>(models::zoo_model(c.model));
+  const auto& model = *std::static_pointer_cast<models::ModelSpec>(slot);
+  const models::ComputeProfile prof = models::load_profile(c.compute_profile);
+  const bool half = precision_bytes(c.precision) == 2;
+  const models::LayerTimes lt = models::layer_times(model, prof, c.batch_per_rank, half);
+  Workload w;
+  w.model = model.name;
+  w.samples_per_epoch = model.samples_per_epoch;
+  for (double f : lt.fwd_s) w.forward_s += f;
+  // Backward in reverse layer order; a layer's tensors are ready when its backward ends.
+  // Within a layer DDP's reverse order puts the last registered tensor (bias) first.
+  double t = 0;
+  for (std::size_t i = model.layers.size(); i-- > 0;) {
+    t += lt.bwd_s[i];
+    const auto& params = model.layers[i].params;
+    for (std::size_t j = params.size(); j-- > 0;) {
+      const auto& ts = params[j];
+      GradShape g;
+      g.numel = ts.numel();
+      g.ndim = static_cast<int>(ts.shape.size());
+      g.rows = ts.shape.empty() ? 1 : ts.shape[0];
+      w.grads.push_back({g, t});
+    }
+  }
+  w.backward_s = t;
+  w.optimizer_s = models::optimizer_step_s(model, prof, optimizer_bytes_per_param(c.optimizer));
+  return workloads_.emplace(key, std::move(w)).first->second;
+}
+
+const std::vector<Bucket>& Predictor::buckets(const PredictConfig& c, int nranks) {
+  const Compressor comp(c.compress);
+  // Only the gather-based compressors' costs depend on the rank count.
+  const bool rank_dependent = comp.name() == "qsgd" || comp.name() == "onebit" || comp.name() == "topk";
+  auto key = std::make_tuple(c.model, c.compute_profile, c.batch_per_rank, c.precision + "/" + c.optimizer,
+                             c.bucket_mb, c.first_bucket_mb, comp.spec(), rank_dependent ? nranks : 0);
+  auto it = buckets_.find(key);
+  if (it != buckets_.end()) return it->second;
+  const Workload& w = workload(c);
+  std::vector<Bucket> bs = make_buckets(w.grads, c.bucket_mb, c.first_bucket_mb);
+  const models::ComputeProfile prof = models::load_profile(c.compute_profile);
+  const DeviceRates rates = device_rates(prof);
+  const int e = precision_bytes(c.precision);
+  for (auto& b : bs) b.plan = comp.plan(b.tensors, e, nranks, rates);
+  return buckets_.emplace(key, std::move(bs)).first->second;
+}
+
+StepResult Predictor::predict(const PredictConfig& c, bool keep_buckets) {
+  GS_USAGE_CHECK(c.nodes >= 1, "option --nodes must be >= 1, got ", c.nodes);
+  GS_USAGE_CHECK(c.ranks_per_node >= 1, "option --ranks-per-node must be >= 1, got ", c.ranks_per_node);
+  GS_USAGE_CHECK(c.channels >= 1, "option --channels must be >= 1, got ", c.channels);
+  GS_USAGE_CHECK(c.chunk_bytes >= 0, "option --chunk-bytes must be >= 0");
+  check_algo_name(c.algo);
+  const Fabric& f = fabric(c.fabric, c.intra);
+  const Workload& w = workload(c);
+  const auto& bs = buckets(c, c.nodes * c.ranks_per_node);
+  NetConfig net{c.nodes, c.ranks_per_node, c.algo, c.chunk_bytes, c.channels};
+  StepConfig st{c.batch_per_rank, c.overlap, c.accumulate, c.loader_workers, c.data_time_s};
+  const int64_t samples = c.samples_per_epoch > 0 ? c.samples_per_epoch : w.samples_per_epoch;
+  return simulate_step(w, bs, f, net, st, samples, keep_buckets);
+}
+
+}  // namespace gradsync::netmodel

@@ -1,0 +1,68 @@
+// gradsync/netmodel/predict.hpp — one configuration in, one predicted step out.
+//
+// A PredictConfig names everything gradsync-train is run with (model, compute profile,
+// nodes x ranks per node, batch, buckets, overlap, algorithm, chunking, compressor,
+// precision, data loading, optimizer) plus the fabric. The Predictor turns it into a
+// Workload (models/: per-layer times from the compute profile, tensors in backward order),
+// DDP buckets and their compression plans, then runs the timeline (timeline.hpp).
+// Everything that does not depend on the network is cached, so a grid over nodes and
+// bucket sizes only re-runs the event loop and the collective formulas.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "netmodel/fabric.hpp"
+#include "netmodel/timeline.hpp"
+
+namespace gradsync::netmodel {
+
+struct PredictConfig {
+  std::string model = "resnet50";
+  std::string fabric = "roce-100g";    // name or TOML file
+  std::string intra;                   // optional: take the intra level from this fabric
+  std::string compute_profile = "h200";
+  int nodes = 1;
+  int ranks_per_node = 1;
+  int64_t batch_per_rank = 32;
+  double bucket_mb = 25;
+  double first_bucket_mb = 1;
+  bool overlap = true;
+  int accumulate = 1;
+  std::string algo = "auto";
+  double chunk_bytes = 0;
+  int channels = 1;
+  std::string compress = "none";
+  std::string precision = "fp32";
+  int loader_workers = 4;
+  double data_time_s = 0;  // per sample
+  std::string optimizer = "sgd";
+  int64_t samples_per_epoch = 0;  // 0: the model's data set
+};
+
+// SGD with momentum touches 20 bytes per parameter, Adam(W) 28 (models/compute_profile.hpp).
+double optimizer_bytes_per_param(const std::string& optimizer);
+
+class Predictor {
+ public:
+  StepResult predict(const PredictConfig& c, bool keep_buckets = true);
+
+  // The pieces, for callers that bring their own workload (compare, real compute).
+  const Fabric& fabric(const std::string& name, const std::string& intra);
+  const Workload& workload(const PredictConfig& c);
+  const std::vector<Bucket>& buckets(const PredictConfig& c, int nranks);
+
+ private:
+  std::map<std::string, std::shared_ptr<void>> models_;  // ModelSpec, type-erased here
+  std::map<std::pair<std::string, std::string>, Fabric> fabrics_;
+  std::map<std::tuple<std::string, std::string, int64_t, std::string, std::string>, Workload> workloads_;
+  std::map<std::tuple<std::string, std::string, int64_t, std::string, double, double, std::string, int>,
+           std::vector<Bucket>>
+      buckets_;
+};
+
+}  // namespace gradsync::netmodel

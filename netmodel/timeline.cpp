@@ -1,0 +1,128 @@
+// gradsync/netmodel/timeline.cpp — DDP bucketing and the step's event simulation.
+#include "netmodel/timeline.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <queue>
+
+#include "core/error.hpp"
+
+namespace gradsync::netmodel {
+
+std::vector<Bucket> make_buckets(const std::vector<ReadyGrad>& grads, double bucket_mb, double first_bucket_mb) {
+  GS_USAGE_CHECK(bucket_mb > 0, "option --bucket-mb must be > 0, got ", bucket_mb);
+  GS_USAGE_CHECK(first_bucket_mb > 0, "option --first-bucket-mb must be > 0, got ", first_bucket_mb);
+  const double mib = 1024.0 * 1024.0;
+  std::vector<Bucket> out;
+  Bucket cur;
+  double cap = first_bucket_mb * mib;
+  for (const auto& g : grads) {
+    cur.tensors.push_back(g.shape);
+    cur.grad_bytes += g.shape.numel * 4;
+    cur.ready_s = std::max(cur.ready_s, g.ready_s);
+    if (static_cast<double>(cur.grad_bytes) >= cap) {  // the crossing tensor stays in
+      out.push_back(std::move(cur));
+      cur = Bucket{};
+      cap = bucket_mb * mib;
+    }
+  }
+  if (!cur.tensors.empty()) out.push_back(std::move(cur));
+  return out;
+}
+
+namespace {
+
+// Event of the simulation: a bucket becoming ready, or the comm stream becoming free.
+struct Event {
+  double t;
+  int kind;  // 0 = bucket ready, 1 = comm stream free
+  int bucket;
+  bool operator>(const Event& o) const { return t > o.t || (t == o.t && kind > o.kind); }
+};
+
+}  // namespace
+
+StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, const Fabric& fabric,
+                         const NetConfig& net, const StepConfig& st, int64_t samples_per_epoch, bool keep) {
+  GS_USAGE_CHECK(net.nodes >= 1, "option --nodes must be >= 1, got ", net.nodes);
+  GS_USAGE_CHECK(net.ranks_per_node >= 1, "option --ranks-per-node must be >= 1, got ", net.ranks_per_node);
+  GS_USAGE_CHECK(st.batch_per_rank >= 1, "option --batch-per-rank must be >= 1, got ", st.batch_per_rank);
+  GS_USAGE_CHECK(st.accumulate >= 1, "option --accumulate must be >= 1, got ", st.accumulate);
+  GS_USAGE_CHECK(st.loader_workers >= 0, "option --loader-workers must be >= 0, got ", st.loader_workers);
+  GS_USAGE_CHECK(st.data_time_s >= 0, "option --data-time-us must be >= 0");
+  const Topology topo{net.nodes, net.ranks_per_node};
+  const CollOptions copt{net.chunk_bytes, net.channels};
+  StepResult r;
+  const double k = st.accumulate;
+  r.forward_s = k * w.forward_s;
+  r.backward_s = k * w.backward_s;
+  r.optimizer_s = w.optimizer_s;
+  // Micro-steps before the synchronized one: forward + backward without communication.
+  const double bwd_start = (k - 1) * (w.forward_s + w.backward_s) + w.forward_s;
+  const double bwd_end = bwd_start + w.backward_s;
+
+  // Event loop: buckets become ready (compute stream); the comm stream takes them in
+  // bucket order, one at a time.
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
+  const int nb = static_cast<int>(buckets.size());
+  for (int b = 0; b < nb; ++b)
+    events.push({st.overlap ? bwd_start + buckets[b].ready_s : bwd_end, 0, b});
+  if (keep) r.buckets.resize(nb);
+  std::vector<char> ready(nb, 0);
+  int next = 0;          // next bucket the comm stream will take
+  bool busy = false;
+  double last_end = bwd_end;
+  while (!events.empty()) {
+    const Event e = events.top();
+    events.pop();
+    if (e.kind == 0) ready[e.bucket] = 1;
+    else busy = false;
+    if (busy || next >= nb || !ready[next]) continue;
+    // Start bucket `next` now.
+    const Bucket& bk = buckets[next];
+    double comm = 0, codec = bk.plan.tail_s;
+    for (const Phase& ph : bk.plan.phases) {
+      codec += ph.compute_s;
+      comm += collective_time(fabric, ph.op, net.algo, topo, ph.bytes, copt);
+    }
+    const double start = e.t, end = start + codec + comm;
+    r.comm_total_s += codec + comm;
+    r.bytes_sent += bk.plan.wire_bytes;
+    if (keep) {
+      BucketTiming& bt = r.buckets[next];
+      bt.grad_bytes = bk.grad_bytes;
+      bt.wire_bytes = bk.plan.wire_bytes;
+      bt.ntensors = static_cast<int>(bk.tensors.size());
+      bt.ready_s = bwd_start + bk.ready_s;
+      bt.start_s = start;
+      bt.end_s = end;
+      bt.comm_s = comm;
+      bt.codec_s = codec;
+    }
+    last_end = end;
+    busy = true;
+    ++next;
+    events.push({end, 1, -1});
+  }
+  r.comm_exposed_s = std::max(0.0, last_end - bwd_end);
+  const double compute_part = bwd_end + r.comm_exposed_s + r.optimizer_s;
+
+  // Data loading (per micro-step batch x data_time_s of work).
+  const double load = k * static_cast<double>(st.batch_per_rank) * st.data_time_s;
+  if (st.loader_workers == 0) r.data_s = load;
+  else r.data_s = std::max(0.0, load / st.loader_workers - compute_part);
+  // Shift the timings by the exposed data time at the start of the step.
+  if (keep && r.data_s > 0)
+    for (auto& bt : r.buckets) {
+      bt.ready_s += r.data_s;
+      bt.start_s += r.data_s;
+      bt.end_s += r.data_s;
+    }
+  r.step_time_s = r.data_s + compute_part;
+  const double global_batch = static_cast<double>(st.batch_per_rank) * topo.ranks() * k;
+  r.steps_per_epoch = samples_per_epoch > 0 ? static_cast<int64_t>(std::ceil(samples_per_epoch / global_batch)) : 0;
+  r.epoch_time_s = r.steps_per_epoch * r.step_time_s;
+  return r;
+}
+
+}  // namespace gradsync::netmodel

@@ -1,0 +1,105 @@
+// gradsync/netmodel/timeline.hpp — one training step as a sequence of events.
+//
+// The simulator replays what a DDP-style reducer does in one step, on two streams:
+//
+//   compute:  [data (exposed part)] [forward] [backward: layers in reverse order] ... [optimizer]
+//   comm:                                 [bucket 0][bucket 1]...[bucket B-1]
+//
+// * Gradients become ready in backward order (the reverse of forward order): a layer's
+//   tensors are ready when that layer's backward ends.
+// * DDP bucketing (torch.nn.parallel.DistributedDataParallel, reducer.cpp): tensors are
+//   assigned in reverse order; the first bucket closes at --first-bucket-mb (default 1),
+//   the others at --bucket-mb (default 25); a bucket closes when it reaches its limit and
+//   the tensor that crosses the limit stays in it. Sizes count gradient bytes at fp32 (the
+//   reducer holds fp32 gradients; fp16/bf16 precision casts at the wire) — assumption.
+// * A bucket is ready when its last tensor is. It starts no earlier than it is ready and
+//   than the previous bucket's communication ends (one comm stream, buckets in order);
+//   with overlap off, no earlier than the end of backward. Its duration is its plan
+//   (compress.hpp): encode, collectives, decode.
+// * Step = exposed data + accumulate x forward + backward + max(0, last comm end -
+//   backward end) + optimizer. comm_exposed = max(0, last comm end - backward end).
+//   Gradient accumulation (accumulate = k > 1) runs k-1 micro-steps without sync first.
+// * Data loading: each micro-step loads batch x data_time_s seconds of work. With 0 loader
+//   workers it is serial with compute; with w workers it runs in the background w at a
+//   time (prefetch) and only max(0, load/w - rest of the step) is exposed.
+// * Epoch = ceil(samples_per_epoch / (batch_per_rank x ranks x accumulate)) steps.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "netmodel/compress.hpp"
+#include "netmodel/fabric.hpp"
+
+namespace gradsync::netmodel {
+
+// One gradient tensor in ready order, its ready time relative to the start of backward.
+struct ReadyGrad {
+  GradShape shape;
+  double ready_s = 0;
+};
+
+// The computation side of a step, independent of the network.
+struct Workload {
+  std::string model;
+  double forward_s = 0;
+  double backward_s = 0;
+  double optimizer_s = 0;
+  std::vector<ReadyGrad> grads;   // ready order
+  int64_t samples_per_epoch = 0;
+};
+
+struct Bucket {
+  std::vector<GradShape> tensors;
+  int64_t grad_bytes = 0;  // at fp32
+  double ready_s = 0;      // relative to backward start
+  BucketPlan plan;
+};
+
+// DDP bucketing (see above). Bucket caps in MiB (1 MiB = 2^20 bytes, as DDP's bucket_cap_mb).
+std::vector<Bucket> make_buckets(const std::vector<ReadyGrad>& grads, double bucket_mb, double first_bucket_mb);
+
+struct NetConfig {
+  int nodes = 1;
+  int ranks_per_node = 1;
+  std::string algo = "auto";
+  double chunk_bytes = 0;
+  int channels = 1;
+};
+
+struct StepConfig {
+  int64_t batch_per_rank = 32;
+  bool overlap = true;
+  int accumulate = 1;
+  int loader_workers = 4;
+  double data_time_s = 0;  // per sample
+};
+
+struct BucketTiming {
+  int64_t grad_bytes = 0;
+  double wire_bytes = 0;
+  int ntensors = 0;
+  double ready_s = 0, start_s = 0, end_s = 0;  // relative to the step start
+  double comm_s = 0;   // collectives only
+  double codec_s = 0;  // encode + decode + casts
+};
+
+struct StepResult {
+  double data_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0;
+  double comm_total_s = 0;    // sum of bucket durations
+  double comm_exposed_s = 0;
+  double step_time_s = 0;
+  int64_t steps_per_epoch = 0;
+  double epoch_time_s = 0;
+  double bytes_sent = 0;      // wire bytes contributed by one rank per step
+  std::vector<BucketTiming> buckets;
+};
+
+// Runs the event simulation of one step.
+StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, const Fabric& fabric,
+                         const NetConfig& net, const StepConfig& step, int64_t samples_per_epoch,
+                         bool keep_buckets = true);
+
+}  // namespace gradsync::netmodel

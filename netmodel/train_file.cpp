@@ -1,0 +1,119 @@
+// gradsync/netmodel/train_file.cpp — reading gradsync-train result files.
+#include "netmodel/train_file.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "core/error.hpp"
+#include "core/h5io.hpp"
+
+namespace gradsync::netmodel {
+
+double median(std::vector<double> v) { return percentile(std::move(v), 0.5); }
+
+double percentile(std::vector<double> v, double q) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return std::isnan(x); }), v.end());
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const auto hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+TrainRun read_train_file(const std::string& path) {
+  h5::Reader r(path);
+  TrainRun run;
+  run.path = path;
+  const std::string program = r.has_attr("/", "program") ? r.attr_string("/", "program") : "";
+  GS_USAGE_CHECK(program == "gradsync-train", path, ": not a gradsync-train file (program = '", program, "')");
+  GS_USAGE_CHECK(r.exists("/steps/step_time_s"), path, ": has no /steps/step_time_s");
+  auto str = [&](const char* name, std::string& out) {
+    if (r.has_attr("/", name)) out = r.attr_string("/", name);
+    else run.missing.push_back(name);
+  };
+  auto num = [&](const char* name, auto& out) {
+    if (r.has_attr("/", name)) out = static_cast<std::remove_reference_t<decltype(out)>>(r.attr_double("/", name));
+    else run.missing.push_back(name);
+  };
+  PredictConfig& c = run.config;
+  str("model", c.model);
+  str("compute", run.compute);
+  str("compute_profile", c.compute_profile);
+  str("device", run.device);
+  num("nnodes", c.nodes);
+  num("ranks_per_node", c.ranks_per_node);
+  int nranks = c.nodes * c.ranks_per_node;
+  num("nranks", nranks);
+  GS_USAGE_CHECK(nranks == c.nodes * c.ranks_per_node, path, ": nranks (", nranks, ") != nnodes x ranks_per_node (",
+                 c.nodes, " x ", c.ranks_per_node, ")");
+  num("batch_per_rank", c.batch_per_rank);
+  num("bucket_mb", c.bucket_mb);
+  num("first_bucket_mb", c.first_bucket_mb);
+  int overlap = 1;
+  num("overlap", overlap);
+  c.overlap = overlap != 0;
+  num("accumulate", c.accumulate);
+  str("algo", c.algo);
+  num("chunk_bytes", c.chunk_bytes);
+  num("channels", c.channels);
+  str("compress", c.compress);
+  str("precision", c.precision);
+  num("loader_workers", c.loader_workers);
+  num("data_time_s", c.data_time_s);
+  str("optimizer", c.optimizer);
+  num("samples_per_epoch", c.samples_per_epoch);
+  num("warmup_steps", run.warmup_steps);
+  if (c.accumulate < 1) c.accumulate = 1;
+  if (c.channels < 1) c.channels = 1;
+
+  const auto step_time = r.read_double("/steps/step_time_s");
+  const auto skip = static_cast<std::size_t>(std::clamp<int64_t>(run.warmup_steps, 0, static_cast<int64_t>(step_time.size())));
+  GS_USAGE_CHECK(skip < step_time.size(), path, ": all ", step_time.size(), " steps are warmup (warmup_steps = ",
+                 run.warmup_steps, ")");
+  run.steps_used = static_cast<int64_t>(step_time.size() - skip);
+  auto col = [&](const char* name) {
+    const std::string ds = std::string("/steps/") + name;
+    if (!r.exists(ds)) return std::numeric_limits<double>::quiet_NaN();
+    const auto v = r.read_double(ds);
+    return median(std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(std::min(skip, v.size())), v.end()));
+  };
+  run.step_time_s = col("step_time_s");
+  run.data_s = col("data_s");
+  run.forward_s = col("forward_s");
+  run.backward_s = col("backward_s");
+  run.comm_exposed_s = col("comm_exposed_s");
+  run.optimizer_s = col("optimizer_s");
+  run.epoch_time_s = r.exists("/epochs/epoch_time_s") ? median(r.read_double("/epochs/epoch_time_s"))
+                                                      : std::numeric_limits<double>::quiet_NaN();
+
+  if (r.exists("/buckets/bucket") && r.exists("/buckets/step")) {
+    const auto step = r.read_int("/buckets/step");
+    const auto bucket = r.read_int("/buckets/bucket");
+    const auto steps = r.read_int("/steps/step");
+    const int64_t first_step = skip < steps.size() ? steps[skip] : 0;
+    std::map<int64_t, std::vector<double>> bytes, ready, start, end;
+    const auto b = r.read_double("/buckets/bytes");
+    const auto rd = r.read_double("/buckets/ready_s");
+    const auto st = r.read_double("/buckets/start_s");
+    const auto en = r.read_double("/buckets/end_s");
+    for (std::size_t i = 0; i < bucket.size(); ++i) {
+      if (step[i] < first_step) continue;
+      bytes[bucket[i]].push_back(b[i]);
+      ready[bucket[i]].push_back(rd[i]);
+      start[bucket[i]].push_back(st[i]);
+      end[bucket[i]].push_back(en[i]);
+    }
+    for (auto& [k, v] : bytes) {
+      run.bucket_bytes.push_back(median(v));
+      run.bucket_ready_s.push_back(median(ready[k]));
+      run.bucket_start_s.push_back(median(start[k]));
+      run.bucket_end_s.push_back(median(end[k]));
+    }
+  }
+  return run;
+}
+
+}  // namespace gradsync::netmodel

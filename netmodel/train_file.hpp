@@ -1,0 +1,43 @@
+// gradsync/netmodel/train_file.hpp — the one place that reads gradsync-train's HDF5 schema.
+//
+// Schema (results/README.md, issue 4): /steps/{step, loss, step_time_s, data_s, forward_s,
+// backward_s, comm_exposed_s, optimizer_s, bytes_sent[, encode_s, decode_s, loss_scale]},
+// /buckets/{step, bucket, bytes, ready_s, start_s, end_s} (relative to the step start),
+// /epochs/{epoch, epoch_time_s, loss, eval_accuracy}; root attributes (program =
+// "gradsync-train"): model, compute, compute_profile, device, nranks, nnodes,
+// ranks_per_node, batch_per_rank, bucket_mb, first_bucket_mb, overlap, accumulate, algo,
+// chunk_bytes, channels, compress, precision, loader_workers, prefetch, data_time_s,
+// optimizer, lr, seed, steps, epochs, samples_per_epoch, warmup_steps, ...
+// Statistics are medians over the steps after the first warmup_steps.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "netmodel/predict.hpp"
+
+namespace gradsync::netmodel {
+
+struct TrainRun {
+  std::string path;
+  PredictConfig config;          // the run's configuration (fabric left at the default)
+  std::string compute = "emulated";  // "real" | "emulated"
+  std::string device;
+  int64_t warmup_steps = 0;
+  int64_t steps_used = 0;        // steps after warmup
+  std::vector<std::string> missing;  // attributes that were absent (defaults used)
+  // Medians over steps after warmup (NaN when the column is absent).
+  double step_time_s = 0, data_s = 0, forward_s = 0, backward_s = 0, comm_exposed_s = 0, optimizer_s = 0;
+  double epoch_time_s = 0;  // median of /epochs/epoch_time_s, NaN if absent
+  // Per bucket index, medians over steps after warmup.
+  std::vector<double> bucket_bytes, bucket_ready_s, bucket_start_s, bucket_end_s;
+};
+
+// Throws UsageError when the file is not a gradsync-train file or lacks /steps/step_time_s.
+TrainRun read_train_file(const std::string& path);
+
+double median(std::vector<double> v);  // NaN for empty
+double percentile(std::vector<double> v, double q);  // nearest-rank-interpolated, q in [0,1]
+
+}  // namespace gradsync::netmodel

@@ -1,0 +1,862 @@
+// Tests of netmodel/: fabric files, collective formulas (hand values and brute-force
+// schedules), the step timeline (hand-worked cases), grids, calibration from synthetic
+// bench files, and compare on synthetic train files.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "core/error.hpp"
+#include "core/h5io.hpp"
+#include "core/provenance.hpp"
+#include "netmodel/calibrate.hpp"
+#include "netmodel/collectives.hpp"
+#include "netmodel/compare.hpp"
+#include "netmodel/compress.hpp"
+#include "netmodel/fabric.hpp"
+#include "netmodel/grid.hpp"
+#include "netmodel/predict.hpp"
+#include "netmodel/timeline.hpp"
+
+using namespace gradsync;
+using namespace gradsync::netmodel;
+
+namespace {
+
+std::string tmp_path(const std::string& name) {
+  static const std::string dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("gs_netmodel_test." + std::to_string(::getpid()));
+    std::filesystem::create_directories(d);
+    return d.string();
+  }();
+  return dir + "/" + name;
+}
+
+template <typename F>
+std::string usage_error_of(F&& f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "(no UsageError)";
+}
+
+// A two-level fabric with distinct numbers per level.
+Fabric two_level(double gamma = kInf) {
+  Fabric f;
+  f.name = "test";
+  f.intra.alpha_s = 2e-6;
+  f.intra.bw_Bps = 20e9;
+  f.intra.gamma_Bps = gamma;
+  f.inter.alpha_s = 10e-6;
+  f.inter.bw_Bps = 2e9;
+  f.inter.gamma_Bps = gamma;
+  return f;
+}
+
+}  // namespace
+
+// ---- fabrics -------------------------------------------------------------------------------
+
+TEST(Fabric, BuiltinsLoadAndValidate) {
+  EXPECT_EQ(fabric_names().size(), 13u);
+  for (const auto& n : fabric_names()) {
+    const Fabric f = builtin_fabric(n);
+    EXPECT_NO_THROW(validate_fabric(f)) << n;
+    EXPECT_FALSE(f.inter.source.empty()) << n;
+    // TOML round trip.
+    const Fabric g = parse_fabric(fabric_to_toml(f), n + ".toml");
+    EXPECT_DOUBLE_EQ(g.inter.alpha_s, f.inter.alpha_s) << n;
+    EXPECT_DOUBLE_EQ(g.inter.bw(1e6), f.inter.bw(1e6)) << n;
+    EXPECT_DOUBLE_EQ(g.intra.gamma_Bps, f.intra.gamma_Bps) << n;
+    EXPECT_EQ(g.inter.regimes.size(), f.inter.regimes.size()) << n;
+  }
+  const Fabric s = builtin_fabric("seed-tcp");
+  EXPECT_DOUBLE_EQ(s.inter.alpha_s, 80e-6);
+  EXPECT_DOUBLE_EQ(s.inter.bw_Bps, 1.2e9);
+  const Fabric r = builtin_fabric("seed-roce");
+  EXPECT_DOUBLE_EQ(r.inter.alpha_s, 35e-6);
+  EXPECT_DOUBLE_EQ(r.inter.bw_Bps, 2.7e9);
+}
+
+TEST(Fabric, UnknownNameListsKnown) {
+  const std::string e = usage_error_of([] { load_fabric("infiniband-xyz"); });
+  EXPECT_NE(e.find("infiniband-xyz"), std::string::npos) << e;
+  EXPECT_NE(e.find("seed-roce"), std::string::npos) << e;
+}
+
+TEST(Fabric, ConnectionCap) {
+  Level l;
+  l.alpha_s = 0;
+  l.bw_Bps = 11.5e9;
+  l.conn_bw_Bps = 4.4e9;
+  EXPECT_DOUBLE_EQ(l.flow_bw(1e6), 4.4e9);
+  l.connections = 2;
+  EXPECT_DOUBLE_EQ(l.flow_bw(1e6), 8.8e9);
+  l.connections = 4;
+  EXPECT_DOUBLE_EQ(l.flow_bw(1e6), 11.5e9);
+  // 4 flows sharing the NIC, 1 connection each: min(11.5, 4 x 4.4) / 4
+  l.connections = 1;
+  EXPECT_DOUBLE_EQ(l.flow_bw(1e6, 4), 11.5e9 / 4);
+}
+
+TEST(Fabric, RegimesPiecewise) {
+  const Fabric f = parse_fabric(R"(
+name = "r"
+[inter]
+[[inter.regime]]
+up_to_bytes = 65536
+alpha_us = 10
+bw_GBps = 1
+[[inter.regime]]
+alpha_us = 30
+bw_GBps = 2
+)", "r.toml");
+  EXPECT_DOUBLE_EQ(f.inter.alpha(65536), 10e-6);
+  EXPECT_DOUBLE_EQ(f.inter.alpha(65537), 30e-6);
+  EXPECT_DOUBLE_EQ(f.inter.bw(1e9), 2e9);
+  EXPECT_DOUBLE_EQ(f.intra.alpha(8), 10e-6);  // missing level copies the other
+}
+
+TEST(Fabric, MalformedFilesNameLineAndKey) {
+  // Syntax error: line and column.
+  std::string e = usage_error_of([] { parse_fabric("name = \"x\"\n[inter]\nalpha_us = = 3\n", "bad.toml"); });
+  EXPECT_NE(e.find("bad.toml:3"), std::string::npos) << e;
+  // Unknown key: line and key.
+  e = usage_error_of([] { parse_fabric("name = \"x\"\n[inter]\nalpha_us = 3\nbw_GBps = 1\nbandwith = 2\n", "k.toml"); });
+  EXPECT_NE(e.find("k.toml:5"), std::string::npos) << e;
+  EXPECT_NE(e.find("inter.bandwith"), std::string::npos) << e;
+  // Non-positive bandwidth.
+  e = usage_error_of([] { parse_fabric("name = \"x\"\n[inter]\nalpha_us = 3\nbw_GBps = -1\n", "n.toml"); });
+  EXPECT_NE(e.find("n.toml:4"), std::string::npos) << e;
+  EXPECT_NE(e.find("inter.bw_GBps"), std::string::npos) << e;
+  EXPECT_NE(e.find("> 0"), std::string::npos) << e;
+  // Negative alpha, zero gamma, wrong type, missing key, missing levels.
+  e = usage_error_of([] { parse_fabric("name = \"x\"\n[intra]\nalpha_us = -3\nbw_GBps = 1\n", "a.toml"); });
+  EXPECT_NE(e.find("intra.alpha_us"), std::string::npos) << e;
+  e = usage_error_of([] { parse_fabric("name = \"x\"\n[intra]\nalpha_us = 3\nbw_GBps = 1\ngamma_GBps = 0\n", "g.toml"); });
+  EXPECT_NE(e.find("intra.gamma_GBps"), std::string::npos) << e;
+  e = usage_error_of([] { parse_fabric("name = \"x\"\n[intra]\nalpha_us = \"fast\"\nbw_GBps = 1\n", "t.toml"); });
+  EXPECT_NE(e.find("must be a number"), std::string::npos) << e;
+  e = usage_error_of([] { parse_fabric("name = \"x\"\n[intra]\nalpha_us = 3\n", "m.toml"); });
+  EXPECT_NE(e.find("intra.bw_GBps"), std::string::npos) << e;
+  EXPECT_NE(e.find("missing"), std::string::npos) << e;
+  e = usage_error_of([] { parse_fabric("name = \"x\"\n", "e.toml"); });
+  EXPECT_NE(e.find("at least one level"), std::string::npos) << e;
+  // Regimes out of order.
+  e = usage_error_of([] {
+    parse_fabric("name = \"x\"\n[inter]\n[[inter.regime]]\nup_to_bytes = 100\nalpha_us = 1\nbw_GBps = 1\n"
+                 "[[inter.regime]]\nup_to_bytes = 50\nalpha_us = 1\nbw_GBps = 1\n[[inter.regime]]\nalpha_us = 1\nbw_GBps = 1\n",
+                 "o.toml");
+  });
+  EXPECT_NE(e.find("o.toml:8"), std::string::npos) << e;
+  EXPECT_NE(e.find("up_to_bytes"), std::string::npos) << e;
+}
+
+TEST(Fabric, SaveLoadFile) {
+  const std::string p = tmp_path("roce.toml");
+  save_fabric(builtin_fabric("roce-100g"), p);
+  const Fabric f = load_fabric(p);
+  EXPECT_EQ(f.name, "roce-100g");
+  EXPECT_DOUBLE_EQ(f.inter.alpha(1e6), builtin_fabric("roce-100g").inter.alpha(1e6));
+}
+
+// ---- collective formulas: hand-computed values -----------------------------------------------
+
+TEST(Collectives, HockneyExactOneLevel) {
+  const double a = 10e-6, B = 1e9;
+  const Fabric f = simple_fabric(a, B);
+  for (int p : {2, 4, 8, 16}) {
+    for (double n : {8.0, 65536.0, 1048576.0, 1e8}) {
+      const double lg = std::log2(p);
+      const Topology t{1, p};
+      EXPECT_NEAR(collective_time(f, Op::Allreduce, "ring", t, n), 2 * (p - 1) * a + 2.0 * (p - 1) / p * n / B, 1e-12);
+      EXPECT_NEAR(collective_time(f, Op::Allreduce, "rd", t, n), lg * (a + n / B), 1e-12);
+      EXPECT_NEAR(collective_time(f, Op::Allreduce, "rabenseifner", t, n), 2 * lg * a + 2.0 * (p - 1) / p * n / B, 1e-12);
+      EXPECT_NEAR(collective_time(f, Op::Allreduce, "tree", t, n), 2 * lg * (a + n / B), 1e-12);
+      EXPECT_NEAR(collective_time(f, Op::Allgather, "ring", t, n), (p - 1) * (a + n / p / B), 1e-12);
+      // Same with ranks spread over nodes: one level everywhere, so the same numbers.
+      const Topology t2{p / 2, 2};
+      EXPECT_NEAR(collective_time(f, Op::Allreduce, "ring", t2, n), 2 * (p - 1) * a + 2.0 * (p - 1) / p * n / B, 1e-12);
+    }
+  }
+  // A worked example by hand: ring, 8 ranks, 1 MiB, 10 us, 1 GB/s:
+  // 14 x 10 us + 14/8 x 1048576 B / 1e9 B/s = 140 us + 1835.008 us = 1975.008 us.
+  EXPECT_NEAR(collective_time(f, Op::Allreduce, "ring", Topology{1, 8}, 1048576) * 1e6, 1975.008, 1e-9);
+}
+
+TEST(Collectives, GammaTermAndNonPowerOfTwo) {
+  const double a = 5e-6, B = 2e9, G = 4e9;
+  const Fabric f = simple_fabric(a, B, G);
+  const double n = 1 << 20;
+  // ring: 2(p-1) a + 2(p-1)/p n/B + (p-1)/p n/G, p = 6
+  EXPECT_NEAR(collective_time(f, Op::Allreduce, "ring", Topology{1, 6}, n),
+              10 * a + 10.0 / 6 * n / B + 5.0 / 6 * n / G, 1e-12);
+  // rd, p = 6: pre (a + n/B + n/G) + 2 steps (a + n/B + n/G) + post (a + n/B)
+  EXPECT_NEAR(collective_time(f, Op::Allreduce, "rd", Topology{1, 6}, n), 3 * (a + n / B + n / G) + a + n / B, 1e-12);
+  // rabenseifner, p = 6 (p' = 4): pre + RS (n/2, n/4) + AG (n/4, n/2) + post
+  EXPECT_NEAR(collective_time(f, Op::Allreduce, "rabenseifner", Topology{1, 6}, n),
+              (a + n / B + n / G) + 2 * a + 0.75 * n / B + 0.75 * n / G + 2 * a + 0.75 * n / B + (a + n / B), 1e-12);
+}
+
+TEST(Collectives, AutoAndMpiResolution) {
+  const Topology t{2, 4};
+  EXPECT_EQ(resolve_algo("auto", Op::Allreduce, 65536, t), "rd");
+  EXPECT_EQ(resolve_algo("auto", Op::Allreduce, 65537, t), "rabenseifner");
+  EXPECT_EQ(resolve_algo("auto", Op::Allreduce, 1 << 20, t), "rabenseifner");
+  EXPECT_EQ(resolve_algo("auto", Op::Allreduce, (1 << 20) + 1, t), "ring");
+  EXPECT_EQ(resolve_algo("mpi", Op::Allreduce, 9999, t), "rd");
+  EXPECT_EQ(resolve_algo("mpi", Op::Allreduce, 10000, t), "ring");
+  EXPECT_THROW(check_algo_name("butterfly"), UsageError);
+}
+
+TEST(Collectives, ChunkPipelining) {
+  // No gamma: chunking only adds per-chunk alpha: step = k a + m/B.
+  const double a = 10e-6, B = 1e9;
+  const Fabric f = simple_fabric(a, B);
+  const double n = 8.0 * (1 << 20), p = 8, m = n / p, C = 256 * 1024;
+  const double k = m / C;  // 4 chunks
+  CollOptions o;
+  o.chunk_bytes = C;
+  EXPECT_NEAR(collective_time(f, Op::Allreduce, "ring", Topology{1, 8}, n, o), 2 * (p - 1) * (k * a + m / B), 1e-12);
+  // With gamma the reduction of one chunk overlaps the next chunk's transfer.
+  const double G = 2e9;
+  const Fabric fg = simple_fabric(a, B, G);
+  const double c = C;
+  const double rs_step = k * a + k * std::max(c / B, c / G) + std::min(c / B, c / G);
+  const double ag_step = k * a + m / B;
+  EXPECT_NEAR(collective_time(fg, Op::Allreduce, "ring", Topology{1, 8}, n, o), (p - 1) * (rs_step + ag_step), 1e-12);
+  // ...which beats the unpipelined ring when the reduction is slow enough.
+  const Fabric slow = simple_fabric(1e-6, B, 1e9);
+  EXPECT_LT(collective_time(slow, Op::Allreduce, "ring", Topology{1, 8}, n, o),
+            collective_time(slow, Op::Allreduce, "ring", Topology{1, 8}, n));
+}
+
+TEST(Collectives, FlatRingAcrossNodesIsInterLimited) {
+  const Fabric f = two_level();
+  const double n = 64e6;
+  // 2 nodes x 4: every step waits for the inter-node edge.
+  const double p = 8, m = n / p;
+  const double step = std::max(f.intra.alpha_s + m / f.intra.bw_Bps, f.inter.alpha_s + m / f.inter.bw_Bps);
+  EXPECT_NEAR(collective_time(f, Op::Allreduce, "ring", Topology{2, 4}, n), 2 * (p - 1) * step, 1e-12);
+  // hier: intra RS + inter ring of n/4 among 2 nodes with 4 flows per NIC + intra AG.
+  const double g = 4, shard = n / g;
+  const double hier = (g - 1) * (f.intra.alpha_s + shard / f.intra.bw_Bps) * 2 +
+                      2 * (f.inter.alpha_s + shard / 2 * g / f.inter.bw_Bps);
+  EXPECT_NEAR(collective_time(f, Op::Allreduce, "hier", Topology{2, 4}, n), hier, 1e-12);
+  EXPECT_LT(hier, 2 * (p - 1) * step);
+}
+
+// ---- collective formulas against brute-force schedules -------------------------------------
+
+namespace {
+
+struct Msg {
+  int src, dst;
+  double bytes, reduce;
+};
+
+// Costs explicit message lists: a step takes as long as its slowest message; a message
+// between nodes shares its NIC with the other off-node messages of the same node and
+// direction in that step.
+double brute_cost(const Fabric& f, int g, const std::vector<std::vector<Msg>>& steps) {
+  double total = 0;
+  for (const auto& st : steps) {
+    std::map<int, int> out, in;
+    for (const auto& m : st)
+      if (m.src / g != m.dst / g) {
+        out[m.src / g]++;
+        in[m.dst / g]++;
+      }
+    double worst = 0;
+    for (const auto& m : st) {
+      double t;
+      if (m.src / g == m.dst / g) {
+        t = f.intra.alpha(m.bytes) + m.bytes / f.intra.bw(m.bytes) + m.reduce / f.intra.gamma_Bps;
+      } else {
+        const int s = std::max(out[m.src / g], in[m.dst / g]);
+        t = f.inter.alpha(m.bytes) + m.bytes * s / f.inter.bw(m.bytes) + m.reduce / f.inter.gamma_Bps;
+      }
+      worst = std::max(worst, t);
+    }
+    total += worst;
+  }
+  return total;
+}
+
+std::vector<std::vector<Msg>> ring_schedule(int p, double n) {
+  std::vector<std::vector<Msg>> s;
+  for (int k = 0; k < 2 * (p - 1); ++k) {
+    std::vector<Msg> st;
+    for (int r = 0; r < p; ++r) st.push_back({r, (r + 1) % p, n / p, k < p - 1 ? n / p : 0});
+    s.push_back(st);
+  }
+  return s;
+}
+
+// MPICH-style recursive doubling / Rabenseifner with the non-power-of-two pre/post step.
+std::vector<std::vector<Msg>> xor_schedule_bf(int p, double n, bool rab) {
+  int pp = 1;
+  while (pp * 2 <= p) pp *= 2;
+  const int rem = p - pp;
+  auto real = [&](int q) { return q < rem ? 2 * q + 1 : q + rem; };
+  std::vector<std::vector<Msg>> s;
+  if (rem) {
+    std::vector<Msg> st;
+    for (int i = 0; i < rem; ++i) st.push_back({2 * i, 2 * i + 1, n, n});
+    s.push_back(st);
+  }
+  std::vector<int> dists;
+  for (int d = 1; d < pp; d *= 2) dists.push_back(d);
+  if (!rab) {
+    for (int d : dists) {
+      std::vector<Msg> st;
+      for (int q = 0; q < pp; ++q) st.push_back({real(q), real(q ^ d), n, n});
+      s.push_back(st);
+    }
+  } else {
+    double m = n;
+    for (int d : dists) {
+      m /= 2;
+      std::vector<Msg> st;
+      for (int q = 0; q < pp; ++q) st.push_back({real(q), real(q ^ d), m, m});
+      s.push_back(st);
+    }
+    for (auto it = dists.rbegin(); it != dists.rend(); ++it) {
+      std::vector<Msg> st;
+      for (int q = 0; q < pp; ++q) st.push_back({real(q), real(q ^ *it), m, 0});
+      s.push_back(st);
+      m *= 2;
+    }
+  }
+  if (rem) {
+    std::vector<Msg> st;
+    for (int i = 0; i < rem; ++i) st.push_back({2 * i + 1, 2 * i, n, 0});
+    s.push_back(st);
+  }
+  return s;
+}
+
+std::vector<std::vector<Msg>> tree_schedule_bf(int p, double n) {
+  std::vector<std::vector<Msg>> red, s;
+  for (int d = 1; d < p; d *= 2) {
+    std::vector<Msg> st;
+    for (int r = 0; r < p; ++r)
+      if (r % (2 * d) == d) st.push_back({r, r - d, n, n});
+    red.push_back(st);
+  }
+  for (const auto& st : red) s.push_back(st);
+  for (auto it = red.rbegin(); it != red.rend(); ++it) {
+    std::vector<Msg> b;
+    for (const auto& m : *it) b.push_back({m.dst, m.src, n, 0});
+    s.push_back(b);
+  }
+  return s;
+}
+
+std::vector<std::vector<Msg>> alltoall_schedule_bf(int p, double n) {
+  std::vector<std::vector<Msg>> s;
+  for (int k = 1; k < p; ++k) {
+    std::vector<Msg> st;
+    for (int r = 0; r < p; ++r) st.push_back({r, (r + k) % p, n / p, 0});
+    s.push_back(st);
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST(Collectives, MatchBruteForceSchedules) {
+  for (double gamma : {kInf, 5e9}) {
+    const Fabric f = two_level(gamma);
+    for (int nodes = 1; nodes <= 5; ++nodes) {
+      for (int g = 1; g <= 4; ++g) {
+        const int p = nodes * g;
+        if (p < 2) continue;
+        const Topology t{nodes, g};
+        for (double n : {1024.0, 3.0e6}) {
+          const std::string where = std::to_string(nodes) + "x" + std::to_string(g) + " n=" + std::to_string(n);
+          auto near = [&](double a, double b) { EXPECT_NEAR(a, b, 1e-12 + 1e-12 * b) << where; };
+          near(collective_time(f, Op::Allreduce, "ring", t, n), brute_cost(f, g, ring_schedule(p, n)));
+          near(collective_time(f, Op::Allreduce, "rd", t, n), brute_cost(f, g, xor_schedule_bf(p, n, false)));
+          near(collective_time(f, Op::Allreduce, "rabenseifner", t, n), brute_cost(f, g, xor_schedule_bf(p, n, true)));
+          near(collective_time(f, Op::Allreduce, "tree", t, n), brute_cost(f, g, tree_schedule_bf(p, n)));
+          near(collective_time(f, Op::Alltoall, "ring", t, n), brute_cost(f, g, alltoall_schedule_bf(p, n)));
+        }
+      }
+    }
+  }
+}
+
+// ---- compressors ----------------------------------------------------------------------------
+
+TEST(Compress, WireBytes) {
+  const DeviceRates rt{1e12, 1e11};
+  // PowerSGD rank 4 on a 1000 x 500 matrix + a bias of 1000 (never compressed).
+  const std::vector<GradShape> ts = {{500000, 1000, 2}, {1000, 1000, 1}};
+  const BucketPlan p = Compressor("powersgd:rank=4").plan(ts, 4, 8, rt);
+  ASSERT_EQ(p.phases.size(), 3u);
+  EXPECT_DOUBLE_EQ(p.phases[0].bytes, 1000 * 4);      // the bias, uncompressed
+  EXPECT_DOUBLE_EQ(p.phases[1].bytes, 1000 * 4 * 4);  // P: n r
+  EXPECT_DOUBLE_EQ(p.phases[2].bytes, 500 * 4 * 4);   // Q: m r
+  // Too small to compress: (n + m) r min_rate >= n m.
+  const BucketPlan small = Compressor("powersgd:rank=4").plan({{64, 8, 2}}, 4, 8, rt);
+  ASSERT_EQ(small.phases.size(), 1u);
+  // QSGD 16 levels: ceil(log2 33) = 6 bits -> 1 byte on the wire, + one norm per 512.
+  const BucketPlan q = Compressor("qsgd:levels=16").plan({{1024, 1024, 1}}, 4, 8, rt);
+  EXPECT_DOUBLE_EQ(q.wire_bytes, 1024 + 2 * 4);
+  EXPECT_EQ(q.phases[0].op, Op::Allgather);
+  // QSGD 200 levels: 9 bits -> 2 bytes.
+  EXPECT_DOUBLE_EQ(Compressor("qsgd:levels=200,bucket=1024").plan({{1024, 1024, 1}}, 4, 8, rt).wire_bytes, 2048 + 4);
+  // fp16 precision halves the wire bytes of "none".
+  EXPECT_DOUBLE_EQ(Compressor("none").plan({{1000, 1000, 1}}, 2, 8, rt).phases[0].bytes, 2000);
+  EXPECT_EQ(Compressor("sign").name(), "onebit");
+  EXPECT_THROW(Compressor("zip"), UsageError);
+  EXPECT_THROW(Compressor("powersgd:rnk=4"), UsageError);
+  EXPECT_THROW(Compressor("topk:ratio=0"), UsageError);
+}
+
+// ---- timeline -------------------------------------------------------------------------------
+
+namespace {
+// Three tensors of 1 MiB (fp32) ready at 1, 2, 3 ms after backward start; buckets of 1 MiB.
+Workload three_grads() {
+  Workload w;
+  w.forward_s = 2e-3;
+  w.backward_s = 3e-3;
+  w.optimizer_s = 0.5e-3;
+  for (int i = 0; i < 3; ++i) w.grads.push_back({GradShape{262144, 262144, 1}, (i + 1) * 1e-3});
+  return w;
+}
+std::vector<Bucket> planned(const Workload& w) {
+  auto bs = make_buckets(w.grads, 1, 1);
+  for (auto& b : bs) b.plan = Compressor("none").plan(b.tensors, 4, 2, DeviceRates{});
+  return bs;
+}
+}  // namespace
+
+TEST(Timeline, Bucketing) {
+  std::vector<ReadyGrad> g;
+  const int64_t mib_elems = 262144;
+  for (int64_t n : {mib_elems / 2, mib_elems, mib_elems / 4, mib_elems / 4, mib_elems * 3, int64_t{10}})
+    g.push_back({GradShape{n, n, 1}, 0});
+  // first bucket 1 MiB: 0.5 + 1 crosses -> {0,1}; then 2 MiB: 0.25+0.25+3 crosses -> {2,3,4}; {5}
+  const auto bs = make_buckets(g, 2, 1);
+  ASSERT_EQ(bs.size(), 3u);
+  EXPECT_EQ(bs[0].tensors.size(), 2u);
+  EXPECT_EQ(bs[1].tensors.size(), 3u);
+  EXPECT_EQ(bs[2].tensors.size(), 1u);
+}
+
+TEST(Timeline, FullOverlapHidesAllButTheLastBucketTail) {
+  // Comm of one bucket: 0.1 ms (2 ranks, alpha 0, bw chosen so that 2 x 1/2 x 1 MiB / B = 0.1 ms).
+  const double comm = 1e-4;
+  const Fabric f = simple_fabric(0, 1048576.0 / comm);
+  const Workload w = three_grads();
+  const auto bs = planned(w);
+  ASSERT_EQ(bs.size(), 3u);
+  const StepResult r = simulate_step(w, bs, f, NetConfig{1, 2, "ring", 0, 1}, StepConfig{32, true, 1, 4, 0}, 0);
+  // Buckets start when ready (1, 2, 3 ms after backward start at 2 ms) and take 0.1 ms.
+  EXPECT_NEAR(r.buckets[0].start_s, 3e-3, 1e-12);
+  EXPECT_NEAR(r.buckets[2].end_s, 5.1e-3, 1e-12);
+  EXPECT_NEAR(r.comm_exposed_s, comm, 1e-12);  // the last bucket's tail
+  EXPECT_NEAR(r.step_time_s, 2e-3 + 3e-3 + comm + 0.5e-3, 1e-12);
+  EXPECT_NEAR(r.comm_total_s, 3 * comm, 1e-12);
+}
+
+TEST(Timeline, NoOverlapExposesEverything) {
+  const double comm = 1e-4;
+  const Fabric f = simple_fabric(0, 1048576.0 / comm);
+  const Workload w = three_grads();
+  const StepResult r = simulate_step(w, planned(w), f, NetConfig{1, 2, "ring", 0, 1}, StepConfig{32, false, 1, 4, 0}, 0);
+  EXPECT_NEAR(r.comm_exposed_s, 3 * comm, 1e-12);
+  EXPECT_NEAR(r.buckets[0].start_s, 5e-3, 1e-12);
+  EXPECT_NEAR(r.step_time_s, 5e-3 + 3 * comm + 0.5e-3, 1e-12);
+}
+
+TEST(Timeline, SlowNetworkQueuesBuckets) {
+  // Comm of 2.5 ms per bucket: buckets queue on the stream; the tail is everything that
+  // cannot fit after the first bucket's ready time: end = 3 ms + 3 x 2.5 ms.
+  const double comm = 2.5e-3;
+  const Fabric f = simple_fabric(0, 1048576.0 / comm);
+  const Workload w = three_grads();
+  const StepResult r = simulate_step(w, planned(w), f, NetConfig{1, 2, "ring", 0, 1}, StepConfig{32, true, 1, 4, 0}, 1000);
+  EXPECT_NEAR(r.buckets[1].start_s, r.buckets[0].end_s, 1e-15);  // no earlier than the previous end
+  EXPECT_NEAR(r.buckets[2].end_s, 3e-3 + 3 * comm, 1e-12);
+  EXPECT_NEAR(r.comm_exposed_s, 3e-3 + 3 * comm - 5e-3, 1e-12);
+  // Epoch: ceil(1000 / (32 x 2)) = 16 steps.
+  EXPECT_EQ(r.steps_per_epoch, 16);
+  EXPECT_NEAR(r.epoch_time_s, 16 * r.step_time_s, 1e-12);
+}
+
+TEST(Timeline, DataLoading) {
+  const Fabric f = simple_fabric(0, 1e12);
+  const Workload w = three_grads();
+  // 32 samples x 1 ms = 32 ms of loading; 0 workers: serial.
+  StepResult r = simulate_step(w, planned(w), f, NetConfig{1, 2, "ring", 0, 1}, StepConfig{32, true, 1, 0, 1e-3}, 0);
+  EXPECT_NEAR(r.data_s, 32e-3, 1e-12);
+  // 4 workers: 8 ms in the background vs a ~5.5 ms step: 2.5 ms exposed (approximately).
+  r = simulate_step(w, planned(w), f, NetConfig{1, 2, "ring", 0, 1}, StepConfig{32, true, 1, 4, 1e-3}, 0);
+  EXPECT_NEAR(r.data_s + (r.step_time_s - r.data_s), 8e-3, 1e-12);
+  // 16 workers: hidden.
+  r = simulate_step(w, planned(w), f, NetConfig{1, 2, "ring", 0, 1}, StepConfig{32, true, 1, 16, 1e-3}, 0);
+  EXPECT_EQ(r.data_s, 0);
+}
+
+TEST(Predict, ResNet50Sanity) {
+  Predictor p;
+  PredictConfig c;
+  c.model = "resnet50";
+  c.fabric = "roce-100g";
+  c.nodes = 2;
+  c.ranks_per_node = 8;
+  const StepResult r = p.predict(c);
+  EXPECT_GT(r.buckets.size(), 3u);
+  int64_t bytes = 0;
+  for (const auto& b : r.buckets) bytes += b.grad_bytes;
+  EXPECT_EQ(bytes, 25557032LL * 4);
+  EXPECT_GE(r.step_time_s, r.forward_s + r.backward_s);
+  // Slower fabric, slower step; more compression, fewer bytes.
+  c.fabric = "seed-tcp";
+  const StepResult slow = p.predict(c);
+  EXPECT_GT(slow.step_time_s, r.step_time_s);
+  c.compress = "powersgd:rank=4";
+  EXPECT_LT(p.predict(c).bytes_sent, slow.bytes_sent / 10);
+  c.compress = "none";
+  c.precision = "fp16";
+  EXPECT_NEAR(p.predict(c).bytes_sent, slow.bytes_sent / 2, 1);
+  c.model = "no-such-model";
+  EXPECT_THROW(p.predict(c), UsageError);
+}
+
+// ---- grids ----------------------------------------------------------------------------------
+
+TEST(Grid, ParseLists) {
+  EXPECT_EQ(parse_number_list("8", "--nodes"), std::vector<double>({8}));
+  EXPECT_EQ(parse_number_list("1,2,4", "--nodes"), std::vector<double>({1, 2, 4}));
+  EXPECT_EQ(parse_number_list("1..4", "--nodes"), std::vector<double>({1, 2, 3, 4}));
+  EXPECT_EQ(parse_number_list("0..100:25", "--nodes"), std::vector<double>({0, 25, 50, 75, 100}));
+  EXPECT_EQ(parse_number_list("1,4..5", "--nodes"), std::vector<double>({1, 4, 5}));
+  EXPECT_EQ(parse_number_list("4M", "--chunk-bytes"), std::vector<double>({4194304}));
+  EXPECT_NE(usage_error_of([] { parse_number_list("5..1", "--nodes"); }).find("--nodes"), std::string::npos);
+  EXPECT_THROW(parse_number_list("1..5:0", "--nodes"), UsageError);
+  EXPECT_THROW(parse_number_list("x", "--nodes"), UsageError);
+  EXPECT_THROW(parse_number_list("1,,2", "--nodes"), UsageError);
+  EXPECT_THROW(parse_number_list("1.5..3", "--nodes"), UsageError);
+}
+
+TEST(Grid, CrossProductMatchesSinglePredictions) {
+  PredictConfig base;
+  base.model = "resnet18-cifar";
+  base.fabric = "tcp-25g";
+  base.compute_profile = "a100";
+  std::vector<Axis> axes(3);
+  axes[0] = {"nodes", {1, 2, 4}, {}};
+  axes[1] = {"bucket-mb", {1, 25}, {}};
+  axes[2] = {"fabric", {}, {"tcp-25g", "ib-hdr"}};
+  Predictor p;
+  const GridTable g = run_grid(base, axes, p);
+  ASSERT_EQ(g.rows, 12u);
+  // Row 7 = nodes 4 (index 1), bucket 25 (index 1), fabric ib-hdr (index 1)... the last axis is fastest.
+  const std::size_t row = 1 * 4 + 1 * 2 + 1;
+  EXPECT_EQ(g.axis_numbers[0][row], 2);
+  EXPECT_EQ(g.axis_numbers[1][row], 25);
+  EXPECT_EQ(g.axis_strings[0][row], "ib-hdr");
+  PredictConfig c = base;
+  c.nodes = 2;
+  c.bucket_mb = 25;
+  c.fabric = "ib-hdr";
+  EXPECT_DOUBLE_EQ(g.step_time_s[row], p.predict(c).step_time_s);
+  const std::string out = tmp_path("grid.h5");
+  write_grid(g, out, {"test"});
+  h5::Reader r(out);
+  EXPECT_EQ(r.read_double("/grid/step_time_s").size(), 12u);
+  EXPECT_EQ(r.read_strings("/grid/fabric")[row], "ib-hdr");
+}
+
+// ---- calibration ------------------------------------------------------------------------------
+
+namespace {
+
+// Writes a synthetic gradsync-bench file (results/README.md schema) whose raw per-iteration
+// times come from `fabric` with multiplicative noise.
+std::string bench_file(const std::string& name, const std::string& op, const std::string& algo, int nodes, int rpn,
+                       const std::vector<int64_t>& sizes, const Fabric& fabric, double noise, unsigned seed) {
+  const std::string path = tmp_path(name);
+  h5::Writer w(path);
+  Provenance prov;
+  prov.program = "gradsync-bench";
+  prov.argv = {"gradsync-bench", "-o", path};
+  prov.hostnames.assign(static_cast<std::size_t>(nodes * rpn), "host");
+  prov.nranks = nodes * rpn;
+  prov.nnodes = nodes;
+  write_provenance(w, prov);
+  const int iters = 20;
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> nd(0.0, noise);
+  const Topology t{nodes, rpn};
+  const Op o = parse_op(op);
+  std::vector<double> raw, avg, algbw, busbw;
+  std::vector<int64_t> count, nwrong;
+  std::vector<std::string> used;
+  for (int64_t s : sizes) {
+    const double base = collective_time(fabric, o, algo, t, static_cast<double>(s)) * 1e6;
+    double sum = 0;
+    for (int i = 0; i < iters; ++i) {
+      const double v = base * (1 + nd(rng));
+      raw.push_back(v);
+      sum += v;
+    }
+    avg.push_back(sum / iters);
+    algbw.push_back(s / (sum / iters) / 1e3);
+    busbw.push_back(algbw.back() * busbw_factor(o, t.ranks()));
+    count.push_back(s / 4);
+    nwrong.push_back(0);
+    used.push_back(resolve_algo(algo, o, static_cast<double>(s), t));
+  }
+  const std::vector<uint64_t> dims = {sizes.size(), static_cast<uint64_t>(iters)};
+  w.write("/size_bytes", sizes);
+  w.write("/count", count);
+  w.write("/algo_used", used);
+  if (op == "pingpong") {
+    w.write("/pingpong/half_rtt_us", raw, dims);
+    w.write("/pingpong/bw_GBps", algbw);
+  } else {
+    for (const std::string g : {"/oop", "/ip"}) {
+      w.write(g + "/time_us", raw, dims);
+      w.write(g + "/time_us_avg", avg);
+      w.write(g + "/algbw_GBps", algbw);
+      w.write(g + "/busbw_GBps", busbw);
+      w.write(g + "/nwrong", nwrong);
+    }
+  }
+  w.attr("/", "op", op);
+  w.attr("/", "algo", algo);
+  w.attr("/", "dtype", std::string("float"));
+  w.attr("/", "redop", std::string("sum"));
+  w.attr("/", "ranks_per_node", static_cast<int64_t>(rpn));
+  w.attr("/", "chunk_bytes", static_cast<int64_t>(0));
+  w.attr("/", "channels", static_cast<int64_t>(1));
+  w.attr("/", "iters", static_cast<int64_t>(iters));
+  w.attr("/", "warmup", static_cast<int64_t>(5));
+  w.attr("/", "check", static_cast<int64_t>(1));
+  w.attr("/", "root", static_cast<int64_t>(0));
+  w.commit();
+  return path;
+}
+
+std::vector<int64_t> pow2_sizes(int64_t lo, int64_t hi) {
+  std::vector<int64_t> v;
+  for (int64_t s = lo; s <= hi; s *= 2) v.push_back(s);
+  return v;
+}
+
+}  // namespace
+
+TEST(Calibrate, RecoversAlphaBetaGammaWithinOnePercent) {
+  Fabric planted = simple_fabric(12e-6, 3.0e9, 2.0e9);
+  planted.name = "planted";
+  const auto sizes = pow2_sizes(8, 64 << 20);
+  std::vector<BenchPoint> pts;
+  for (const auto& f : {bench_file("pp.h5", "pingpong", "ring", 2, 1, sizes, planted, 0.02, 1),
+                        bench_file("rd.h5", "allreduce", "rd", 4, 1, sizes, planted, 0.02, 2),
+                        bench_file("ring.h5", "allreduce", "ring", 4, 1, sizes, planted, 0.02, 3)}) {
+    auto v = read_bench_file(f);
+    pts.insert(pts.end(), v.begin(), v.end());
+  }
+  const FabricFit fit = calibrate_fabric(pts, "fitted");
+  ASSERT_EQ(fit.levels.size(), 1u);
+  const LevelFit& l = fit.levels[0];
+  EXPECT_EQ(l.level, "inter");
+  EXPECT_TRUE(l.params.regimes.empty()) << "no breakpoint was planted";
+  EXPECT_NEAR(l.params.alpha_s / 12e-6, 1.0, 0.01);
+  EXPECT_NEAR(l.params.bw_Bps / 3.0e9, 1.0, 0.01);
+  ASSERT_TRUE(l.gamma_fitted) << l.notes;
+  EXPECT_NEAR(l.params.gamma_Bps / 2.0e9, 1.0, 0.01);
+  EXPECT_GT(l.r2, 0.999);
+  EXPECT_LT(l.max_abs_rel_residual, 0.05);
+  // Written and read back.
+  const std::string out = tmp_path("fitted.toml");
+  save_fabric(fit.fabric, out);
+  EXPECT_NEAR(load_fabric(out).inter.bw_Bps / 3.0e9, 1.0, 0.01);
+}
+
+TEST(Calibrate, FindsPlantedBreakpoint) {
+  Fabric planted = simple_fabric(5e-6, 10e9);
+  planted.name = "planted";
+  planted.intra.regimes = {Regime{65536, 4e-6, 6e9}, Regime{kInf, 20e-6, 10e9}};
+  planted.inter = planted.intra;
+  const auto sizes = pow2_sizes(8, 64 << 20);
+  const auto pts = read_bench_file(bench_file("bp.h5", "pingpong", "ring", 1, 2, sizes, planted, 0.01, 4));
+  const FabricFit fit = calibrate_fabric(pts, "bp");
+  const LevelFit& l = fit.levels.at(0);
+  EXPECT_EQ(l.level, "intra");
+  ASSERT_EQ(l.params.regimes.size(), 2u);
+  EXPECT_DOUBLE_EQ(l.params.regimes[0].up_to_bytes, 65536);
+  EXPECT_NEAR(l.params.regimes[0].alpha_s / 4e-6, 1.0, 0.01);
+  EXPECT_NEAR(l.params.regimes[0].bw_Bps / 6e9, 1.0, 0.01);
+  EXPECT_NEAR(l.params.regimes[1].alpha_s / 20e-6, 1.0, 0.01);
+  EXPECT_NEAR(l.params.regimes[1].bw_Bps / 10e9, 1.0, 0.01);
+  EXPECT_FALSE(l.gamma_fitted);  // pingpong reduces nothing
+}
+
+TEST(Calibrate, RefusesWhatTheDataCannotDetermine) {
+  const Fabric f = simple_fabric(5e-6, 10e9);
+  const auto pts = read_bench_file(bench_file("one.h5", "pingpong", "ring", 2, 1, {1 << 20}, f, 0.01, 5));
+  try {
+    calibrate_fabric(pts, "x");
+    FAIL() << "a single size must be refused";
+  } catch (const CalibrationError& e) {
+    EXPECT_NE(std::string(e.what()).find("same size"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(calibrate_fabric({}, "x"), CalibrationError);
+  // Not a bench file.
+  const std::string other = tmp_path("other.h5");
+  {
+    h5::Writer w(other);
+    w.attr("/", "program", std::string("something-else"));
+    w.commit();
+  }
+  EXPECT_THROW(read_bench_file(other), UsageError);
+}
+
+// ---- compare ----------------------------------------------------------------------------------
+
+namespace {
+
+// A synthetic gradsync-train file whose steps take `step_s` x (1 + noise).
+std::string train_file(const std::string& name, const PredictConfig& c, const std::string& compute,
+                       const StepResult& truth, double noise, unsigned seed) {
+  const std::string path = tmp_path(name);
+  h5::Writer w(path);
+  Provenance prov;
+  prov.program = "gradsync-train";
+  prov.argv = {"gradsync-train"};
+  prov.hostnames.assign(static_cast<std::size_t>(c.nodes * c.ranks_per_node), "host");
+  prov.nranks = c.nodes * c.ranks_per_node;
+  prov.nnodes = c.nodes;
+  write_provenance(w, prov);
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> nd(0, noise);
+  const int steps = 30, warmup = 5;
+  std::vector<int64_t> step;
+  std::vector<double> st, data, fwd, bwd, exp, opt, loss, sent;
+  std::vector<int64_t> bstep, bidx;
+  std::vector<double> bbytes, bready, bstart, bend;
+  for (int i = 0; i < steps; ++i) {
+    const double k = i < warmup ? 3.0 : 1 + nd(rng);  // warmup steps are slow: must be dropped
+    step.push_back(i);
+    st.push_back(truth.step_time_s * k);
+    data.push_back(truth.data_s);
+    fwd.push_back(truth.forward_s);
+    bwd.push_back(truth.backward_s);
+    exp.push_back(truth.comm_exposed_s);
+    opt.push_back(truth.optimizer_s);
+    loss.push_back(1.0 / (i + 1));
+    sent.push_back(truth.bytes_sent);
+    for (std::size_t b = 0; b < truth.buckets.size(); ++b) {
+      bstep.push_back(i);
+      bidx.push_back(static_cast<int64_t>(b));
+      bbytes.push_back(static_cast<double>(truth.buckets[b].grad_bytes));
+      bready.push_back(truth.buckets[b].ready_s);
+      bstart.push_back(truth.buckets[b].start_s);
+      bend.push_back(truth.buckets[b].end_s);
+    }
+  }
+  w.write("/steps/step", step);
+  w.write("/steps/loss", loss);
+  w.write("/steps/step_time_s", st);
+  w.write("/steps/data_s", data);
+  w.write("/steps/forward_s", fwd);
+  w.write("/steps/backward_s", bwd);
+  w.write("/steps/comm_exposed_s", exp);
+  w.write("/steps/optimizer_s", opt);
+  w.write("/steps/bytes_sent", sent);
+  w.write("/buckets/step", bstep);
+  w.write("/buckets/bucket", bidx);
+  w.write("/buckets/bytes", bbytes);
+  w.write("/buckets/ready_s", bready);
+  w.write("/buckets/start_s", bstart);
+  w.write("/buckets/end_s", bend);
+  w.write("/epochs/epoch", std::vector<int64_t>{0});
+  w.write("/epochs/epoch_time_s", std::vector<double>{truth.epoch_time_s});
+  w.attr("/", "model", c.model);
+  w.attr("/", "compute", compute);
+  w.attr("/", "compute_profile", c.compute_profile);
+  w.attr("/", "device", std::string("cpu"));
+  w.attr("/", "ranks_per_node", static_cast<int64_t>(c.ranks_per_node));
+  w.attr("/", "batch_per_rank", c.batch_per_rank);
+  w.attr("/", "bucket_mb", c.bucket_mb);
+  w.attr("/", "first_bucket_mb", c.first_bucket_mb);
+  w.attr("/", "overlap", static_cast<int64_t>(c.overlap));
+  w.attr("/", "accumulate", static_cast<int64_t>(1));
+  w.attr("/", "algo", c.algo);
+  w.attr("/", "chunk_bytes", static_cast<int64_t>(c.chunk_bytes));
+  w.attr("/", "channels", static_cast<int64_t>(1));
+  w.attr("/", "compress", c.compress);
+  w.attr("/", "precision", c.precision);
+  w.attr("/", "loader_workers", static_cast<int64_t>(c.loader_workers));
+  w.attr("/", "data_time_s", c.data_time_s);
+  w.attr("/", "optimizer", c.optimizer);
+  w.attr("/", "samples_per_epoch", c.samples_per_epoch);
+  w.attr("/", "warmup_steps", static_cast<int64_t>(warmup));
+  w.commit();
+  return path;
+}
+
+}  // namespace
+
+TEST(Compare, PredictsEachRunWithItsOwnConfiguration) {
+  Predictor p;
+  std::vector<std::string> files;
+  for (int nodes : {1, 2, 4}) {
+    PredictConfig c;
+    c.model = "resnet18-cifar";
+    c.fabric = "tcp-10g";
+    c.compute_profile = "cpu";
+    c.nodes = nodes;
+    c.ranks_per_node = 2;
+    c.samples_per_epoch = 50000;
+    c.compress = nodes == 4 ? "powersgd:rank=2" : "none";
+    const StepResult truth = p.predict(c);
+    files.push_back(train_file("t" + std::to_string(nodes) + ".h5", c, "emulated", truth, 0.01, nodes));
+  }
+  const CompareReport rep = compare_runs(files, "tcp-10g", "", "");
+  ASSERT_EQ(rep.rows.size(), 3u);
+  EXPECT_LT(rep.median_abs_error_pct, 2.0);
+  EXPECT_LT(rep.p90_abs_error_pct, 3.0);
+  EXPECT_EQ(rep.rows[2].run.config.compress, "powersgd:rank=2");
+  EXPECT_EQ(rep.rows[1].run.config.nodes, 2);
+  // A different fabric predicts differently.
+  EXPECT_NE(compare_runs(files, "ib-hdr", "", "").rows[2].predicted.step_time_s, rep.rows[2].predicted.step_time_s);
+  const std::string out = tmp_path("report.h5");
+  write_compare(rep, out, {"test"});
+  h5::Reader r(out);
+  EXPECT_EQ(r.read_double("/compare/step_error_pct").size(), 3u);
+  const std::string js = compare_json(rep).dump();
+  EXPECT_NE(js.find("median_abs_error_pct"), std::string::npos);
+}
+
+TEST(Compare, RealComputeUsesMeasuredComputeAndBuckets) {
+  // An "mlp" run (not in the zoo): compute comes from the file; the network is modelled.
+  Predictor p;
+  PredictConfig c;
+  c.model = "resnet18-cifar";
+  c.fabric = "shm-local";
+  c.compute_profile = "cpu";
+  c.nodes = 1;
+  c.ranks_per_node = 2;
+  c.samples_per_epoch = 10000;
+  StepResult truth = p.predict(c);
+  c.model = "mlp";
+  const std::string f = train_file("real.h5", c, "real", truth, 0.0, 9);
+  const CompareReport rep = compare_runs({f}, "shm-local", "", "");
+  ASSERT_EQ(rep.rows.size(), 1u);
+  EXPECT_TRUE(rep.rows[0].compute_measured);
+  EXPECT_NEAR(rep.rows[0].predicted.step_time_s / truth.step_time_s, 1.0, 0.02);
+  EXPECT_NE(compare_table(rep).find("compute=real"), std::string::npos);
+}
