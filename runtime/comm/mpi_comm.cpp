@@ -6,6 +6,9 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "core/error.hpp"
@@ -116,6 +119,81 @@ class MpiRequestImpl final : public Request::Impl {
   bool is_send_;
   std::size_t bytes_;
   int peer_, tag_;
+};
+
+
+// Blocking native collectives are the baselines every measurement is compared with, so they
+// run as the library's blocking calls (MPI_Allreduce, not MPI_Iallreduce: Open MPI serves the
+// two from different components with different algorithms). They cannot be polled, so a
+// watchdog thread bounds them instead: armed before the call and disarmed after it; if the
+// time-out passes, it prints which rank hung in which call and aborts the whole job.
+class Watchdog {
+ public:
+  static Watchdog& instance() {
+    static Watchdog w;
+    return w;
+  }
+  void arm(const char* call, std::size_t count) {
+    const double timeout = comm_timeout_s();
+    if (timeout <= 0) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    call_ = call;
+    count_ = count;
+    deadline_ = now_s() + timeout;
+    armed_ = true;
+    cv_.notify_one();
+  }
+  void disarm() {
+    std::lock_guard<std::mutex> lock(mu_);
+    armed_ = false;
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+      cv_.notify_one();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      if (!armed_) {
+        cv_.wait(lock);
+        continue;
+      }
+      const double left = deadline_ - now_s();
+      if (left > 0) {
+        cv_.wait_for(lock, std::chrono::duration<double>(std::min(left, 1.0)));
+        continue;
+      }
+      std::fprintf(stderr, "gradsync: error: %s: timed out after %.0f s (GRADSYNC_TIMEOUT_S) in %s of %zu elements"
+                   " — a peer may have died or be stuck; aborting the job\n",
+                   where().c_str(), comm_timeout_s(), call_, count_);
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+      std::_Exit(1);
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::thread thread_;
+  const char* call_ = "";
+  std::size_t count_ = 0;
+  double deadline_ = 0;
+  bool armed_ = false;
+  bool stop_ = false;
+};
+
+class WatchGuard {
+ public:
+  WatchGuard(const char* call, std::size_t count) { Watchdog::instance().arm(call, count); }
+  ~WatchGuard() { Watchdog::instance().disarm(); }
+  WatchGuard(const WatchGuard&) = delete;
+  WatchGuard& operator=(const WatchGuard&) = delete;
 };
 
 }  // namespace
@@ -229,47 +307,44 @@ void MpiCommunicator::wait_native(MPI_Request& req, const std::string& what) {
 
 void MpiCommunicator::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op) {
   const int n = to_int(count, "MPI_Allreduce");
-  MPI_Request req;
-  GS_MPI(MPI_Iallreduce(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf, n, mpi_type(t), mpi_sum(t), comm_,
-                        &req));
-  wait_native(req, "MPI_Iallreduce of " + std::to_string(count) + " " + dtype_name(t));
+  {
+    WatchGuard guard("MPI_Allreduce", count);
+    GS_MPI(MPI_Allreduce(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf, n, mpi_type(t), mpi_sum(t), comm_));
+  }
   if (op == RedOp::Avg) scale_inplace(recvbuf, count, t, 1.0f / static_cast<float>(size_));
 }
 
 void MpiCommunicator::reduce_scatter(const void* sendbuf, void* recvbuf, std::size_t recvcount, DType t,
                                      RedOp op) {
-  const int n = to_int(recvcount * static_cast<std::size_t>(size_), "MPI_Reduce_scatter_block");
-  (void)n;
-  MPI_Request req;
-  GS_MPI(MPI_Ireduce_scatter_block(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
-                                   static_cast<int>(recvcount), mpi_type(t), mpi_sum(t), comm_, &req));
-  wait_native(req, "MPI_Ireduce_scatter_block of " + std::to_string(recvcount) + " per rank");
+  to_int(recvcount * static_cast<std::size_t>(size_), "MPI_Reduce_scatter_block");
+  {
+    WatchGuard guard("MPI_Reduce_scatter_block", recvcount);
+    GS_MPI(MPI_Reduce_scatter_block(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, recvbuf,
+                                    static_cast<int>(recvcount), mpi_type(t), mpi_sum(t), comm_));
+  }
   if (op == RedOp::Avg) scale_inplace(recvbuf, recvcount, t, 1.0f / static_cast<float>(size_));
 }
 
 void MpiCommunicator::allgather(const void* sendbuf, void* recvbuf, std::size_t sendcount, DType t) {
   to_int(sendcount * static_cast<std::size_t>(size_), "MPI_Allgather");
-  MPI_Request req;
   const bool in_place =
       sendbuf == static_cast<const char*>(recvbuf) + static_cast<std::size_t>(rank_) * sendcount * dtype_size(t);
-  GS_MPI(MPI_Iallgather(in_place ? MPI_IN_PLACE : sendbuf, static_cast<int>(sendcount), mpi_type(t), recvbuf,
-                        static_cast<int>(sendcount), mpi_type(t), comm_, &req));
-  wait_native(req, "MPI_Iallgather of " + std::to_string(sendcount) + " per rank");
+  WatchGuard guard("MPI_Allgather", sendcount);
+  GS_MPI(MPI_Allgather(in_place ? MPI_IN_PLACE : sendbuf, static_cast<int>(sendcount), mpi_type(t), recvbuf,
+                       static_cast<int>(sendcount), mpi_type(t), comm_));
 }
 
 void MpiCommunicator::alltoall(const void* sendbuf, void* recvbuf, std::size_t count, DType t) {
   to_int(count * static_cast<std::size_t>(size_), "MPI_Alltoall");
-  MPI_Request req;
-  GS_MPI(MPI_Ialltoall(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, static_cast<int>(count), mpi_type(t), recvbuf,
-                       static_cast<int>(count), mpi_type(t), comm_, &req));
-  wait_native(req, "MPI_Ialltoall of " + std::to_string(count) + " per peer");
+  WatchGuard guard("MPI_Alltoall", count);
+  GS_MPI(MPI_Alltoall(sendbuf == recvbuf ? MPI_IN_PLACE : sendbuf, static_cast<int>(count), mpi_type(t), recvbuf,
+                      static_cast<int>(count), mpi_type(t), comm_));
 }
 
 void MpiCommunicator::broadcast(void* buf, std::size_t count, DType t, int root) {
   const int n = to_int(count, "MPI_Bcast");
-  MPI_Request req;
-  GS_MPI(MPI_Ibcast(buf, n, mpi_type(t), root, comm_, &req));
-  wait_native(req, "MPI_Ibcast from rank " + std::to_string(root));
+  WatchGuard guard("MPI_Bcast", count);
+  GS_MPI(MPI_Bcast(buf, n, mpi_type(t), root, comm_));
 }
 
 void MpiCommunicator::barrier() {

@@ -69,7 +69,8 @@ GS_HD float f16_to_f32(std::uint16_t h) {
   const std::uint32_t sign = (static_cast<std::uint32_t>(h) & 0x8000u) << 16;
   const std::uint32_t exp = (h >> 10) & 0x1fu;
   std::uint32_t mant = h & 0x3ffu;
-  if (exp == 0x1fu) return bits_f32(sign | 0x7f800000u | (mant << 13));  // inf / nan
+  if (exp == 0x1fu)  // inf, or nan (quieted, as F16C's vcvtph2ps does)
+    return bits_f32(sign | 0x7f800000u | (mant << 13) | (mant ? 0x400000u : 0u));
   if (exp == 0) {
     if (mant == 0) return bits_f32(sign);
     // subnormal: value = mant * 2^-24, exact in fp32

@@ -1,0 +1,151 @@
+// gradsync/algos/detail.hpp — small pieces every algorithm unit shares (internal).
+//
+//   * the tag map: each algorithm owns a fixed tag range, so two algorithms running on the
+//     same communicator never match each other's messages;
+//   * Scratch: a 64-byte aligned buffer that grows lazily and is reused across calls
+//     (algorithms never allocate per chunk or per step);
+//   * RequestWindow: a bounded FIFO of in-flight sends; pushing into a full window waits
+//     for the oldest, which keeps the number of outstanding requests bounded without
+//     waiting on every send;
+//   * balanced partitions and pointer arithmetic in elements of a DType.
+#pragma once
+
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "core/dtype.hpp"
+
+namespace gradsync::algos {
+
+// ---- tags (all below 32767, the smallest MPI_TAG_UB the standard allows) ---------------
+inline constexpr int kMaxChannels = 64;
+inline constexpr int kTagRingReduceScatter = 1000;  // + channel
+inline constexpr int kTagRingAllgather = 1100;      // + channel
+inline constexpr int kTagRdFold = 1200;
+inline constexpr int kTagRdExchange = 1201;
+inline constexpr int kTagRdUnfold = 1202;
+inline constexpr int kTagRabFold = 1300;
+inline constexpr int kTagRabHalving = 1301;
+inline constexpr int kTagRabDoubling = 1302;
+inline constexpr int kTagRabUnfold = 1303;
+inline constexpr int kTagTreeReduce = 1400;
+inline constexpr int kTagTreeBcast = 1401;
+inline constexpr int kTagHierLocalReduceScatter = 1500;  // on the node-local communicator
+inline constexpr int kTagHierLocalAllgather = 1600;      // on the node-local communicator
+static_assert(kTagRingReduceScatter + kMaxChannels <= kTagRingAllgather);
+static_assert(kTagRingAllgather + kMaxChannels <= kTagRdFold);
+static_assert(kTagHierLocalReduceScatter + kMaxChannels <= kTagHierLocalAllgather);
+
+// Pipelining depth: chunks that may be in flight per peer and channel (NCCL_STEPS analog).
+inline constexpr std::size_t kPipelineSlots = 4;
+
+// ---- element arithmetic ------------------------------------------------------------------
+inline char* at(void* base, std::size_t elems, std::size_t esz) { return static_cast<char*>(base) + elems * esz; }
+inline const char* at(const void* base, std::size_t elems, std::size_t esz) {
+  return static_cast<const char*>(base) + elems * esz;
+}
+inline int mod(int a, int p) { return ((a % p) + p) % p; }
+inline std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
+
+// Part `k` of `parts` of n elements, sizes differing by at most one (larger parts first).
+struct Span {
+  std::size_t offset;
+  std::size_t count;
+};
+inline Span balanced_part(std::size_t n, std::size_t parts, std::size_t k) {
+  const std::size_t base = n / parts, extra = n % parts;
+  return {k * base + (k < extra ? k : extra), base + (k < extra ? 1 : 0)};
+}
+
+// Out-of-place with nothing to communicate (one rank): the result is the input.
+inline void copy_if_out_of_place(const void* send, void* recv, std::size_t bytes) {
+  if (send != recv && bytes > 0) std::memmove(recv, send, bytes);
+}
+
+// ---- buffers and requests ------------------------------------------------------------------
+
+// Scratch memory that grows on demand and is kept for the next call. Not zeroed.
+class Scratch {
+ public:
+  void* get(std::size_t bytes) {
+    if (bytes > capacity_) {
+      const std::size_t want = ceil_div(bytes, 4096) * 4096;
+      ptr_.reset(static_cast<std::byte*>(::operator new[](want, std::align_val_t{64})));
+      capacity_ = want;
+    }
+    return ptr_.get();
+  }
+  std::size_t capacity() const { return capacity_; }
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  std::unique_ptr<std::byte[], Free> ptr_;
+  std::size_t capacity_ = 0;
+};
+
+// A bounded FIFO of in-flight requests (sends whose buffers stay valid until drain()).
+class RequestWindow {
+ public:
+  // Empties the window and sets its capacity (>= 1). After a normal run the window is
+  // already drained; anything left (an earlier call ended by an exception) is cancelled.
+  void reset(Communicator& comm, std::size_t capacity) {
+    for (auto& r : slots_) r.reset();
+    size_ = 0;
+    comm_ = &comm;
+    if (capacity == 0) capacity = 1;
+    if (slots_.size() < capacity) slots_.resize(capacity);
+    capacity_ = capacity;
+    head_ = 0;
+  }
+  // Adds a request; an inactive one (a zero-byte transfer that was never posted) is dropped.
+  // When the window is full, waits for the oldest first.
+  void push(Request r) {
+    if (!r.active()) return;
+    if (size_ == capacity_) {
+      comm_->wait(slots_[head_]);
+      head_ = (head_ + 1) % capacity_;
+      --size_;
+    }
+    slots_[(head_ + size_) % capacity_] = std::move(r);
+    ++size_;
+  }
+  // Waits for everything in the window.
+  void drain() {
+    if (size_ == 0) return;
+    comm_->wait_all(slots_.data(), capacity_);  // inactive slots are skipped
+    size_ = 0;
+    head_ = 0;
+  }
+
+ private:
+  Communicator* comm_ = nullptr;
+  std::vector<Request> slots_;
+  std::size_t capacity_ = 1;
+  std::size_t head_ = 0;
+  std::size_t size_ = 0;
+};
+
+// Exchange with a partner, posting only the non-empty directions (both sides compute the
+// same sizes, so a skipped send always meets a skipped receive).
+inline void exchange(Communicator& comm, const void* sendbuf, std::size_t sendbytes, int dst, void* recvbuf,
+                     std::size_t recvbytes, int src, int tag) {
+  Request r[2];
+  if (recvbytes > 0) r[0] = comm.irecv(recvbuf, recvbytes, src, tag);
+  if (sendbytes > 0) r[1] = comm.isend(sendbuf, sendbytes, dst, tag);
+  comm.wait_all(r, 2);
+}
+
+// Largest power of two <= p (p >= 1).
+inline int floor_pow2(int p) {
+  int q = 1;
+  while (q * 2 <= p) q *= 2;
+  return q;
+}
+
+}  // namespace gradsync::algos

@@ -1,0 +1,201 @@
+// Tests of core/h5io.hpp: a writer/reader round trip of every attribute and dataset type,
+// atomic commit (temp + rename; no file at all without commit), and errors that name the
+// missing file or attribute.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/h5io.hpp"
+
+namespace gs = gradsync;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh folder per test, removed afterwards.
+class H5Test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("gradsync_test_h5_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::size_t files_in_dir() const {
+    return static_cast<std::size_t>(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()));
+  }
+  fs::path dir_;
+};
+
+TEST_F(H5Test, RoundTripOfAttributesAndDatasets) {
+  const std::string file = path("sub/dir/result.h5");  // parent folders are created
+  {
+    gs::h5::Writer w(file);
+    EXPECT_EQ(w.final_path(), file);
+    EXPECT_NE(w.temp_path(), file);
+    w.attr("/", "int", std::int64_t{-42});
+    w.attr("/", "double", 2.5);
+    w.attr("/", "string", std::string("ring, 4 ranks"));
+    w.attr("/", "ints", std::vector<std::int64_t>{1, 2, 3});
+    w.attr("/", "doubles", std::vector<double>{0.5, -1.25});
+    w.attr("/", "strings", std::vector<std::string>{"a", "", "ccc"});
+    w.attr("/", "int", std::int64_t{7});  // replacing an attribute
+    w.group("/runs/0");
+    w.attr("/runs/0", "algo", std::string("rd"));
+    w.write("/runs/0/time", std::vector<double>{1.0, 2.0, 3.5});
+    w.write("/runs/0/loss", std::vector<float>{0.25f, 0.125f});
+    w.write("/steps/grid", std::vector<std::int64_t>{1, 2, 3, 4, 5, 6}, {2, 3});  // parents made as needed
+    w.write("/names", std::vector<std::string>{"x", "yy"});
+    w.write("/empty", std::vector<double>{});
+    w.attr("/runs/0/time", "unit", std::string("s"));
+    EXPECT_TRUE(fs::exists(w.temp_path()));
+    EXPECT_FALSE(fs::exists(file));
+    const std::string temp = w.temp_path();
+    w.commit();
+    EXPECT_TRUE(fs::exists(file));
+    EXPECT_FALSE(fs::exists(temp));
+    w.commit();  // a second commit is a no-op
+  }
+  ASSERT_TRUE(fs::exists(file));
+
+  gs::h5::Reader r(file);
+  EXPECT_EQ(std::get<std::int64_t>(r.attr("/", "int")), 7);
+  EXPECT_EQ(std::get<double>(r.attr("/", "double")), 2.5);
+  EXPECT_EQ(std::get<std::string>(r.attr("/", "string")), "ring, 4 ranks");
+  EXPECT_EQ(std::get<std::vector<std::int64_t>>(r.attr("/", "ints")), (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_EQ(std::get<std::vector<double>>(r.attr("/", "doubles")), (std::vector<double>{0.5, -1.25}));
+  EXPECT_EQ(std::get<std::vector<std::string>>(r.attr("/", "strings")), (std::vector<std::string>{"a", "", "ccc"}));
+  EXPECT_EQ(r.attr_int("/", "int"), 7);
+  EXPECT_EQ(r.attr_double("/", "int"), 7.0);  // int attribute read as double
+  EXPECT_EQ(r.attr_double("/", "double"), 2.5);
+  EXPECT_EQ(r.attr_string("/", "string"), "ring, 4 ranks");
+  EXPECT_EQ(r.attr_strings("/", "strings"), (std::vector<std::string>{"a", "", "ccc"}));
+  EXPECT_EQ(r.attr_string("/runs/0", "algo"), "rd");
+  EXPECT_EQ(r.attr_string("/runs/0/time", "unit"), "s");
+  EXPECT_TRUE(r.has_attr("/", "double"));
+  EXPECT_FALSE(r.has_attr("/", "nope"));
+  EXPECT_FALSE(r.has_attr("/no/such/group", "x"));
+  auto names = r.attr_names("/");
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"double", "doubles", "int", "ints", "string", "strings"}));
+
+  EXPECT_TRUE(r.exists("/runs/0/time"));
+  EXPECT_TRUE(r.exists("/steps"));
+  EXPECT_FALSE(r.exists("/runs/1/time"));
+  EXPECT_FALSE(r.exists("/nothing"));
+  auto members = r.list("/runs/0");
+  std::sort(members.begin(), members.end());
+  EXPECT_EQ(members, (std::vector<std::string>{"loss", "time"}));
+  EXPECT_EQ(r.read_double("/runs/0/time"), (std::vector<double>{1.0, 2.0, 3.5}));
+  EXPECT_EQ(r.read_double("/runs/0/loss"), (std::vector<double>{0.25, 0.125}));  // float widened
+  EXPECT_EQ(r.read_int("/steps/grid"), (std::vector<std::int64_t>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(r.dims("/steps/grid"), (std::vector<std::uint64_t>{2, 3}));
+  EXPECT_EQ(r.dims("/runs/0/time"), (std::vector<std::uint64_t>{3}));
+  EXPECT_EQ(r.read_strings("/names"), (std::vector<std::string>{"x", "yy"}));
+  EXPECT_TRUE(r.read_double("/empty").empty());
+}
+
+TEST_F(H5Test, WriterWithoutCommitLeavesNoFileAndNoTemp) {
+  const std::string file = path("abandoned.h5");
+  std::string temp;
+  {
+    gs::h5::Writer w(file);
+    temp = w.temp_path();
+    w.write("/x", std::vector<double>{1, 2});
+    EXPECT_TRUE(fs::exists(temp));
+  }
+  EXPECT_FALSE(fs::exists(file));
+  EXPECT_FALSE(fs::exists(temp));
+  EXPECT_EQ(files_in_dir(), 0u);
+}
+
+TEST_F(H5Test, WriterDestroyedByAnExceptionLeavesNothing) {
+  const std::string file = path("failed.h5");
+  try {
+    gs::h5::Writer w(file);
+    w.write("/x", std::vector<double>{1, 2, 3}, {2, 2});  // 3 values do not fill 2x2
+    ADD_FAILURE() << "no error for mismatched dims";
+  } catch (const gs::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/x"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(files_in_dir(), 0u);
+}
+
+TEST_F(H5Test, CommitReplacesAnExistingFile) {
+  const std::string file = path("r.h5");
+  {
+    gs::h5::Writer w(file);
+    w.attr("/", "version", std::int64_t{1});
+    w.commit();
+  }
+  {
+    gs::h5::Writer w(file);
+    w.attr("/", "version", std::int64_t{2});
+    w.commit();
+  }
+  EXPECT_EQ(gs::h5::Reader(file).attr_int("/", "version"), 2);
+  EXPECT_EQ(files_in_dir(), 1u);
+}
+
+TEST_F(H5Test, MissingFileNamesThePath) {
+  const std::string file = path("does_not_exist.h5");
+  try {
+    gs::h5::Reader r(file);
+    ADD_FAILURE() << "no error";
+  } catch (const gs::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(H5Test, NotAnHdf5FileIsAnError) {
+  const std::string file = path("text.h5");
+  std::ofstream(file) << "not hdf5\n";
+  try {
+    gs::h5::Reader r(file);
+    ADD_FAILURE() << "no error";
+  } catch (const gs::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(H5Test, MissingAttributeAndDatasetNameThemselves) {
+  const std::string file = path("a.h5");
+  {
+    gs::h5::Writer w(file);
+    w.group("/g");
+    w.attr("/g", "present", 1.0);
+    w.commit();
+  }
+  gs::h5::Reader r(file);
+  try {
+    (void)r.attr("/g", "absent_attr");
+    ADD_FAILURE() << "no error";
+  } catch (const gs::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("absent_attr"), std::string::npos) << e.what();
+  }
+  try {
+    (void)r.attr_string("/g", "absent_attr2");
+    ADD_FAILURE() << "no error";
+  } catch (const gs::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("absent_attr2"), std::string::npos) << e.what();
+  }
+  try {
+    (void)r.read_double("/g/missing_dataset");
+    ADD_FAILURE() << "no error";
+  } catch (const gs::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing_dataset"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
