@@ -11,7 +11,7 @@ build_pkgs=(g++ cmake make git pkg-config libopenmpi-dev openmpi-bin libhdf5-dev
             libboost-program-options-dev libeigen3-dev libtomlplusplus-dev libgtest-dev
             libbenchmark-dev)
 analysis_pkgs=(python3 python3-h5py python3-matplotlib python3-numpy)
-cluster_pkgs=(slurm-wlm munge iproute2 procps)
+cluster_pkgs=(slurm-wlm munge iproute2 util-linux procps)
 
 case "${GRADSYNC_DEPS:-all}" in
   build) wanted=("${build_pkgs[@]}") ;;

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# tests/testbed/test_two_hosts.sh TESTBED_SH BENCH
+#
+# Brings up a 2-host testbed shaped at 1gbit, checks that each rank runs on its own host
+# (hostname, TMPDIR), that an MPI ping-pong of 4 MiB between the hosts stays under the
+# shaped line rate (125 MB/s) and above a floor (traffic really crosses the link, which
+# counts it), then takes it down and checks that status says nothing is up.
+# Exit: 0 pass, 1 fail, 77 skip (not root, or the kernel lacks namespaces/veth/bridge/tbf).
+# Bounded: every mpirun has a timeout; the testbed goes down on every exit (trap).
+set -uo pipefail
+
+TB=${1:?usage: test_two_hosts.sh TESTBED_SH BENCH}
+BENCH=${2:?usage: test_two_hosts.sh TESTBED_SH BENCH}
+NAME=gstest            # not the default "gs": a testbed a user brought up is left alone
+SUBNET=10.77.200
+FLOOR_MBS=${GS_TEST_FLOOR_MBS:-30}
+CEIL_MBS=125           # 1gbit = 125e6 bytes/s on the wire, headers included
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+skip() { echo "SKIP: $*" >&2; exit 77; }
+
+[[ $(id -u) -eq 0 ]] || skip "needs root (network namespaces)"
+command -v mpirun >/dev/null || skip "mpirun not found"
+[[ -x $BENCH ]] || fail "benchmark program not found: $BENCH"
+out=$(bash "$TB" probe 2>&1); rc=$?
+if ((rc == 3)); then skip "$out"; elif ((rc != 0)); then fail "testbed.sh probe: $out"; fi
+
+tb() { bash "$TB" --name "$NAME" "$@"; }
+WORK=$(mktemp -d /tmp/gs-testbed-test.XXXXXX)
+chmod 755 "$WORK"
+trap 'tb down >/dev/null 2>&1; rm -rf "$WORK"' EXIT
+tb down >/dev/null 2>&1   # leftovers of an earlier, killed run of this test
+
+tb up --hosts 2 --rate 1gbit --subnet "$SUBNET" || fail "testbed up"
+tb up --hosts 2 --rate 1gbit --subnet "$SUBNET" || fail "a second identical up should be a no-op"
+tb status || fail "status after up"
+
+# One rank per host, each with its own hostname and TMPDIR.
+hosts=$(tb run --timeout 60 -- sh -c 'echo "$(hostname) $TMPDIR"') || fail "run hostname"
+echo "$hosts"
+[[ $(echo "$hosts" | awk '{ print $1 }' | sort -u | tr '\n' ' ') == "$NAME-h0 $NAME-h1 " ]] ||
+  fail "expected hostnames $NAME-h0 and $NAME-h1, got: $hosts"
+[[ $(echo "$hosts" | awk '{ print $2 }' | sort -u | wc -l) -eq 2 ]] || fail "TMPDIRs are not per host"
+
+sent_before=$(ip netns exec "$NAME-h1" tc -s qdisc show dev eth0 | awk '/Sent/ { print $2; exit }')
+res=$(cd "$WORK" && tb run --timeout 90 -- "$BENCH" --op pingpong -b 4M -e 4M -n 10 -w 2 --out "$WORK/pp.h5") ||
+  fail "ping-pong run failed"
+echo "$res"
+[[ -s $WORK/pp.h5 ]] || fail "the ping-pong wrote no result file"
+sent_after=$(ip netns exec "$NAME-h1" tc -s qdisc show dev eth0 | awk '/Sent/ { print $2; exit }')
+
+# The table: the first column named algbw (nccl-tests collectives: out of place) or bw
+# (gradsync-bench pingpong), in GB/s, of the 4 MiB row.
+algbw=$(echo "$res" | awk '
+  /^#/ && / size / && !col {
+    sub(/^#/, ""); for (i = 1; i <= NF; i++) if ($i == "algbw" || $i == "bw") { col = i; break }; next }
+  !/^#/ && col && $1 == 4194304 { print $col; exit }')
+[[ -n $algbw ]] || fail "no 4194304-byte row with an algbw/bw column in the output"
+mbs=$(awk -v g="$algbw" 'BEGIN { printf "%.1f", g * 1000 }')
+echo "ping-pong 4 MiB across the 1gbit link: $mbs MB/s one way (floor $FLOOR_MBS, ceiling $CEIL_MBS)"
+awk -v m="$mbs" -v lo="$FLOOR_MBS" -v hi="$CEIL_MBS" 'BEGIN { exit !(m > lo && m < hi) }' ||
+  fail "bandwidth $mbs MB/s is outside ($FLOOR_MBS, $CEIL_MBS): the link is not shaped, or not crossed"
+crossed=$((sent_after - sent_before))
+echo "host 1 sent $crossed bytes through its shaped eth0 during the run"
+((crossed > 12 * 4194304)) || fail "host 1's link carried only $crossed bytes: the traffic did not cross it"
+
+tb down || fail "down"
+st=$(tb status) || fail "status after down exits non-zero: $st"
+echo "$st"
+[[ $st == *"nothing is up"* ]] || fail "status after down should say nothing is up, got: $st"
+ip netns list | grep -q "^$NAME-h" && fail "namespaces left after down"
+tb down >/dev/null 2>&1 || fail "down when nothing is up should succeed"
+echo "PASS"
