@@ -1,0 +1,141 @@
+// gradsync-train — data-parallel training with a DDP-style bucketed gradient reducer.
+//
+//   mpirun -np N gradsync-train --model NAME [options]     (see --help)
+//   gradsync-train --list-models [--json]                   (no mpirun needed)
+//
+// Exit status: 0 on success; 2 for usage errors (bad options are refused before MPI is
+// initialised; the few that depend on the rank count right after, identically on every
+// rank); 1 for run-time errors (one line per failing rank, then MPI_Abort).
+// Progress goes to stderr (rank 0); the summary and the result path to stdout.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/mpi_comm.hpp"
+#include "core/error.hpp"
+#include "core/json.hpp"
+#include "core/units.hpp"
+#include "train/options.hpp"
+#include "train/results.hpp"
+#include "train/trainer.hpp"
+
+namespace {
+
+using namespace gradsync;
+using namespace gradsync::train;
+
+void usage_error(const std::string& msg) { std::fprintf(stderr, "gradsync-train: error: %s\n", msg.c_str()); }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void print_summary(const TrainOptions& o, const RunResult& r, const std::string& path) {
+  const std::size_t skip = std::min<std::size_t>(static_cast<std::size_t>(o.warmup_steps), r.steps.size() > 1 ? r.steps.size() - 1 : 0);
+  std::vector<double> step, exposed, total, bytes, reducer_pct;
+  for (std::size_t i = skip; i < r.steps.size(); ++i) {
+    const StepRow& s = r.steps[i];
+    step.push_back(s.step_time_s);
+    exposed.push_back(s.comm_exposed_s);
+    total.push_back(s.comm_total_s);
+    bytes.push_back(s.bytes_sent);
+    reducer_pct.push_back(s.step_time_s > 0 ? 100.0 * s.reducer_s / s.step_time_s : 0.0);
+  }
+  const double final_loss = r.steps.empty() ? std::nan("") : r.steps.back().loss;
+  if (o.json) {
+    Json j = Json::object();
+    j.set("model", o.model)
+        .set("compute", o.compute)
+        .set("nranks", r.nranks)
+        .set("steps", static_cast<long long>(r.steps_run))
+        .set("median_step_time_s", median(step))
+        .set("median_comm_exposed_s", median(exposed))
+        .set("median_comm_total_s", median(total))
+        .set("median_bytes_sent", median(bytes))
+        .set("median_reducer_pct", median(reducer_pct))
+        .set("final_loss", std::isfinite(final_loss) ? Json(final_loss) : Json())
+        .set("final_eval_accuracy", std::isfinite(r.final_eval_accuracy) ? Json(r.final_eval_accuracy) : Json())
+        .set("final_param_norm", r.final_param_norm)
+        .set("out", path);
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::printf("gradsync-train: %s, %s compute, %d rank(s) x batch %lld, %lld steps (%zu warm-up left out)\n",
+              o.model.c_str(), o.compute.c_str(), r.nranks, static_cast<long long>(o.batch_per_rank),
+              static_cast<long long>(r.steps_run), skip);
+  const double me = median(exposed), mt = median(total);
+  std::printf("  step time      %.3f ms (median)\n", median(step) * 1e3);
+  if (r.nranks > 1 && mt > 0)
+    std::printf("  exposed comm   %.3f ms of %.3f ms total comm (%.0f%% exposed)\n", me * 1e3, mt * 1e3,
+                100.0 * me / mt);
+  else
+    std::printf("  exposed comm   %.3f ms (1 rank: nothing to communicate)\n", me * 1e3);
+  std::printf("  sent per step  %s per rank in %zu bucket(s)\n", format_bytes(median(bytes)).c_str(),
+              r.bucket_bytes.size());
+  std::printf("  reducer        %.2f%% of step time (bookkeeping, median)\n", median(reducer_pct));
+  if (o.compute == "real")
+    std::printf("  final loss     %.4f, eval accuracy %.2f%%\n", final_loss, 100.0 * r.final_eval_accuracy);
+  else if (r.replay.overruns > 0)
+    std::printf("  emulation      %lld backward pass(es) (all ranks) ran longer than modelled, by %.3f s in all\n",
+                static_cast<long long>(r.replay.overruns), r.replay.overrun_s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  TrainOptions o;
+  try {
+    o = parse_train_options(argc, argv);
+    if (o.help) {
+      std::printf("%s", train_usage().c_str());
+      return 0;
+    }
+    if (o.list_models) {
+      std::printf("%s", list_models_text(o.json).c_str());
+      return 0;
+    }
+    validate_train_options(o);
+  } catch (const UsageError& e) {
+    usage_error(e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    usage_error(e.what());
+    return 1;
+  }
+
+  const std::vector<std::string> args(argv, argv + argc);
+  MpiRuntime mpi(&argc, &argv);
+  MpiCommunicator world;
+  // Declared outside the try: on a run-time error we abort *before* its destructor runs,
+  // which would join a communication thread that may be waiting on a dead peer.
+  std::unique_ptr<Trainer> trainer;
+  try {
+    GS_CHECK(mpi.thread_level() >= MPI_THREAD_MULTIPLE, "the MPI library provides thread level ", mpi.thread_level(),
+             " but the reducer's communication thread needs MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE, ")");
+    trainer = std::make_unique<Trainer>(o, world);
+    const RunResult r = trainer->run();
+    if (world.rank() == 0) {
+      const std::string path = o.out.empty() ? default_result_path(o.model) : o.out;
+      write_train_results(path, o, r, args);
+      if (!o.quiet) print_summary(o, r, path);
+      if (!o.json || o.quiet) std::printf("wrote %s\n", path.c_str());
+      std::fflush(stdout);
+    }
+    world.barrier();
+  } catch (const UsageError& e) {
+    // Raised identically on every rank (options were checked equal across ranks first),
+    // before any bucket was launched.
+    if (world.rank() == 0) usage_error(e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gradsync-train: error: %s\n", e.what());
+    MpiRuntime::abort(1);
+  }
+  return 0;
+}

@@ -1,0 +1,61 @@
+// gradsync/train/options.hpp — gradsync-train's command line: one struct, one parser, one
+// validator. Everything here runs before MPI is initialised, so a bad option fails fast
+// (exit status 2, "gradsync-train: error: ...") without any communication.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gradsync::train {
+
+struct TrainOptions {
+  std::string model;
+  std::string compute;           // "real" | "emulated"; default: real for mlp/cnn, emulated otherwise
+  std::string compute_profile;   // name or TOML path; default: h200 (emulated), cpu (real: recorded only)
+  std::int64_t batch_per_rank = 32;
+  std::int64_t steps = 0;        // 0: from --epochs, or 50 when neither is given
+  std::int64_t epochs = 0;
+  std::int64_t samples_per_epoch = 0;  // 0: the model's default (8192 for mlp/cnn; the zoo's epoch)
+  double bucket_mb = 25.0;
+  double first_bucket_mb = 1.0;
+  bool overlap = true;
+  std::int64_t accumulate = 1;
+  std::string algo = "ring";
+  std::int64_t chunk_bytes = 0;  // 0: GRADSYNC_CHUNK_BYTES
+  std::int64_t channels = 0;     // 0: GRADSYNC_CHANNELS
+  std::string compress = "none";
+  std::string optimizer = "sgd";
+  double lr = 0;                 // 0: 0.05 for sgd, 0.001 for adam
+  std::uint64_t seed = 1;
+  std::int64_t loader_workers = 2;
+  std::int64_t prefetch = 2;
+  double data_time_us = 0;       // emulated loading cost per sample
+  std::int64_t warmup_steps = 2;
+  std::string out;               // default results/train-<model>-<UTC>.h5
+  bool list_models = false;
+  bool json = false;
+  bool quiet = false;
+  bool help = false;
+};
+
+// Parses argv (Boost.Program_options). UsageError naming the option on anything malformed.
+// Fills defaults that depend on other options (compute, profile, lr, steps).
+TrainOptions parse_train_options(int argc, const char* const* argv);
+std::string train_usage();
+
+// Checks every option that can be checked without a communicator (model, algorithm,
+// compressor spec, optimizer, profile, ranges, exclusive options). UsageError otherwise.
+void validate_train_options(const TrainOptions& o);
+
+// The options that define the run as (option name, canonical value) pairs, in help order
+// (compared across ranks before the first step; excludes output and verbosity).
+std::vector<std::pair<std::string, std::string>> fingerprint_items(const TrainOptions& o);
+// The same as one line "key=value key=value ...".
+std::string train_fingerprint(const TrainOptions& o);
+
+// --list-models: zoo and trainable models (name, tensors, parameters, gradient bytes).
+std::string list_models_text(bool json);
+
+}  // namespace gradsync::train

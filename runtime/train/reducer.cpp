@@ -1,0 +1,252 @@
+// gradsync/train/reducer.cpp — see reducer.hpp.
+#include "train/reducer.hpp"
+
+#include <time.h>
+
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/timer.hpp"
+
+namespace gradsync::train {
+
+namespace {
+
+// CPU time of the calling thread. Used around bucket launches: waking the communication
+// thread is a futex syscall of a few microseconds, but on an oversubscribed machine the
+// woken thread can preempt the waker for a whole time slice, which wall-clock time would
+// charge to the reducer.
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+}  // namespace
+
+std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<std::int64_t>& tensor_bytes,
+                                                     std::int64_t bucket_bytes, std::int64_t first_bucket_bytes) {
+  GS_USAGE_CHECK(bucket_bytes > 0, "bucket size must be positive, got ", bucket_bytes, " bytes");
+  GS_USAGE_CHECK(first_bucket_bytes > 0, "first bucket size must be positive, got ", first_bucket_bytes, " bytes");
+  std::vector<std::vector<std::size_t>> buckets;
+  std::vector<std::size_t> current;
+  std::int64_t size = 0;
+  std::int64_t limit = first_bucket_bytes;  // the first bucket formed; every later one: bucket_bytes
+  for (std::size_t k = tensor_bytes.size(); k-- > 0;) {  // gradient-ready order
+    current.push_back(k);
+    size += tensor_bytes[k];
+    if (size >= limit) {  // the tensor that crosses the limit stays in this bucket
+      buckets.push_back(std::move(current));
+      current.clear();
+      size = 0;
+      limit = bucket_bytes;
+    }
+  }
+  if (!current.empty()) buckets.push_back(std::move(current));
+  return buckets;
+}
+
+Reducer::Reducer(Communicator& comm, AllreduceAlgorithm& allreduce, Compressor& compressor,
+                 std::vector<models::TensorSpec> tensors, ReducerOptions opts)
+    : comm_(comm), allreduce_(allreduce), compressor_(compressor), tensors_(std::move(tensors)), opts_(opts) {
+  GS_CHECK(!tensors_.empty(), "reducer: the model has no parameters");
+  std::vector<std::int64_t> bytes;
+  for (const auto& t : tensors_) bytes.push_back(t.numel() * static_cast<std::int64_t>(sizeof(float)));
+  assignment_ = assign_buckets(bytes, opts_.bucket_bytes, opts_.first_bucket_bytes);
+
+  const std::size_t nb = assignment_.size();
+  storage_.resize(nb);
+  views_.resize(nb);
+  grad_ptr_.assign(tensors_.size(), nullptr);
+  bucket_of_.assign(tensors_.size(), 0);
+  for (std::size_t b = 0; b < nb; ++b) {
+    std::size_t count = 0;
+    for (std::size_t i : assignment_[b]) count += static_cast<std::size_t>(tensors_[i].numel());
+    storage_[b].assign(count, 0.0f);
+    BucketView& v = views_[b];
+    v.index = static_cast<int>(b);
+    v.data = storage_[b].data();
+    v.count = count;
+    std::size_t off = 0;
+    for (std::size_t i : assignment_[b]) {
+      const auto n = static_cast<std::size_t>(tensors_[i].numel());
+      v.tensors.push_back(TensorView{tensors_[i].name, tensors_[i].shape, off, n});
+      grad_ptr_[i] = v.data + off;
+      bucket_of_[i] = b;
+      off += n;
+    }
+  }
+  marked_.assign(tensors_.size(), 0);
+  pending_.assign(nb, 0);
+  bucket_ready_.assign(nb, 0);
+  records_.resize(nb);
+  stats_.resize(nb);
+  GS_LOG(INFO) << "reducer: " << tensors_.size() << " tensors in " << nb << " buckets, overlap "
+               << (opts_.overlap ? "on" : "off");
+  thread_ = std::thread([this] { comm_loop(); });
+}
+
+Reducer::~Reducer() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_queue_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::vector<std::int64_t> Reducer::bucket_bytes() const {
+  std::vector<std::int64_t> out;
+  for (const auto& v : views_) out.push_back(static_cast<std::int64_t>(v.count * sizeof(float)));
+  return out;
+}
+
+std::string Reducer::layout() const {
+  std::ostringstream os;
+  os << "bucket_bytes=" << opts_.bucket_bytes << " first_bucket_bytes=" << opts_.first_bucket_bytes
+     << " tensors=" << tensors_.size() << " buckets=" << views_.size() << ":";
+  for (std::size_t b = 0; b < views_.size(); ++b)
+    os << " [" << assignment_[b].front() << ".." << assignment_[b].back() << "]=" << views_[b].count * sizeof(float);
+  return os.str();
+}
+
+void Reducer::begin_backward(double t0, std::int64_t step, bool sync) {
+  const double t = now_s();
+  GS_CHECK(!in_backward_, "reducer: begin_backward twice without finish_backward");
+  in_backward_ = true;
+  t0_ = t0;
+  step_ = step;
+  sync_ = sync;
+  std::fill(marked_.begin(), marked_.end(), 0);
+  for (std::size_t b = 0; b < views_.size(); ++b) pending_[b] = assignment_[b].size();
+  std::fill(bucket_ready_.begin(), bucket_ready_.end(), 0);
+  next_launch_ = 0;
+  marked_count_ = 0;
+  launch_wall_s_ = 0;
+  if (sync_) {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = 0;
+    comm_overhead_s_ = 0;
+    for (std::size_t b = 0; b < views_.size(); ++b) {
+      records_[b] = BucketRecord{static_cast<std::int64_t>(views_[b].count * sizeof(float)), 0, 0, 0};
+      stats_[b] = CompressStats{};
+    }
+  }
+  train_overhead_s_ = now_s() - t;
+}
+
+void Reducer::mark_ready(std::size_t i) {
+  const double t = now_s();
+  GS_CHECK(in_backward_, "reducer: mark_ready(", i, ") outside backward");
+  GS_CHECK(i < marked_.size() && !marked_[i], "reducer: gradient of tensor ", i, " marked ready twice or unknown");
+  marked_[i] = 1;
+  ++marked_count_;
+  const std::size_t b = bucket_of_[i];
+  if (--pending_[b] == 0 && sync_) {
+    records_[b].ready_s = t - t0_;  // only this thread writes ready_s
+    bucket_ready_[b] = 1;
+    if (opts_.overlap) {
+      train_overhead_s_ += now_s() - t;
+      timed_launch();
+      return;
+    }
+  }
+  train_overhead_s_ += now_s() - t;
+}
+
+void Reducer::timed_launch() {
+  if (next_launch_ >= views_.size() || !bucket_ready_[next_launch_]) return;
+  const double w = now_s(), c = thread_cpu_s();
+  launch_ready_buckets();
+  train_overhead_s_ += thread_cpu_s() - c;
+  launch_wall_s_ += now_s() - w;
+}
+
+void Reducer::launch_ready_buckets() {
+  while (next_launch_ < views_.size() && bucket_ready_[next_launch_]) push(next_launch_++);
+}
+
+void Reducer::push(std::size_t b) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(b);
+  }
+  cv_queue_.notify_one();
+}
+
+StepComm Reducer::finish_backward() {
+  double t = now_s();
+  GS_CHECK(in_backward_, "reducer: finish_backward without begin_backward");
+  in_backward_ = false;
+  GS_CHECK(marked_count_ == tensors_.size(), "reducer: backward marked ", marked_count_, " of ", tensors_.size(),
+           " gradients ready (every parameter must get a gradient every step)");
+  StepComm out;
+  if (!sync_) {
+    train_overhead_s_ += now_s() - t;
+    out.overhead_s = train_overhead_s_;
+    return out;
+  }
+  train_overhead_s_ += now_s() - t;
+  timed_launch();  // everything when overlap is off; a no-op otherwise
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_done_.wait(lock, [&] { return done_ == views_.size(); });
+    t = now_s();
+    if (error_) {
+      std::exception_ptr e = error_;
+      error_ = nullptr;
+      std::rethrow_exception(e);
+    }
+    out.buckets = records_;
+    for (std::size_t b = 0; b < views_.size(); ++b) {
+      out.stats.add(stats_[b]);
+      out.comm_busy_s += records_[b].end_s - records_[b].start_s;
+    }
+    out.overhead_s = train_overhead_s_ + comm_overhead_s_;
+  }
+  out.overhead_s += now_s() - t;
+  out.launch_wall_s = launch_wall_s_;
+  return out;
+}
+
+void Reducer::comm_loop() {
+  for (;;) {
+    std::size_t b = 0;
+    bool failed = false;
+    std::int64_t step = 0;
+    double t0 = 0;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_queue_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_ and nothing left to do
+      b = queue_.front();
+      queue_.pop_front();
+      failed = error_ != nullptr;
+      step = step_;
+      t0 = t0_;
+    }
+    const double start = now_s();
+    CompressStats st;
+    if (!failed) {  // after an error the remaining buckets are only counted, so finish returns
+      try {
+        compressor_.reduce(comm_, allreduce_, views_[b], step, st);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!error_) error_ = std::current_exception();
+      }
+    }
+    const double end = now_s();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      records_[b].start_s = start - t0;
+      records_[b].end_s = end - t0;
+      stats_[b] = st;
+      ++done_;
+      comm_overhead_s_ += now_s() - end;
+    }
+    cv_done_.notify_one();
+  }
+}
+
+}  // namespace gradsync::train

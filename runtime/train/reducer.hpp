@@ -1,0 +1,151 @@
+// gradsync/train/reducer.hpp — the DDP-style gradient reducer: buckets, a communication
+// thread, overlap of bucket all-reduces with backward.
+//
+// Buckets. Parameters are grouped in *reverse* forward order (the order backward produces
+// their gradients) into buckets of at least `bucket_bytes`: assign_buckets() walks the
+// tensors in that order and closes the current bucket as soon as its size reaches its limit
+// (the tensor that crosses the limit stays in it). The first bucket formed — the one holding
+// the last parameters, whose gradients are ready first — uses `first_bucket_bytes` (1 MiB by
+// default) so communication starts early; all later ones use `bucket_bytes` (25 MiB). This
+// is PyTorch DDP's steady-state layout: after its first iteration DDP rebuilds the buckets
+// with compute_bucket_assignment_by_size over the parameters in gradient-ready order and
+// limits {first_bucket_bytes, bucket_bytes}. (Before that rebuild, iteration 0 uses
+// parameters in forward order, which puts the small bucket on the *first* parameters.)
+//
+// Ownership. The reducer owns one flat fp32 buffer per bucket; each parameter's gradient is
+// a view into it (grad(i)), laid out in bucket order. Backward writes gradients there
+// directly, so nothing is copied before or after the all-reduce; the optimizer reads the
+// averaged gradients from the same views.
+//
+// Protocol of one optimizer step with K micro-steps (training thread):
+//   for each micro-step:  begin_backward(t0, step, sync = last micro-step)
+//                         backward calls mark_ready(i) once per tensor
+//                         finish_backward()  -> records of the step when sync
+// In a sync backward, a bucket is *ready* when its last gradient is marked, and buckets are
+// *launched* in bucket order (bucket b+1 never starts before b) by pushing them on a queue
+// that one communication thread pops, calling compressor.reduce() on the reducer's own
+// communicator. With overlap off, all buckets are launched at finish_backward().
+// finish_backward() waits for every bucket and rethrows any error of the communication
+// thread. In a non-sync backward (no_sync, gradient accumulation) nothing is communicated.
+//
+// Threads: mark_ready/begin/finish are called from one training thread. The communication
+// thread touches a bucket's buffer only between its launch and its completion, during
+// which backward no longer writes it (its gradients are final).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "algos/allreduce.hpp"
+#include "comm/communicator.hpp"
+#include "compress/compressor.hpp"
+#include "models/zoo.hpp"
+
+namespace gradsync::train {
+
+// Bucket assignment (pure). tensor_bytes is in forward order; the result lists buckets in
+// launch order, each with its tensors' forward indices in gradient-ready (descending)
+// order. Limits must be positive.
+std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<std::int64_t>& tensor_bytes,
+                                                     std::int64_t bucket_bytes, std::int64_t first_bucket_bytes);
+
+struct ReducerOptions {
+  std::int64_t bucket_bytes = 25LL << 20;
+  std::int64_t first_bucket_bytes = 1LL << 20;
+  bool overlap = true;
+};
+
+// One bucket's all-reduce in one step; times in seconds from the step start (t0).
+struct BucketRecord {
+  std::int64_t bytes = 0;
+  double ready_s = 0, start_s = 0, end_s = 0;
+};
+
+// What the communication of one synchronized step did.
+struct StepComm {
+  std::vector<BucketRecord> buckets;  // in bucket order
+  CompressStats stats;                // summed over buckets
+  double comm_busy_s = 0;             // sum over buckets of end - start
+  // Reducer bookkeeping (both threads), not the reduce itself: wall time of the reducer's
+  // own code, except bucket launches (waking the communication thread), which count their
+  // thread CPU time; see launch_wall_s for their wall time.
+  double overhead_s = 0;
+  // Wall time of the bucket launches: on an oversubscribed machine it includes being
+  // preempted by the communication thread that the launch woke up.
+  double launch_wall_s = 0;
+};
+
+class Reducer {
+ public:
+  // `comm` should be a communicator used by nobody else while the reducer lives (the
+  // communication thread runs on it); `allreduce` must have been built on it.
+  Reducer(Communicator& comm, AllreduceAlgorithm& allreduce, Compressor& compressor,
+          std::vector<models::TensorSpec> tensors, ReducerOptions opts);
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  std::size_t num_buckets() const { return views_.size(); }
+  std::vector<std::int64_t> bucket_bytes() const;
+  const std::vector<std::vector<std::size_t>>& assignment() const { return assignment_; }
+  // Gradient view of tensor i (forward order), numel elements inside its bucket.
+  float* grad(std::size_t i) const { return grad_ptr_[i]; }
+  // The layout as text (limits, then each bucket's tensor range and bytes), for
+  // check_same_on_all_ranks.
+  std::string layout() const;
+
+  void begin_backward(double t0, std::int64_t step, bool sync);
+  void mark_ready(std::size_t tensor);
+  StepComm finish_backward();
+
+ private:
+  void launch_ready_buckets();  // training thread: push ready buckets in bucket order
+  void timed_launch();          // the same, accounted in overhead (CPU) and launch_wall_s_
+  void push(std::size_t b);
+  void comm_loop();
+
+  Communicator& comm_;
+  AllreduceAlgorithm& allreduce_;
+  Compressor& compressor_;
+  std::vector<models::TensorSpec> tensors_;
+  ReducerOptions opts_;
+
+  std::vector<std::vector<std::size_t>> assignment_;
+  std::vector<std::vector<float>> storage_;  // one flat buffer per bucket
+  std::vector<BucketView> views_;
+  std::vector<float*> grad_ptr_;             // per tensor
+  std::vector<std::size_t> bucket_of_;       // per tensor
+
+  // Training-thread state of the current backward.
+  double t0_ = 0;
+  std::int64_t step_ = 0;
+  bool sync_ = false;
+  bool in_backward_ = false;
+  std::vector<std::uint8_t> marked_;         // per tensor
+  std::vector<std::size_t> pending_;         // per bucket: tensors not yet ready
+  std::vector<std::uint8_t> bucket_ready_;
+  std::size_t next_launch_ = 0;
+  std::size_t marked_count_ = 0;
+  double train_overhead_s_ = 0;
+  double launch_wall_s_ = 0;
+
+  // Shared with the communication thread, guarded by mu_.
+  std::mutex mu_;
+  std::condition_variable cv_queue_, cv_done_;
+  std::deque<std::size_t> queue_;
+  std::size_t done_ = 0;
+  std::vector<BucketRecord> records_;
+  std::vector<CompressStats> stats_;
+  double comm_overhead_s_ = 0;
+  std::exception_ptr error_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace gradsync::train

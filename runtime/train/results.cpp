@@ -1,0 +1,134 @@
+// gradsync/train/results.cpp — see results.hpp.
+#include "train/results.hpp"
+
+#include <ctime>
+#include <filesystem>
+
+#include "core/h5io.hpp"
+#include "core/provenance.hpp"
+
+namespace gradsync::train {
+
+std::string default_result_path(const std::string& model) {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
+  std::filesystem::create_directories("results");
+  return "results/train-" + model + "-" + buf + ".h5";
+}
+
+void write_train_results(const std::string& path, const TrainOptions& o, const RunResult& r,
+                         const std::vector<std::string>& argv) {
+  if (const auto parent = std::filesystem::path(path).parent_path(); !parent.empty())
+    std::filesystem::create_directories(parent);
+  h5::Writer w(path);
+  Provenance p;
+  p.program = "gradsync-train";
+  p.argv = argv;
+  p.hostnames = r.hostnames;
+  p.nranks = r.nranks;
+  p.nnodes = r.nnodes;
+  write_provenance(w, p);
+
+  // ---- root attributes: the run's configuration (read by gradsync-model compare) -------
+  using I = std::int64_t;
+  w.attr("/", "model", o.model);
+  w.attr("/", "compute", o.compute);
+  w.attr("/", "compute_profile", o.compute_profile);
+  w.attr("/", "device", std::string("cpu"));
+  w.attr("/", "nranks", static_cast<I>(r.nranks));
+  w.attr("/", "nnodes", static_cast<I>(r.nnodes));
+  w.attr("/", "ranks_per_node", static_cast<I>(r.ranks_per_node));
+  w.attr("/", "batch_per_rank", static_cast<I>(o.batch_per_rank));
+  w.attr("/", "bucket_mb", o.bucket_mb);
+  w.attr("/", "first_bucket_mb", o.first_bucket_mb);
+  w.attr("/", "overlap", static_cast<I>(o.overlap ? 1 : 0));
+  w.attr("/", "accumulate", static_cast<I>(o.accumulate));
+  w.attr("/", "algo", o.algo);
+  w.attr("/", "chunk_bytes", static_cast<I>(o.chunk_bytes));
+  w.attr("/", "channels", static_cast<I>(o.channels));
+  w.attr("/", "compress", r.compress_spec);
+  w.attr("/", "precision", std::string("fp32"));  // hook for mixed precision (later issue)
+  w.attr("/", "loader_workers", static_cast<I>(o.loader_workers));
+  w.attr("/", "prefetch", static_cast<I>(o.prefetch));
+  w.attr("/", "data_time_s", o.data_time_us * 1e-6);
+  w.attr("/", "optimizer", o.optimizer);
+  w.attr("/", "lr", o.lr);
+  w.attr("/", "seed", static_cast<I>(o.seed));
+  w.attr("/", "steps", static_cast<I>(r.steps_run));
+  w.attr("/", "epochs", static_cast<I>(r.epochs_done));
+  w.attr("/", "samples_per_epoch", static_cast<I>(r.samples_per_epoch));
+  w.attr("/", "steps_per_epoch", static_cast<I>(r.steps_per_epoch));
+  w.attr("/", "warmup_steps", static_cast<I>(o.warmup_steps));
+  w.attr("/", "num_buckets", static_cast<I>(r.bucket_bytes.size()));
+  w.attr("/", "bucket_bytes", r.bucket_bytes);
+  w.attr("/", "final_param_norm", r.final_param_norm);
+  w.attr("/", "final_eval_accuracy", r.final_eval_accuracy);
+  w.attr("/", "compression_ratio", r.compression_ratio);
+  w.attr("/", "emulation_overruns", static_cast<I>(r.replay.overruns));
+  w.attr("/", "emulation_overrun_s", r.replay.overrun_s);
+
+  // ---- /steps -------------------------------------------------------------------------------
+  const std::size_t n = r.steps.size();
+  std::vector<I> step(n);
+  std::vector<double> cols[StepRow::kFields];
+  for (auto& c : cols) c.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const StepRow& s = r.steps[i];
+    step[i] = static_cast<I>(i);
+    const double v[StepRow::kFields] = {s.loss,        s.step_time_s, s.data_s,      s.forward_s,
+                                        s.backward_s,  s.comm_exposed_s, s.optimizer_s, s.bytes_sent,
+                                        s.comm_total_s, s.encode_s,   s.decode_s,    s.reducer_s,
+                                        s.reducer_launch_wall_s};
+    for (int f = 0; f < StepRow::kFields; ++f) cols[f][i] = v[f];
+  }
+  static const char* names[StepRow::kFields] = {"loss",        "step_time_s",  "data_s",   "forward_s",
+                                                "backward_s",  "comm_exposed_s", "optimizer_s", "bytes_sent",
+                                                "comm_total_s", "encode_s",    "decode_s", "reducer_s",
+                                                "reducer_launch_wall_s"};
+  w.group("/steps");
+  w.write("/steps/step", step);
+  for (int f = 0; f < StepRow::kFields; ++f) w.write(std::string("/steps/") + names[f], cols[f]);
+  w.attr("/steps", "aggregation", std::string("step_time_s: max over ranks; other columns: mean over ranks"));
+
+  // ---- /buckets -----------------------------------------------------------------------------
+  std::vector<I> bstep, bidx, bbytes;
+  std::vector<double> ready, start, end;
+  for (const auto& b : r.buckets) {
+    bstep.push_back(b.step);
+    bidx.push_back(b.bucket);
+    bbytes.push_back(b.rec.bytes);
+    ready.push_back(b.rec.ready_s);
+    start.push_back(b.rec.start_s);
+    end.push_back(b.rec.end_s);
+  }
+  w.group("/buckets");
+  w.write("/buckets/step", bstep);
+  w.write("/buckets/bucket", bidx);
+  w.write("/buckets/bytes", bbytes);
+  w.write("/buckets/ready_s", ready);
+  w.write("/buckets/start_s", start);
+  w.write("/buckets/end_s", end);
+  w.attr("/buckets", "timeline", std::string("rank 0; seconds from the start of the step"));
+
+  // ---- /epochs ------------------------------------------------------------------------------
+  std::vector<I> ep;
+  std::vector<double> et, el, ea;
+  for (const auto& e : r.epochs) {
+    ep.push_back(e.epoch);
+    et.push_back(e.epoch_time_s);
+    el.push_back(e.loss);
+    ea.push_back(e.eval_accuracy);
+  }
+  w.group("/epochs");
+  w.write("/epochs/epoch", ep);
+  w.write("/epochs/epoch_time_s", et);
+  w.write("/epochs/loss", el);
+  w.write("/epochs/eval_accuracy", ea);
+  w.attr("/epochs", "epoch_time_s", std::string("sum of the epoch's step times (evaluation excluded)"));
+  w.commit();
+}
+
+}  // namespace gradsync::train

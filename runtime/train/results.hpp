@@ -1,0 +1,46 @@
+// gradsync/train/results.hpp — gradsync-train's HDF5 result file (rank 0 writes it).
+//
+// Layout (see write_train_results for the exact attribute list):
+//   /                 provenance (write_provenance) + the run's configuration attributes
+//   /steps/{step, loss, step_time_s, data_s, forward_s, backward_s, comm_exposed_s,
+//           optimizer_s, bytes_sent, comm_total_s, encode_s, decode_s,
+//           reducer_s, reducer_launch_wall_s}
+//                     one row per optimizer step; step_time_s = max over ranks, all other
+//                     columns the mean over ranks. Definitions (per rank, per step):
+//       loss            mean over the micro-steps of the local batch's mean loss (NaN emulated)
+//       step_time_s     start of the step's first loader.next() to the end of optimizer.step()
+//       data_s          time waiting for batches (all micro-steps)
+//       forward_s       forward passes (emulated: the profile's sleep)
+//       backward_s      backward passes incl. gradient hooks and bucket launches
+//       comm_exposed_s  end of the last backward to all buckets reduced (not hidden)
+//       optimizer_s     optimizer step
+//       bytes_sent      bytes this rank sent (the compressor's wire_bytes: estimated for
+//                       plain all-reduce, 2(p-1)/p x bucket bytes for ring-like algorithms)
+//       comm_total_s    sum over buckets of (end - start) on the communication thread
+//       encode_s, decode_s  compressor encode/decode time (0 for "none")
+//       reducer_s       reducer bookkeeping (see StepComm::overhead_s)
+//       reducer_launch_wall_s  wall time of bucket launches (incl. preemption when
+//                       oversubscribed)
+//   /buckets/{step, bucket, bytes, ready_s, start_s, end_s}
+//                     rank 0's timeline, one row per bucket per step, seconds from the
+//                     step's start
+//   /epochs/{epoch, epoch_time_s, loss, eval_accuracy}
+//                     one row per completed epoch (eval_accuracy NaN for emulated compute)
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "train/options.hpp"
+#include "train/trainer.hpp"
+
+namespace gradsync::train {
+
+// Writes atomically (h5::Writer: temp file + rename).
+void write_train_results(const std::string& path, const TrainOptions& o, const RunResult& r,
+                         const std::vector<std::string>& argv);
+
+// results/train-<model>-<UTC yyyymmddThhmmssZ>.h5 (the folder is created if missing).
+std::string default_result_path(const std::string& model);
+
+}  // namespace gradsync::train

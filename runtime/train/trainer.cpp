@@ -1,0 +1,298 @@
+// gradsync/train/trainer.cpp — see trainer.hpp.
+#include "train/trainer.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+#include "algos/allreduce.hpp"
+#include "compress/compressor.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/timer.hpp"
+#include "models/compute_profile.hpp"
+#include "models/zoo.hpp"
+#include "train/dataset.hpp"
+#include "train/emulated.hpp"
+#include "train/loader.hpp"
+#include "train/network.hpp"
+#include "train/optimizer.hpp"
+#include "train/sampler.hpp"
+
+namespace gradsync::train {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Rank 0's progress on stderr: an updating line on a terminal, a plain line every ~10% of
+// the steps otherwise. Loss and times are rank 0's own (no collective per step).
+class Progress {
+ public:
+  Progress(bool enabled, std::int64_t total) : enabled_(enabled), total_(total), tty_(isatty(2) != 0) {}
+  void update(std::int64_t step, double loss, double step_s, double exposed_s, double elapsed_s) {
+    if (!enabled_) return;
+    const std::int64_t done = step + 1;
+    const bool last = done == total_;
+    if (tty_) {
+      const double now = now_s();
+      if (!last && now - last_print_ < 0.1) return;
+      last_print_ = now;
+    } else {
+      const std::int64_t every = std::max<std::int64_t>(1, total_ / 10);
+      if (!last && done % every != 0) return;
+    }
+    const double eta = elapsed_s / static_cast<double>(done) * static_cast<double>(total_ - done);
+    std::fprintf(stderr, "%sstep %lld/%lld  loss %.4f  step %.2f ms  exposed comm %.2f ms  ETA %.1f s%s",
+                 tty_ ? "\r" : "", static_cast<long long>(done), static_cast<long long>(total_), loss, step_s * 1e3,
+                 exposed_s * 1e3, eta, tty_ ? (last ? "\n" : "\x1b[K") : "\n");
+    std::fflush(stderr);
+  }
+
+ private:
+  bool enabled_;
+  std::int64_t total_;
+  bool tty_;
+  double last_print_ = -1;
+};
+
+double param_norm(const std::vector<float>& p) {
+  double s = 0;
+  for (float v : p) s += static_cast<double>(v) * static_cast<double>(v);
+  return std::sqrt(s);
+}
+
+// Rows as raw bytes, for allgather_strings (binary-safe).
+std::string pack(const std::vector<StepRow>& rows) {
+  std::string s(rows.size() * sizeof(StepRow), '\0');
+  if (!rows.empty()) std::memcpy(s.data(), rows.data(), s.size());
+  return s;
+}
+std::vector<StepRow> unpack(const std::string& s) {
+  std::vector<StepRow> rows(s.size() / sizeof(StepRow));
+  if (!rows.empty()) std::memcpy(rows.data(), s.data(), rows.size() * sizeof(StepRow));
+  return rows;
+}
+
+}  // namespace
+
+struct Trainer::Impl {
+  TrainOptions o;
+  Communicator& world;
+  std::unique_ptr<Communicator> reducer_comm;
+  int rank = 0, nranks = 1;
+
+  models::ModelSpec spec;
+  std::unique_ptr<SyntheticDataset> dataset;
+  std::unique_ptr<Workload> workload;
+  std::vector<models::TensorSpec> tensors;
+  std::vector<float> params;  // flat, forward order
+  std::unique_ptr<AllreduceAlgorithm> allreduce;
+  std::unique_ptr<Compressor> compressor;
+  std::unique_ptr<Reducer> reducer;
+  std::unique_ptr<Optimizer> optimizer;
+  std::vector<ParamSlot> slots;
+  std::unique_ptr<DistributedSampler> sampler;
+  std::unique_ptr<Loader> loader;
+
+  std::int64_t samples_per_epoch = 0, steps_per_epoch = 0, steps = 0;
+
+  Impl(const TrainOptions& opts, Communicator& w) : o(opts), world(w) {
+    rank = world.rank();
+    nranks = world.size();
+    // First, before anything can fail differently on different ranks: the options that
+    // define the run must be equal everywhere. One gather of the whole fingerprint; only
+    // when it differs, one check_same_on_all_ranks per option, so the error names the
+    // option and the ranks (every rank sees the same gather and takes the same path).
+    // After this, usage errors are deterministic and every rank raises the same one.
+    const std::vector<std::string> fps = world.allgather_strings(train_fingerprint(o));
+    if (std::any_of(fps.begin(), fps.end(), [&](const std::string& f) { return f != fps[0]; })) {
+      for (const auto& [key, value] : fingerprint_items(o)) check_same_on_all_ranks(world, "option --" + key, value);
+      check_same_on_all_ranks(world, "run configuration", train_fingerprint(o));  // not reached
+    }
+    // ---- workload and data -------------------------------------------------------------
+    spec = is_trainable(o.model) ? make_network<float>(o.model)->spec() : models::zoo_model(o.model);
+    samples_per_epoch = o.samples_per_epoch > 0 ? o.samples_per_epoch : spec.samples_per_epoch;
+    const std::int64_t micro_per_epoch = (samples_per_epoch / nranks) / o.batch_per_rank;
+    steps_per_epoch = micro_per_epoch / o.accumulate;
+    GS_USAGE_CHECK(steps_per_epoch >= 1, "option --samples-per-epoch: ", samples_per_epoch,
+                   " samples give no full step for ", nranks, " ranks x --batch-per-rank ", o.batch_per_rank,
+                   " x --accumulate ", o.accumulate);
+    steps = o.epochs > 0 ? o.epochs * steps_per_epoch : o.steps;
+    // The reducer's communication thread gets a communicator of its own, so nothing the
+    // training thread does on `world` (evaluation, statistics) can interleave with it.
+    reducer_comm = world.split(0, rank);
+    if (o.compute == "real") {
+      dataset = std::make_unique<SyntheticDataset>(data_spec_for(o.model, samples_per_epoch), o.seed);
+      workload = make_real_workload(o.model, *dataset);
+    } else {
+      workload = make_emulated_workload(spec, models::load_profile(o.compute_profile), o.batch_per_rank, o.seed, rank);
+    }
+    tensors = spec.tensors();
+
+    // ---- parameters, reducer, optimizer --------------------------------------------------
+    params.assign(static_cast<std::size_t>(spec.num_parameters()), 0.0f);
+    allreduce = make_allreduce(o.algo, *reducer_comm,
+                               AlgoOptions{static_cast<std::size_t>(o.chunk_bytes), static_cast<int>(o.channels)});
+    compressor = make_compressor(o.compress, o.seed, rank);
+    ReducerOptions ro;
+    ro.bucket_bytes = std::max<std::int64_t>(4, std::llround(o.bucket_mb * 1048576.0));
+    ro.first_bucket_bytes = std::max<std::int64_t>(4, std::llround(o.first_bucket_mb * 1048576.0));
+    ro.overlap = o.overlap;
+    reducer = std::make_unique<Reducer>(*reducer_comm, *allreduce, *compressor, tensors, ro);
+    std::vector<float*> pv, gv;
+    std::size_t off = 0;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      pv.push_back(params.data() + off);
+      gv.push_back(reducer->grad(i));
+      slots.push_back(ParamSlot{params.data() + off, reducer->grad(i), tensors[i].numel()});
+      off += static_cast<std::size_t>(tensors[i].numel());
+    }
+    workload->bind(pv, gv);
+    workload->init_params(o.seed);
+    OptimizerOptions oo;
+    oo.lr = o.lr;
+    optimizer = make_optimizer(o.optimizer, oo);
+
+    // ---- the bucket layout must match too (it also depends on the model tables) ----------
+    check_same_on_all_ranks(world, "bucket layout", reducer->layout());
+
+    // ---- data loading ---------------------------------------------------------------------
+    sampler = std::make_unique<DistributedSampler>(samples_per_epoch, nranks, rank, o.seed);
+    LoaderOptions lo;
+    lo.batch = o.batch_per_rank;
+    lo.batches_per_epoch = steps_per_epoch * o.accumulate;
+    lo.total_batches = steps * o.accumulate;
+    lo.workers = static_cast<int>(o.loader_workers);
+    lo.prefetch = static_cast<int>(o.prefetch);
+    lo.data_time_s = o.data_time_us * 1e-6;
+    loader = std::make_unique<Loader>(*sampler, dataset.get(), lo);
+  }
+
+  // Accuracy on the held-out set, each rank evaluating positions rank, rank+N, ...
+  double evaluate() {
+    if (!workload->real()) return kNaN;
+    const double correct = world.sum_double(static_cast<double>(workload->evaluate(rank, nranks)));
+    return correct / static_cast<double>(dataset->size(Split::Eval));
+  }
+
+  RunResult run() {
+    RunResult res;
+    res.nranks = nranks;
+    res.nnodes = world.node_count();
+    res.ranks_per_node = static_cast<int>(world.max_int64(world.local_size()));
+    res.hostnames = world.allgather_strings(world.hostname());
+    res.bucket_bytes = reducer->bucket_bytes();
+    res.compress_spec = compressor->spec();
+    res.samples_per_epoch = samples_per_epoch;
+    res.steps_per_epoch = steps_per_epoch;
+
+    std::vector<StepRow> mine;
+    mine.reserve(static_cast<std::size_t>(steps));
+    std::vector<double> epoch_eval;
+    std::uint64_t uncompressed = 0, compressed = 0;
+    Progress progress(rank == 0 && !o.quiet, steps);
+    const std::int64_t K = o.accumulate;
+    const float scale = 1.0f / static_cast<float>(K);
+    const GradReadyFn ready = [this](std::size_t i) { reducer->mark_ready(i); };
+
+    world.barrier();  // start the clocks together
+    const double run_start = now_s();
+    for (std::int64_t s = 0; s < steps; ++s) {
+      StepRow row;
+      const double t0 = now_s();
+      double loss_sum = 0;
+      for (std::int64_t k = 0; k < K; ++k) {
+        double t = now_s();
+        const Batch batch = loader->next();
+        row.data_s += now_s() - t;
+        t = now_s();
+        loss_sum += workload->forward(batch);
+        row.forward_s += now_s() - t;
+        const bool sync = k == K - 1;
+        reducer->begin_backward(t0, s, sync);
+        t = now_s();
+        workload->backward(s * K + k, scale, /*accumulate=*/k > 0, ready);
+        const double t_bwd_end = now_s();
+        row.backward_s += t_bwd_end - t;
+        const StepComm sc = reducer->finish_backward();
+        if (sync) row.comm_exposed_s = now_s() - t_bwd_end;
+        row.reducer_s += sc.overhead_s;
+        row.reducer_launch_wall_s += sc.launch_wall_s;
+        if (sync) {
+          row.bytes_sent = static_cast<double>(sc.stats.wire_bytes);
+          row.comm_total_s = sc.comm_busy_s;
+          row.encode_s = sc.stats.encode_s;
+          row.decode_s = sc.stats.decode_s;
+          uncompressed += sc.stats.uncompressed_bytes;
+          compressed += sc.stats.compressed_bytes;
+          if (rank == 0)
+            for (std::size_t b = 0; b < sc.buckets.size(); ++b)
+              res.buckets.push_back(BucketRow{s, static_cast<std::int64_t>(b), sc.buckets[b]});
+        }
+      }
+      double t = now_s();
+      optimizer->step(slots);
+      row.optimizer_s = now_s() - t;
+      row.loss = loss_sum / static_cast<double>(K);
+      row.step_time_s = now_s() - t0;
+      mine.push_back(row);
+      progress.update(s, row.loss, row.step_time_s, row.comm_exposed_s, now_s() - run_start);
+      if ((s + 1) % steps_per_epoch == 0) epoch_eval.push_back(evaluate());  // collective, outside step times
+    }
+
+    // ---- statistics over ranks ---------------------------------------------------------------
+    const std::vector<std::string> all = world.allgather_strings(pack(mine));
+    res.steps.assign(mine.size(), StepRow{});
+    for (const auto& blob : all) {
+      const std::vector<StepRow> r = unpack(blob);
+      GS_CHECK(r.size() == mine.size(), "ranks ran different numbers of steps");
+      for (std::size_t i = 0; i < r.size(); ++i) {
+        StepRow& a = res.steps[i];
+        a.step_time_s = std::max(a.step_time_s, r[i].step_time_s);
+        a.loss += r[i].loss / nranks;
+        a.data_s += r[i].data_s / nranks;
+        a.forward_s += r[i].forward_s / nranks;
+        a.backward_s += r[i].backward_s / nranks;
+        a.comm_exposed_s += r[i].comm_exposed_s / nranks;
+        a.optimizer_s += r[i].optimizer_s / nranks;
+        a.bytes_sent += r[i].bytes_sent / nranks;
+        a.comm_total_s += r[i].comm_total_s / nranks;
+        a.encode_s += r[i].encode_s / nranks;
+        a.decode_s += r[i].decode_s / nranks;
+        a.reducer_s += r[i].reducer_s / nranks;
+        a.reducer_launch_wall_s += r[i].reducer_launch_wall_s / nranks;
+      }
+    }
+    for (std::size_t e = 0; e < epoch_eval.size(); ++e) {
+      EpochRow er;
+      er.epoch = static_cast<std::int64_t>(e);
+      er.eval_accuracy = epoch_eval[e];
+      for (std::int64_t s = static_cast<std::int64_t>(e) * steps_per_epoch; s < static_cast<std::int64_t>(e + 1) * steps_per_epoch; ++s) {
+        er.epoch_time_s += res.steps[static_cast<std::size_t>(s)].step_time_s;
+        er.loss += res.steps[static_cast<std::size_t>(s)].loss / static_cast<double>(steps_per_epoch);
+      }
+      res.epochs.push_back(er);
+    }
+    res.steps_run = steps;
+    res.epochs_done = static_cast<std::int64_t>(epoch_eval.size());
+    const bool last_was_epoch_end = steps > 0 && steps % steps_per_epoch == 0;
+    res.final_eval_accuracy = last_was_epoch_end ? epoch_eval.back() : evaluate();
+    res.final_param_norm = param_norm(params);
+    res.compression_ratio = compressed > 0 ? static_cast<double>(uncompressed) / static_cast<double>(compressed) : 1.0;
+    const ReplayStats rs = workload->replay_stats();
+    res.replay.overruns = static_cast<std::int64_t>(world.sum_double(static_cast<double>(rs.overruns)));
+    res.replay.overrun_s = world.sum_double(rs.overrun_s);
+    return res;
+  }
+};
+
+Trainer::Trainer(const TrainOptions& opts, Communicator& world) : impl_(std::make_unique<Impl>(opts, world)) {}
+Trainer::~Trainer() = default;
+RunResult Trainer::run() { return impl_->run(); }
+
+}  // namespace gradsync::train

@@ -1,0 +1,312 @@
+#!/usr/bin/python3
+"""End-to-end checks of gradsync-train: run it through mpiexec as a user would and check
+its HDF5 result (h5py), exit status and messages.
+
+    check_train.py --train BIN --case NAME -- MPIEXEC [FLAGS...]
+
+The launcher prefix after "--" is completed with "-np N BIN ARGS". Each case runs in a
+fresh temporary directory. Exit status 0 = pass, 1 = fail, 77 = skipped (no h5py).
+
+Cases:
+  equivalence  N ranks x batch B == 1 rank x batch N*B (mlp: N = 2, 3; cnn: N = 2), SGD,
+               same seed, 20 steps: final_param_norm within 1e-5 relative, losses close
+  accumulate   2 ranks x batch 8 x --accumulate 2 == 1 rank x batch 32 (same criterion)
+  learns       training lowers the loss and reaches >= 85% accuracy on the held-out set
+               (mlp: 2 epochs of 4096 samples on 2 ranks; cnn: 300 steps on 2 ranks)
+  overlap      emulated resnet18-cifar (cpu profile, 2 ranks): with overlap, buckets start
+               before backward ends and exposed < total communication; --no-overlap
+               starts every bucket after the last one is ready
+  mismatch     MPMD run with --bucket-mb 1 on rank 0 and 2 on rank 1 fails, non-zero, fast,
+               with a message naming the option and rank 1
+  usage        bad options exit 2 with "gradsync-train: error: ..." naming the option and
+               leave no result file; --help and --list-models need no mpirun
+  schema       root attributes, /steps, /buckets, /epochs as documented (real and emulated)
+"""
+
+import argparse
+import glob
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import h5py
+    import numpy as np
+except ImportError as e:  # run with /usr/bin/python3 (Debian's python3-h5py)
+    print(f"SKIP: {e} (needs h5py and numpy)")
+    sys.exit(77)
+
+RUN_TIMEOUT_S = 90
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+class Runner:
+    def __init__(self, train, launcher, workdir):
+        self.train, self.launcher, self.workdir = train, launcher, workdir
+
+    def run(self, np_, args, expect=0, direct=False, timeout=RUN_TIMEOUT_S):
+        cmd = ([self.train] if direct else self.launcher + ["-np", str(np_), self.train]) + args
+        t = time.time()
+        p = subprocess.run(cmd, cwd=self.workdir, capture_output=True, text=True, timeout=timeout)
+        took = time.time() - t
+        print(f"$ {' '.join(cmd)}\n  -> exit {p.returncode} in {took:.1f} s")
+        if expect is not None and p.returncode != expect:
+            raise Failure(f"expected exit {expect}, got {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+        return p
+
+    def train_file(self, np_, name, args):
+        out = os.path.join(self.workdir, name + ".h5")
+        self.run(np_, args + ["--out", out, "--quiet"])
+        return h5py.File(out, "r")
+
+
+def rel(a, b):
+    return abs(a - b) / max(abs(a), abs(b), 1e-30)
+
+
+def case_equivalence(r):
+    common = ["--steps", "20", "--optimizer", "sgd", "--seed", "7", "--loader-workers", "1"]
+    for model, runs in (("mlp", [(1, 24), (2, 12), (3, 8)]), ("cnn", [(1, 16), (2, 8)])):
+        files = [r.train_file(n, f"{model}-np{n}", ["--model", model, "--batch-per-rank", str(b)] + common)
+                 for n, b in runs]
+        ref = files[0]
+        for f in files[1:]:
+            n = f.attrs["nranks"]
+            e = rel(f.attrs["final_param_norm"], ref.attrs["final_param_norm"])
+            print(f"  {model}: {n} ranks x {f.attrs['batch_per_rank']} vs 1 x {ref.attrs['batch_per_rank']}: "
+                  f"final_param_norm {f.attrs['final_param_norm']:.9g} vs {ref.attrs['final_param_norm']:.9g} "
+                  f"(relative difference {e:.2e})")
+            check(e < 1e-5, f"{model} on {n} ranks drifted from 1 rank by {e:.2e} (limit 1e-5)")
+            dl = np.max(np.abs(f["steps/loss"][:] - ref["steps/loss"][:]))
+            check(dl < 1e-4, f"{model} on {n} ranks: per-step loss differs by up to {dl:.2e}")
+
+
+def case_accumulate(r):
+    common = ["--model", "mlp", "--steps", "20", "--seed", "3", "--loader-workers", "0"]
+    ref = r.train_file(1, "acc-ref", common + ["--batch-per-rank", "32"])
+    acc = r.train_file(2, "acc", common + ["--batch-per-rank", "8", "--accumulate", "2"])
+    e = rel(acc.attrs["final_param_norm"], ref.attrs["final_param_norm"])
+    print(f"  2 ranks x 8 x accumulate 2 vs 1 x 32: relative difference {e:.2e}")
+    check(e < 1e-5, f"accumulation drifted by {e:.2e}")
+    check(acc.attrs["accumulate"] == 2, "accumulate attribute")
+
+
+def case_learns(r):
+    f = r.train_file(2, "mlp-learn", ["--model", "mlp", "--epochs", "2", "--samples-per-epoch", "4096",
+                                      "--batch-per-rank", "16"])
+    ep = f["epochs"]
+    check(len(ep["epoch"]) == 2, f"expected 2 epoch rows, got {len(ep['epoch'])}")
+    loss, acc = ep["loss"][:], ep["eval_accuracy"][:]
+    print(f"  mlp: epoch losses {loss}, eval accuracy {acc}, final {f.attrs['final_eval_accuracy']:.4f}")
+    check(loss[1] < loss[0], "mlp: loss did not go down from epoch 0 to 1")
+    first = float(np.mean(f["steps/loss"][:10]))
+    check(first > 2.0 and loss[1] < 0.6, f"mlp: loss {first:.3f} -> {loss[1]:.3f} is not learning")
+    check(f.attrs["final_eval_accuracy"] >= 0.85, f"mlp: eval accuracy {f.attrs['final_eval_accuracy']:.3f} < 0.85")
+    c = r.train_file(2, "cnn-learn", ["--model", "cnn", "--steps", "300", "--batch-per-rank", "16"])
+    s = c["steps/loss"][:]
+    print(f"  cnn: loss {np.mean(s[:10]):.3f} -> {np.mean(s[-20:]):.3f}, "
+          f"eval accuracy {c.attrs['final_eval_accuracy']:.4f}")
+    check(np.mean(s[-20:]) < 0.5 * np.mean(s[:10]), "cnn: loss did not halve")
+    check(c.attrs["final_eval_accuracy"] >= 0.85, f"cnn: eval accuracy {c.attrs['final_eval_accuracy']:.3f} < 0.85")
+
+
+def case_overlap(r):
+    common = ["--model", "resnet18-cifar", "--compute", "emulated", "--compute-profile", "cpu",
+              "--batch-per-rank", "4", "--steps", "6", "--warmup-steps", "1", "--loader-workers", "0"]
+    on = r.train_file(2, "overlap-on", common)
+    off = r.train_file(2, "overlap-off", common + ["--no-overlap"])
+    nb = int(on.attrs["num_buckets"])
+    check(nb >= 2, f"resnet18-cifar should have several buckets at 25/1 MiB, got {nb}")
+    for f, name in ((on, "overlap"), (off, "no-overlap")):
+        st = f["steps"]
+        exp = float(np.median(st["comm_exposed_s"][1:]))
+        tot = float(np.median(st["comm_total_s"][1:]))
+        bwd = float(np.median(st["backward_s"][1:]))
+        print(f"  {name}: backward {bwd*1e3:.1f} ms, comm total {tot*1e3:.1f} ms, exposed {exp*1e3:.1f} ms")
+        b = f["buckets"]
+        for s in range(1, int(f.attrs["steps"])):
+            m = b["step"][:] == s
+            ready, start = b["ready_s"][m], b["start_s"][m]
+            if name == "overlap":
+                check(start[0] < ready[-1], f"step {s}: first bucket started at {start[0]:.4f} s, "
+                                            f"after the last was ready ({ready[-1]:.4f} s): no overlap")
+            else:
+                check(start[0] >= ready[-1], f"step {s}: --no-overlap started a bucket before backward ended")
+        if name == "overlap":
+            check(exp < tot, f"overlap did not hide communication: exposed {exp:.4f} s >= total {tot:.4f} s")
+        else:
+            check(exp >= 0.9 * tot, f"--no-overlap should expose all communication ({exp:.4f} of {tot:.4f} s)")
+
+
+def case_mismatch(r):
+    cmd = r.launcher + ["-np", "1", r.train, "--model", "mlp", "--steps", "3", "--bucket-mb", "1", ":",
+                        "-np", "1", r.train, "--model", "mlp", "--steps", "3", "--bucket-mb", "2"]
+    t = time.time()
+    p = subprocess.run(cmd, cwd=r.workdir, capture_output=True, text=True, timeout=60)
+    took = time.time() - t
+    print(f"$ {' '.join(cmd)}\n  -> exit {p.returncode} in {took:.1f} s")
+    print("  stderr: " + "\n  stderr: ".join(l for l in p.stderr.splitlines() if "gradsync-train" in l))
+    check(p.returncode != 0, "a run with different --bucket-mb on two ranks succeeded")
+    check(re.search(r"option --bucket-mb differs across ranks: rank 0 has '1' but rank\(s\) 1 have '2'",
+                    p.stderr), "the message does not name the option and the ranks")
+    check(took < 30, f"took {took:.1f} s to fail")
+    check(not glob.glob(os.path.join(r.workdir, "results", "*.h5")), "a result file was written")
+
+
+def case_usage(r):
+    bad = [
+        (["--model", "nope"], "--model", "known: mlp, cnn, resnet18-cifar"),
+        (["--model", "mlp", "--batch-per-rank", "0"], "--batch-per-rank", None),
+        (["--model", "mlp", "--batch-per-rank=-4"], "--batch-per-rank", None),
+        (["--model", "mlp", "--steps", "5", "--epochs", "1"], "--steps and --epochs", None),
+        (["--model", "mlp", "--algo", "nope"], "--algo", "known: ring"),
+        (["--model", "mlp", "--optimizer", "lamb"], "--optimizer", "known: sgd, adam"),
+        (["--model", "mlp", "--compress", "nope"], "--compress", "known: none"),
+        (["--model", "mlp", "--compress", "none:rank=4"], "--compress", None),
+        (["--model", "resnet50", "--compute", "real"], "--compute", None),
+        (["--model", "mlp", "--compute-profile", "nosuch"], "--compute-profile", None),
+        (["--model", "mlp", "--bucket-mb", "-1"], "--bucket-mb", None),
+        (["--model", "mlp", "--lr", "0"], "--lr", None),
+        (["--model", "mlp", "--prefetch", "0"], "--prefetch", None),
+        (["--model", "mlp", "--no-such-option"], "no-such-option", None),
+    ]
+    for args, opt, extra in bad:
+        p = r.run(1, args, expect=2, direct=True)
+        line = p.stderr.strip()
+        check(line.startswith("gradsync-train: error:") and opt in line, f"{args}: message {line!r}")
+        check(extra is None or extra in line, f"{args}: message {line!r} lacks {extra!r}")
+    # Under mpiexec: refused before any communication, status 2 from the launcher.
+    p = r.run(2, ["--model", "mlp", "--optimizer", "lamb"], expect=2)
+    # Needs the rank count: 10 samples cannot make a step of 2 x 8; refused identically on all ranks.
+    p = r.run(2, ["--model", "mlp", "--samples-per-epoch", "10", "--batch-per-rank", "8"], expect=2)
+    check(p.stderr.count("gradsync-train: error: option --samples-per-epoch") == 1, f"stderr: {p.stderr!r}")
+    check(not glob.glob(os.path.join(r.workdir, "results", "*.h5")), "a refused run left a result file")
+    # No mpirun needed for these.
+    p = r.run(1, ["--help"], direct=True)
+    check("--bucket-mb" in p.stdout and "--first-bucket-mb" in p.stdout, "--help lacks options")
+    p = r.run(1, ["--list-models"], direct=True)
+    check(all(m in p.stdout for m in ("resnet50", "gpt2", "mlp", "cnn")), "--list-models lacks models")
+    p = r.run(1, ["--list-models", "--json"], direct=True)
+    models = {m["name"]: m for m in json.loads(p.stdout)}
+    check(models["resnet50"]["parameters"] == 25557032 and models["resnet50"]["tensors"] == 161, "resnet50 entry")
+    check(models["mlp"]["grad_bytes"] == 4 * models["mlp"]["parameters"], "mlp entry")
+
+
+ROOT_ATTRS = {
+    "model": str, "compute": str, "compute_profile": str, "device": str, "nranks": int, "nnodes": int,
+    "ranks_per_node": int, "batch_per_rank": int, "bucket_mb": float, "first_bucket_mb": float, "overlap": int,
+    "accumulate": int, "algo": str, "chunk_bytes": int, "channels": int, "compress": str, "precision": str,
+    "loader_workers": int, "prefetch": int, "data_time_s": float, "optimizer": str, "lr": float, "seed": int,
+    "steps": int, "epochs": int, "samples_per_epoch": int, "warmup_steps": int, "num_buckets": int,
+    "bucket_bytes": list, "final_param_norm": float, "final_eval_accuracy": float, "compression_ratio": float,
+    # provenance
+    "program": str, "argv": list, "git_revision": str, "hostnames": list, "schema_version": int,
+}
+STEP_COLS = ["step", "loss", "step_time_s", "data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s",
+             "bytes_sent", "comm_total_s", "encode_s", "decode_s"]
+BUCKET_COLS = ["step", "bucket", "bytes", "ready_s", "start_s", "end_s"]
+EPOCH_COLS = ["epoch", "epoch_time_s", "loss", "eval_accuracy"]
+
+
+def attr_type_ok(v, t):
+    if t is str:
+        return isinstance(v, (str, bytes))
+    if t is int:
+        return isinstance(v, (int, np.integer))
+    if t is float:
+        return isinstance(v, (float, np.floating))
+    return isinstance(v, (np.ndarray, list))
+
+
+def check_schema(f, real):
+    for k, t in ROOT_ATTRS.items():
+        check(k in f.attrs, f"root attribute {k} missing")
+        check(attr_type_ok(f.attrs[k], t), f"root attribute {k} has type {type(f.attrs[k])}, want {t}")
+    steps = int(f.attrs["steps"])
+    for c in STEP_COLS:
+        check(f"steps/{c}" in f and f[f"steps/{c}"].shape == (steps,), f"/steps/{c} missing or not {steps} rows")
+    nb = int(f.attrs["num_buckets"])
+    for c in BUCKET_COLS:
+        check(f[f"buckets/{c}"].shape == (steps * nb,), f"/buckets/{c} should have steps x buckets rows")
+    for c in EPOCH_COLS:
+        check(f"epochs/{c}" in f and f[f"epochs/{c}"].shape == (int(f.attrs["epochs"]),), f"/epochs/{c}")
+    check(len(f.attrs["bucket_bytes"]) == nb, "bucket_bytes length")
+    b = f["buckets"]
+    check(np.array_equal(b["bytes"][:nb], f.attrs["bucket_bytes"]), "bucket bytes disagree with bucket_bytes")
+    check(np.all(b["ready_s"][:] <= b["start_s"][:] + 1e-9) and np.all(b["start_s"][:] <= b["end_s"][:]),
+          "bucket timeline out of order")
+    check(f.attrs["compress"] == "none" and f.attrs["compression_ratio"] == 1.0, "compress attributes")
+    check(f.attrs["precision"] == "fp32" and f.attrs["device"] == "cpu", "precision/device")
+    check(len(f.attrs["hostnames"]) == f.attrs["nranks"], "hostnames per rank")
+    st = f["steps"]
+    check(np.all(st["step_time_s"][:] > 0), "step times")
+    check(np.all(st["step_time_s"][:] + 1e-6 >= st["forward_s"][:] + st["backward_s"][:]), "step < fwd + bwd")
+    p = int(f.attrs["nranks"])
+    grad_bytes = int(np.sum(f.attrs["bucket_bytes"]))
+    want = 2 * (p - 1) / p * grad_bytes
+    check(np.allclose(st["bytes_sent"][:], want, rtol=1e-6), f"bytes_sent {st['bytes_sent'][0]} vs {want}")
+    if real:
+        check(f.attrs["compute"] == "real" and 0 <= f.attrs["final_eval_accuracy"] <= 1, "real accuracy")
+        check(np.all(np.isfinite(st["loss"][:])), "real loss finite")
+    else:
+        check(f.attrs["compute"] == "emulated" and math.isnan(f.attrs["final_eval_accuracy"]), "emulated: NaN accuracy")
+
+
+def case_schema(r):
+    # Default output path, printed at the end.
+    p = r.run(2, ["--model", "mlp", "--steps", "6", "--bucket-mb", "0.01", "--first-bucket-mb", "0.005",
+                  "--samples-per-epoch", "256", "--batch-per-rank", "16"])
+    m = re.search(r"^wrote (results/train-mlp-\d{8}T\d{6}Z\.h5)$", p.stdout, re.M)
+    check(m, f"no 'wrote results/train-mlp-<UTC>.h5' line in {p.stdout!r}")
+    check("step time" in p.stdout and "eval accuracy" in p.stdout, "summary missing")
+    f = h5py.File(os.path.join(r.workdir, m.group(1)), "r")
+    check_schema(f, real=True)
+    check(int(f.attrs["num_buckets"]) == 3, "0.01 MiB buckets should split the mlp in 3")
+    check(int(f.attrs["epochs"]) == 0 or len(f["epochs/epoch"]) == int(f.attrs["epochs"]), "epochs")
+    e = r.train_file(3, "emu", ["--model", "mlp", "--compute", "emulated", "--steps", "4", "--bucket-mb", "0.1"])
+    check_schema(e, real=False)
+    check(e.attrs["compute_profile"] == "h200", "emulated default profile")
+    # --json summary.
+    p = r.run(1, ["--model", "cnn", "--steps", "3", "--json", "--out", os.path.join(r.workdir, "j.h5")])
+    j = json.loads(p.stdout)
+    check(j["out"].endswith("j.h5") and j["steps"] == 3, f"--json summary {j}")
+
+
+CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--train", required=True)
+    ap.add_argument("--case", required=True, choices=sorted(CASES))
+    ap.add_argument("launcher", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    launcher = [x for x in a.launcher if x != "--"] or ["mpiexec"]
+    with tempfile.TemporaryDirectory(prefix="gs-train-e2e-") as d:
+        try:
+            CASES[a.case](Runner(os.path.abspath(a.train), launcher, d))
+        except Failure as e:
+            print(f"FAIL: {e}")
+            return 1
+        except subprocess.TimeoutExpired as e:
+            print(f"FAIL: timed out: {e}")
+            return 1
+    print(f"PASS: {a.case}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+// The reducer over MPI (run on 1, 2 and 3 ranks): gradients written into bucket views are
+// averaged over ranks, with and without overlap; buckets start in order, after they are
+// ready; non-sync (no_sync) backward passes communicate nothing; a layout that differs
+// across ranks is refused naming the ranks.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "algos/allreduce.hpp"
+#include "comm/mpi_comm.hpp"
+#include "compress/compressor.hpp"
+#include "core/error.hpp"
+#include "core/timer.hpp"
+#include "train/reducer.hpp"
+
+namespace gs = gradsync;
+namespace gt = gradsync::train;
+
+namespace {
+
+gs::Communicator* g_world = nullptr;  // set by main() for the tests' lifetime
+
+std::vector<gs::models::TensorSpec> toy_tensors() {
+  // 7 tensors, 4..4000 elements, so 1 KiB buckets give several buckets of odd sizes.
+  return {{"a.weight", {10, 40}}, {"a.bias", {10}}, {"b.weight", {1000, 4}}, {"b.bias", {1000}},
+          {"c.weight", {3, 7}},   {"c.bias", {3}},  {"d.weight", {33, 17}}};
+}
+
+float value(int rank, std::size_t tensor, std::size_t j, int micro) {
+  return static_cast<float>(rank + 1) * 0.5f + static_cast<float>(tensor) + 0.001f * static_cast<float>(j % 97) +
+         static_cast<float>(micro);
+}
+
+void run_case(bool overlap, int accumulate) {
+  gs::Communicator& world = *g_world;
+  auto comm = world.split(0, world.rank());
+  auto algo = gs::make_allreduce("ring", *comm);
+  auto comp = gs::make_compressor("none", 1, world.rank());
+  const auto tensors = toy_tensors();
+  gt::ReducerOptions ro;
+  ro.bucket_bytes = 1024;
+  ro.first_bucket_bytes = 256;
+  ro.overlap = overlap;
+  gt::Reducer red(*comm, *algo, *comp, tensors, ro);
+  ASSERT_GE(red.num_buckets(), 3u);
+  gs::check_same_on_all_ranks(world, "bucket layout", red.layout());
+
+  for (std::int64_t step = 0; step < 3; ++step) {
+    const double t0 = gs::now_s();
+    gt::StepComm sc;
+    for (int k = 0; k < accumulate; ++k) {
+      const bool sync = k == accumulate - 1;
+      red.begin_backward(t0, step, sync);
+      for (std::size_t i = tensors.size(); i-- > 0;) {
+        float* g = red.grad(i);
+        for (std::size_t j = 0; j < static_cast<std::size_t>(tensors[i].numel()); ++j) {
+          const float v = value(world.rank(), i, j, k + static_cast<int>(step));
+          g[j] = k == 0 ? v : g[j] + v;
+        }
+        red.mark_ready(i);
+      }
+      sc = red.finish_backward();
+      if (!sync) {
+        EXPECT_TRUE(sc.buckets.empty());  // no communication in no_sync micro-steps
+        EXPECT_EQ(sc.stats.wire_bytes, 0u);
+      }
+    }
+    // Every gradient is now the average over ranks of the local sums.
+    const int n = world.size();
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      for (std::size_t j = 0; j < static_cast<std::size_t>(tensors[i].numel()); ++j) {
+        double want = 0;
+        for (int r = 0; r < n; ++r)
+          for (int k = 0; k < accumulate; ++k) want += value(r, i, j, k + static_cast<int>(step));
+        want /= n;
+        ASSERT_NEAR(red.grad(i)[j], want, 1e-4 * std::abs(want)) << "tensor " << i << " elem " << j;
+      }
+    ASSERT_EQ(sc.buckets.size(), red.num_buckets());
+    std::uint64_t total = 0;
+    for (std::size_t b = 0; b < sc.buckets.size(); ++b) {
+      const auto& r = sc.buckets[b];
+      total += static_cast<std::uint64_t>(r.bytes);
+      EXPECT_LE(r.ready_s, r.start_s + 1e-9);
+      EXPECT_LE(r.start_s, r.end_s);
+      if (b > 0) {
+        EXPECT_GE(r.start_s, sc.buckets[b - 1].end_s - 1e-9);  // one comm thread: in order
+      }
+    }
+    EXPECT_EQ(sc.stats.uncompressed_bytes, total);
+    if (n > 1) {
+      EXPECT_EQ(sc.stats.collective, "allreduce");
+      EXPECT_GT(sc.stats.wire_bytes, 0u);
+    }
+    if (!overlap) {  // all launched after backward: the first starts after the last is ready
+      double last_ready = 0;
+      for (const auto& r : sc.buckets) last_ready = std::max(last_ready, r.ready_s);
+      EXPECT_GE(sc.buckets.front().start_s, last_ready - 1e-9);
+    }
+  }
+}
+
+}  // namespace
+
+TEST(ReducerMpi, AveragesWithOverlap) { run_case(true, 1); }
+TEST(ReducerMpi, AveragesWithoutOverlap) { run_case(false, 1); }
+TEST(ReducerMpi, AccumulatesWithoutSyncThenAverages) { run_case(true, 3); }
+
+TEST(ReducerMpi, MissingGradientIsAnError) {
+  auto comm = g_world->split(0, g_world->rank());
+  auto algo = gs::make_allreduce("ring", *comm);
+  auto comp = gs::make_compressor("none", 1, 0);
+  gt::Reducer red(*comm, *algo, *comp, toy_tensors(), gt::ReducerOptions{});
+  red.begin_backward(gs::now_s(), 0, /*sync=*/false);
+  red.mark_ready(6);
+  EXPECT_THROW(red.mark_ready(6), gs::Error);  // twice
+  EXPECT_THROW(red.finish_backward(), gs::Error);  // 1 of 7 marked
+}
+
+TEST(ReducerMpi, DifferentLayoutsAreRefusedNamingTheRanks) {
+  gs::Communicator& world = *g_world;
+  if (world.size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  auto comm = world.split(0, world.rank());
+  auto algo = gs::make_allreduce("ring", *comm);
+  auto comp = gs::make_compressor("none", 1, 0);
+  gt::ReducerOptions ro;
+  ro.bucket_bytes = world.rank() == 1 ? 2048 : 1024;  // rank 1 differs
+  gt::Reducer red(*comm, *algo, *comp, toy_tensors(), ro);
+  try {
+    gs::check_same_on_all_ranks(world, "bucket layout", red.layout());
+    FAIL() << "a different layout on rank 1 was not detected";
+  } catch (const gs::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("bucket layout differs"), std::string::npos) << m;
+    EXPECT_NE(m.find("rank(s) 1"), std::string::npos) << m;
+  }
+}
+
+int main(int argc, char** argv) {
+  gs::MpiRuntime mpi(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (rank != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  int failed = 0;
+  {
+    gs::MpiCommunicator world;
+    g_world = &world;
+    failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+    g_world = nullptr;
+  }
+  int any_failed = 0;
+  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (rank == 0) std::printf("test_reducer_mpi on %d rank(s): %s\n", size, any_failed ? "FAILED" : "passed");
+  return any_failed;
+}
