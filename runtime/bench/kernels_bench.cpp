@@ -1,0 +1,310 @@
+// gradsync-kernels-bench — encode and decode throughput of every compressor on one rank,
+// with a memcpy baseline in the same binary (Google Benchmark).
+//
+// Each case runs the 1-rank path of a compressor (runtime/compress/): the same functions
+// reduce() calls between its collectives, without a communicator. bytes_per_second is the
+// *fp32 input* bytes (n * 4) per second for every case, so all figures compare with memcpy
+// of the same buffer. Sizes: 1, 16 and 64 MiB of fp32. What is timed:
+//   memcpy            memcpy of the fp32 buffer (n * 4 bytes read, n * 4 written)
+//   fp16/bf16_encode  x * (1/8) -> half              fp16/bf16_decode  half -> fp32
+//   qsgd_encode       block norms + quantisation     qsgd_decode       one message -> fp32
+//                     (levels=16, bucket=512)
+//   onebit_encode     x += error; signs + scale;     onebit_decode     signs * scale -> fp32
+//                     error = x - decoded
+//   topk_encode       x += error; top-k (1%);        topk_decode       zero + scatter-add of
+//                     error = x - sparse(x)                            the k values
+//   powersgd_encode   x += error; P = MQ; Gram-Schmidt; Q = M^T P  (rank 4, one square matrix)
+//   powersgd_decode   M = P Q^T; error = input - M
+//   powersgd_resnet50_{encode,decode,encode+decode}: the same over all ResNet-50 gradient
+//                     tensors (models/zoo.hpp) as one bucket, rank 4.
+// Before timing, every case checks its round trip once against the compressor's error
+// bound and reports SkipWithError if it is wrong (a benchmark that cannot say it was right
+// is not a benchmark).
+//
+// Example: gradsync-kernels-bench --benchmark_filter='fp16|memcpy' --benchmark_min_time=0.2
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compress/cast.hpp"
+#include "compress/onebit.hpp"
+#include "compress/powersgd.hpp"
+#include "compress/qsgd.hpp"
+#include "compress/topk.hpp"
+#include "kernels/cpu_kernels.hpp"
+#include "models/zoo.hpp"
+
+namespace gk = gradsync::kernels;
+using namespace gradsync::compress_detail;
+using gradsync::BucketView;
+using gradsync::DType;
+
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+// Gradient-like input (approximately normal, a sum of 4 uniforms), cached per size.
+const std::vector<float>& input(std::size_t n) {
+  static std::map<std::size_t, std::vector<float>> cache;
+  auto [it, fresh] = cache.try_emplace(n);
+  if (fresh) {
+    it->second.resize(n);
+    const gk::RngKey key = gk::rng_key(1, 2, 3, 4);
+    for (std::size_t i = 0; i < n; ++i) {
+      float s = 0;
+      for (std::uint64_t j = 0; j < 4; ++j) s += gk::bits_to_unit(gk::rng_bits(key, 4 * i + j));
+      it->second[i] = (s - 2.f) * 1.7320508f * 1e-3f;
+    }
+  }
+  return it->second;
+}
+
+void set_bytes(benchmark::State& state, std::size_t n) {
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(n * 4));
+  state.counters["MiB"] = static_cast<double>(n * 4) / static_cast<double>(kMiB);
+}
+
+std::size_t elems(const benchmark::State& state) { return static_cast<std::size_t>(state.range(0)) * kMiB / 4; }
+
+// ---- memcpy ---------------------------------------------------------------------------------
+
+void bm_memcpy(benchmark::State& state) {
+  const std::size_t n = elems(state);
+  const auto& x = input(n);
+  std::vector<float> y(n);
+  for (auto _ : state) {
+    std::memcpy(y.data(), x.data(), n * 4);
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, n);
+}
+
+// ---- casts -------------------------------------------------------------------------------------
+
+void bm_cast(benchmark::State& state, DType t, bool encode) {
+  const std::size_t n = elems(state);
+  const auto& x = input(n);
+  CastCompressor c(t);
+  std::vector<std::uint16_t> h(n);
+  std::vector<float> y(n);
+  c.encode(x.data(), n, 0.125f, h.data());
+  c.decode(h.data(), n, y.data());
+  const float rel = t == DType::F16 ? 0x1p-11f : 0x1p-8f;
+  for (std::size_t i = 0; i < n; ++i)
+    if (std::fabs(y[i] - 0.125f * x[i]) > rel * std::fabs(0.125f * x[i]) + 1e-7f)
+      return state.SkipWithError("cast round trip out of bounds");
+  for (auto _ : state) {
+    if (encode)
+      c.encode(x.data(), n, 0.125f, h.data());
+    else
+      c.decode(h.data(), n, y.data());
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, n);
+}
+
+// ---- QSGD ----------------------------------------------------------------------------------------
+
+void bm_qsgd(benchmark::State& state, bool encode) {
+  const std::size_t n = elems(state);
+  const auto& x = input(n);
+  QsgdCompressor q(16, 512, 7, 0);
+  std::vector<std::uint8_t> msg(q.message_bytes(n));
+  std::vector<float> y(n);
+  q.encode(x.data(), n, q.key(0, 0), msg.data());
+  q.decode(msg.data(), n, y.data(), false);
+  const float* norms = reinterpret_cast<const float*>(msg.data() + (msg.size() - gk::qsgd_num_blocks(n, 512) * 4));
+  for (std::size_t i = 0; i < n; ++i)
+    if (!(std::fabs(y[i] - x[i]) <= norms[i / 512] / 16 * 1.0001f))
+      return state.SkipWithError("qsgd error above one level");
+  std::int64_t step = 0;
+  for (auto _ : state) {
+    if (encode)
+      q.encode(x.data(), n, q.key(step++, 0), msg.data());
+    else
+      q.decode(msg.data(), n, y.data(), false);
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, n);
+}
+
+// ---- onebit ---------------------------------------------------------------------------------------
+
+void bm_onebit(benchmark::State& state, bool encode) {
+  const std::size_t n = elems(state);
+  std::vector<float> x = input(n);
+  const OnebitCompressor::Layout lay(n, 1);
+  std::vector<float> error(n, 0.f), y(n);
+  std::vector<std::uint8_t> signs(lay.chunk_bytes());
+  float scale = 0;
+  gk::add_inplace(x.data(), error.data(), n);
+  OnebitCompressor::worker_compress(x.data(), lay, error.data(), signs.data(), &scale);
+  OnebitCompressor::decode_chunk(signs.data(), scale, lay, 0, y.data());
+  for (std::size_t i = 0; i < n; ++i)
+    if (std::fabs(y[i]) != scale || (x[i] >= 0) != (y[i] > 0)) return state.SkipWithError("onebit decode wrong");
+  for (auto _ : state) {
+    if (encode) {
+      gk::add_inplace(x.data(), error.data(), n);
+      OnebitCompressor::worker_compress(x.data(), lay, error.data(), signs.data(), &scale);
+    } else {
+      OnebitCompressor::decode_chunk(signs.data(), scale, lay, 0, y.data());
+    }
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, n);
+}
+
+// ---- top-k -------------------------------------------------------------------------------------------
+
+void bm_topk(benchmark::State& state, bool encode) {
+  const std::size_t n = elems(state);
+  const auto& x0 = input(n);
+  std::vector<float> x = x0, memory(n, 0.f), y(n);
+  const std::size_t k = TopkCompressor::k_for(0.01, n);
+  std::vector<std::int32_t> idx(k);
+  std::vector<float> vals(k);
+  TopkCompressor::encode(x.data(), n, k, memory.data(), idx.data(), vals.data());
+  float kth = INFINITY;
+  for (float v : vals) kth = std::min(kth, std::fabs(v));
+  std::size_t above = 0;
+  for (float v : x0) above += std::fabs(v) > kth;
+  if (above >= k) return state.SkipWithError("topk missed a larger element");
+  for (auto _ : state) {
+    if (encode) {
+      state.PauseTiming();
+      std::memcpy(x.data(), x0.data(), n * 4);  // a fresh gradient each step
+      state.ResumeTiming();
+      TopkCompressor::encode(x.data(), n, k, memory.data(), idx.data(), vals.data());
+    } else {
+      std::fill(y.begin(), y.end(), 0.f);
+      TopkCompressor::decode(idx.data(), vals.data(), k, 1.f, y.data());
+    }
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, n);
+}
+
+// ---- PowerSGD -------------------------------------------------------------------------------------------
+
+// One bucket over a contiguous buffer.
+struct PowerSgdCase {
+  std::vector<float> data, fresh;
+  BucketView bucket;
+  std::unique_ptr<PowerSgdCompressor> c;
+
+  void init(std::vector<gradsync::TensorView> tensors, int rank) {
+    std::size_t count = 0;
+    for (auto& t : tensors) {
+      t.offset = count;
+      count += t.count;
+    }
+    fresh = input(count);
+    data = fresh;
+    bucket.index = 0;
+    bucket.count = count;
+    bucket.tensors = std::move(tensors);
+    bucket.data = data.data();
+    PowerSgdOptions o;
+    o.rank = rank;
+    o.start = 0;
+    c = std::make_unique<PowerSgdCompressor>(o, 1);
+  }
+  void encode() {
+    std::memcpy(data.data(), fresh.data(), data.size() * 4);
+    c->compute_p(bucket, 1);
+    c->compute_q(bucket);
+  }
+  void decode() { c->decompress(bucket, 1); }
+  bool sane() {
+    encode();
+    decode();
+    for (float v : data)
+      if (!std::isfinite(v)) return false;
+    return true;
+  }
+};
+
+void bm_powersgd_square(benchmark::State& state, bool encode) {
+  const std::size_t n = elems(state);
+  const auto side = static_cast<std::int64_t>(std::llround(std::sqrt(static_cast<double>(n))));
+  PowerSgdCase pc;
+  pc.init({{"w", {side, side}, 0, static_cast<std::size_t>(side * side)}}, 4);
+  if (!pc.sane()) return state.SkipWithError("powersgd produced non-finite values");
+  for (auto _ : state) {
+    if (encode)
+      pc.encode();
+    else
+      pc.decode();
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, pc.data.size());
+  state.counters["matrix"] = static_cast<double>(side);
+}
+
+void bm_powersgd_resnet50(benchmark::State& state, int which) {  // 0 encode, 1 decode, 2 both
+  PowerSgdCase pc;
+  std::vector<gradsync::TensorView> tensors;
+  for (const auto& t : gradsync::models::zoo_model("resnet50").tensors())
+    tensors.push_back({t.name, t.shape, 0, static_cast<std::size_t>(t.numel())});
+  // Backward produces gradients in reverse order; the bucket holds them that way.
+  std::reverse(tensors.begin(), tensors.end());
+  pc.init(std::move(tensors), 4);
+  if (!pc.sane()) return state.SkipWithError("powersgd produced non-finite values");
+  const auto& plan = pc.c->plan(0);
+  for (auto _ : state) {
+    if (which != 1) pc.encode();
+    if (which != 0) pc.decode();
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, pc.data.size());
+  state.counters["matrices"] = static_cast<double>(plan.matrices.size());
+  state.counters["ratio"] =
+      static_cast<double>(pc.data.size()) / static_cast<double>(plan.p_size + plan.q_size + plan.plain_size);
+}
+
+void sizes(benchmark::internal::Benchmark* b) {
+  for (int mib : {1, 16, 64}) b->Arg(mib);
+  b->ArgName("MiB")->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::AddCustomContext("gradsync_isa", gk::isa_name(gk::cpu_isa()));
+  benchmark::AddCustomContext("gradsync_cpu_features", gk::cpu_features());
+  benchmark::AddCustomContext("bytes_per_second", "fp32 input bytes (n * 4) per second");
+
+  sizes(benchmark::RegisterBenchmark("memcpy", bm_memcpy));
+  for (const auto& [name, t] : {std::pair{"fp16", DType::F16}, std::pair{"bf16", DType::BF16}}) {
+    const DType type = t;
+    sizes(benchmark::RegisterBenchmark((std::string(name) + "_encode").c_str(),
+                                       [type](benchmark::State& s) { bm_cast(s, type, true); }));
+    sizes(benchmark::RegisterBenchmark((std::string(name) + "_decode").c_str(),
+                                       [type](benchmark::State& s) { bm_cast(s, type, false); }));
+  }
+  for (bool enc : {true, false}) {
+    const std::string suffix = enc ? "_encode" : "_decode";
+    sizes(benchmark::RegisterBenchmark(("qsgd" + suffix).c_str(), [enc](benchmark::State& s) { bm_qsgd(s, enc); }));
+    sizes(benchmark::RegisterBenchmark(("onebit" + suffix).c_str(), [enc](benchmark::State& s) { bm_onebit(s, enc); }));
+    sizes(benchmark::RegisterBenchmark(("topk" + suffix).c_str(), [enc](benchmark::State& s) { bm_topk(s, enc); }));
+    sizes(benchmark::RegisterBenchmark(("powersgd" + suffix).c_str(),
+                                       [enc](benchmark::State& s) { bm_powersgd_square(s, enc); }));
+  }
+  const char* rn[] = {"powersgd_resnet50_encode", "powersgd_resnet50_decode", "powersgd_resnet50_encode+decode"};
+  for (int w = 0; w < 3; ++w)
+    benchmark::RegisterBenchmark(rn[w], [w](benchmark::State& s) { bm_powersgd_resnet50(s, w); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

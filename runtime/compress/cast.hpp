@@ -1,0 +1,39 @@
+// gradsync/compress/cast.hpp — the "fp16" and "bf16" compressors: communicate in a half type.
+//
+// Protocol per bucket of n fp32 gradients on p ranks:
+//   encode  h = half(g * (1/p))        one pass; pre-divided so that the partial sums of p
+//                                      ranks stay as large as one rank's values (fp16 tops
+//                                      out at 65504: summing first overflows at scale)
+//   reduce  all-reduce(Sum) of h in the half type with the user's algorithm (--algo);
+//           each pairwise sum is rounded to the half type, as NCCL does
+//   decode  g = float(sum h)           exact widening: g holds the average
+// Stats: compressed = 2n bytes, collective "allreduce", wire from the algorithm used.
+// No spec parameters.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "compress/compressor.hpp"
+#include "core/dtype.hpp"
+
+namespace gradsync::compress_detail {
+
+class CastCompressor final : public Compressor {
+ public:
+  explicit CastCompressor(DType type);  // DType::F16 or DType::BF16
+  std::string spec() const override { return type_ == DType::F16 ? "fp16" : "bf16"; }
+  void reduce(Communicator& comm, AllreduceAlgorithm& allreduce, BucketView& bucket, std::int64_t step,
+              CompressStats& stats) override;
+
+  // The 1-rank path (benchmarks, tests): encode with a pre-scale, decode back to fp32.
+  void encode(const float* x, std::size_t n, float prescale, std::uint16_t* out) const;
+  void decode(const std::uint16_t* in, std::size_t n, float* out) const;
+  DType type() const { return type_; }
+
+ private:
+  DType type_;
+  std::vector<std::uint16_t> buf_;
+};
+
+}  // namespace gradsync::compress_detail

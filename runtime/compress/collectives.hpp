@@ -1,0 +1,59 @@
+// gradsync/compress/collectives.hpp — what the compressors need around the communicator:
+// byte-blob all-gather / all-to-all, and the estimates of bytes sent that CompressStats
+// records.
+//
+// Blobs: the Communicator's native collectives are typed (F32/F16/BF16). Compressed
+// messages are bytes (codes, packed signs, int32 indices next to fp32 values), so they are
+// padded to a multiple of 4 bytes and moved as F32 words: the collective copies bit
+// patterns and never does arithmetic on them.
+//
+// Wire bytes (per rank, all rounds), for the results file and the cost model:
+//   all-reduce of B bytes: the algorithm actually used decides (same estimate as none.cpp):
+//     ceil(log2 p) * B for recursive doubling, else 2 (p-1)/p * B (ring, Rabenseifner,
+//     tree/hier averaged over ranks, and what a ring-like MPI_Allreduce sends);
+//   all-gather of B bytes per rank: (p-1) * B (ring / Bruck: every other block passes once);
+//   all-to-all of B bytes per peer: (p-1) * B.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "algos/allreduce.hpp"
+#include "comm/communicator.hpp"
+#include "core/error.hpp"
+
+namespace gradsync::compress_detail {
+
+inline std::size_t pad4(std::size_t bytes) { return (bytes + 3) & ~std::size_t{3}; }
+
+// recv holds p * bytes_per_rank; block r comes from rank r. bytes_per_rank % 4 == 0.
+inline void allgather_bytes(Communicator& comm, const void* send, void* recv, std::size_t bytes_per_rank) {
+  GS_CHECK(bytes_per_rank % 4 == 0, "allgather_bytes needs whole 4-byte words, got ", bytes_per_rank);
+  comm.allgather(send, recv, bytes_per_rank / 4, DType::F32);
+}
+
+// send and recv hold p * bytes_per_peer; send block j goes to rank j, recv block i came from rank i.
+inline void alltoall_bytes(Communicator& comm, const void* send, void* recv, std::size_t bytes_per_peer) {
+  GS_CHECK(bytes_per_peer % 4 == 0, "alltoall_bytes needs whole 4-byte words, got ", bytes_per_peer);
+  comm.alltoall(send, recv, bytes_per_peer / 4, DType::F32);
+}
+
+inline std::uint64_t allreduce_wire_bytes(const AllreduceAlgorithm& algo, std::uint64_t bytes, int p) {
+  if (p <= 1 || bytes == 0) return 0;
+  if (algo.chosen(bytes) == "rd")
+    return static_cast<std::uint64_t>(std::ceil(std::log2(static_cast<double>(p)))) * bytes;
+  return static_cast<std::uint64_t>(
+      std::llround(2.0 * static_cast<double>(p - 1) / static_cast<double>(p) * static_cast<double>(bytes)));
+}
+
+inline std::uint64_t allgather_wire_bytes(std::uint64_t bytes_per_rank, int p) {
+  return p <= 1 ? 0 : static_cast<std::uint64_t>(p - 1) * bytes_per_rank;
+}
+
+inline std::uint64_t alltoall_wire_bytes(std::uint64_t bytes_per_peer, int p) {
+  return p <= 1 ? 0 : static_cast<std::uint64_t>(p - 1) * bytes_per_peer;
+}
+
+}  // namespace gradsync::compress_detail

@@ -1,0 +1,104 @@
+// gradsync/compress/powersgd.hpp —
+//   "powersgd:rank=R[,start=K][,min_rate=2][,warm_start=1][,error_feedback=1]"
+// PowerSGD (Vogels et al., NeurIPS 2019) with the semantics of PyTorch DDP's
+// torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook.powerSGD_hook.
+//
+// Per bucket, at step >= start (before that: a plain fp32 all-reduce, as the hook's
+// start_powerSGD_iter; our default start=10 suits short runs, PyTorch's is 1000):
+//   * every tensor of >= 2 dimensions is viewed as a row-major matrix M (n = shape[0],
+//     m = the rest); with r = min(n, m, R) it is compressed only if
+//     (n + m) * r * min_rate < n * m. Everything else (1-D tensors, small matrices, and any
+//     bucket element no tensor covers) is all-reduced uncompressed, as one batch.
+//   * error feedback: bucket += memory; keep a copy of the bucket (the hook's input_tensor_cp)
+//   * P = M Q                      (Q: m x r, kept across steps with warm_start=1)
+//     all-reduce(Sum) of all P's of the bucket in one message (plus the uncompressed batch)
+//     orthogonalize each P (Gram-Schmidt on its columns; a zero column stays zero)
+//     Q = M^T P;  all-reduce(Sum) of all Q's in one message;  Q /= p
+//     M ~ P Q^T                    (written over the bucket: the average's approximation)
+//     uncompressed batch /= p
+//   * memory = copy - bucket       (over the whole bucket, as the hook does)
+// Q is initialised once per bucket (every step with warm_start=0) from a standard normal
+// drawn from a counter-based stream of the seed alone, so all ranks start from the same Q.
+// Matrices are Eigen::Maps over the bucket and the batched P/Q buffers: no copies.
+// Stats: compressed = 4 * (|P| + |Q| + |uncompressed|) bytes, collective "allreduce",
+// compressed = false on the plain steps.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "compress/compressor.hpp"
+
+namespace gradsync::compress_detail {
+
+struct PowerSgdOptions {
+  int rank = 1;             // R
+  std::int64_t start = 10;  // first compressed step
+  double min_rate = 2.0;    // compress a matrix only if it shrinks by more than this
+  bool warm_start = true;   // keep Q across steps
+  bool error_feedback = true;
+};
+
+class PowerSgdCompressor final : public Compressor {
+ public:
+  PowerSgdCompressor(const PowerSgdOptions& opts, std::uint64_t seed);
+  std::string spec() const override;
+  void reduce(Communicator& comm, AllreduceAlgorithm& allreduce, BucketView& bucket, std::int64_t step,
+              CompressStats& stats) override;
+
+  // Which parts of a bucket are compressed and where their P and Q live.
+  struct Matrix {
+    std::size_t offset = 0;  // in the bucket (elements)
+    std::int64_t rows = 0, cols = 0;
+    int rank = 0;
+    std::size_t p_offset = 0, q_offset = 0;  // in the batched P (rows x rank) / Q (cols x rank), column-major
+  };
+  struct Span {
+    std::size_t offset = 0, count = 0;
+  };
+  struct Plan {
+    std::vector<Matrix> matrices;  // compressed, in bucket order
+    std::vector<Span> plain;       // everything else, in bucket order
+    std::size_t p_size = 0, q_size = 0, plain_size = 0;
+  };
+  static Plan make_plan(const BucketView& bucket, int rank, double min_rate);
+
+  // ---- the phases of one compressed step, callable without a communicator --------------
+  // 1. error feedback in, copy of the input, Q (initialised if needed), P = M Q, and the
+  //    uncompressed batch packed: after it, p_buffer() and plain_buffer() are to be summed.
+  void compute_p(BucketView& bucket, std::int64_t step);
+  // 2. orthogonalise the summed P's, Q = M^T P: after it, q_buffer() is to be summed.
+  void compute_q(BucketView& bucket);
+  // 3. Q /= world, M = P Q^T, uncompressed batch / world unpacked, memory = copy - bucket.
+  void decompress(BucketView& bucket, int world);
+
+  std::vector<float>& p_buffer(int bucket) { return state(bucket).p; }
+  std::vector<float>& q_buffer(int bucket) { return state(bucket).q; }
+  std::vector<float>& plain_buffer(int bucket) { return state(bucket).plain; }
+  const Plan& plan(int bucket) { return state(bucket).plan; }
+  const PowerSgdOptions& options() const { return opts_; }
+
+  // The random Q of a bucket (all its matrices, batched): standard normal (Box-Muller over
+  // the counter-based stream of (seed, bucket, epoch)); epoch is 0 with warm start, else the step.
+  static void random_q(std::uint64_t seed, int bucket, std::int64_t epoch, float* q, std::size_t count);
+  // Modified Gram-Schmidt on the columns of a column-major rows x cols matrix.
+  static void orthogonalize(float* p, std::int64_t rows, int cols);
+
+ private:
+  struct State {
+    Plan plan;
+    std::size_t count = 0;
+    std::vector<float> p, q, plain, input, memory;
+    bool q_ready = false;
+  };
+  State& state(int bucket);
+  State& state_for(const BucketView& bucket);
+
+  PowerSgdOptions opts_;
+  std::uint64_t seed_;
+  std::map<int, State> states_;
+};
+
+}  // namespace gradsync::compress_detail

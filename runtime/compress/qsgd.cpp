@@ -1,0 +1,85 @@
+// gradsync/compress/qsgd.cpp — QSGD stochastic quantisation (protocol in qsgd.hpp).
+#include "compress/qsgd.hpp"
+
+#include <cstring>
+#include <memory>
+
+#include "compress/collectives.hpp"
+#include "core/spec.hpp"
+#include "core/timer.hpp"
+#include "kernels/cpu_kernels.hpp"
+
+namespace gradsync::compress_detail {
+
+QsgdCompressor::QsgdCompressor(std::uint32_t levels, std::size_t block, std::uint64_t seed, int rank)
+    : levels_(levels), block_(block), seed_(seed), rank_(rank) {
+  GS_CHECK(levels >= 1 && levels <= kernels::kQsgdMaxLevels && block >= 1, "bad QSGD configuration");
+}
+
+std::string QsgdCompressor::spec() const {
+  Spec s{"qsgd", {{"levels", std::to_string(levels_)}, {"bucket", std::to_string(block_)}}};
+  return s.str();
+}
+
+std::size_t QsgdCompressor::norms_offset(std::size_t n) const { return pad4(n); }
+
+std::size_t QsgdCompressor::message_bytes(std::size_t n) const {
+  return norms_offset(n) + kernels::qsgd_num_blocks(n, block_) * sizeof(float);
+}
+
+kernels::RngKey QsgdCompressor::key(std::int64_t step, int bucket) const {
+  return kernels::rng_key(seed_, static_cast<std::uint64_t>(rank_), static_cast<std::uint64_t>(step),
+                          static_cast<std::uint64_t>(bucket));
+}
+
+void QsgdCompressor::encode(const float* x, std::size_t n, kernels::RngKey k, std::uint8_t* msg) const {
+  float* norms = reinterpret_cast<float*>(msg + norms_offset(n));
+  kernels::qsgd_encode(x, n, block_, levels_, k, norms, msg);
+  std::memset(msg + n, 0, norms_offset(n) - n);  // padding: deterministic bytes on the wire
+}
+
+void QsgdCompressor::decode(const std::uint8_t* msg, std::size_t n, float* out, bool accumulate) const {
+  const float* norms = reinterpret_cast<const float*>(msg + norms_offset(n));
+  kernels::qsgd_dequantize(msg, norms, n, block_, levels_, out, accumulate);
+}
+
+void QsgdCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduce*/, BucketView& bucket,
+                            std::int64_t step, CompressStats& stats) {
+  const std::size_t n = bucket.count;
+  const int p = comm.size();
+  const std::size_t mb = message_bytes(n);
+  mine_.resize(mb);
+  all_.resize(mb * static_cast<std::size_t>(p));
+
+  const double t0 = now_s();
+  encode(bucket.data, n, key(step, bucket.index), mine_.data());
+  const double t1 = now_s();
+  if (mb > 0) allgather_bytes(comm, mine_.data(), all_.data(), mb);
+  const double t2 = now_s();
+  for (int r = 0; r < p; ++r) decode(all_.data() + static_cast<std::size_t>(r) * mb, n, bucket.data, r > 0);
+  kernels::scale_inplace(bucket.data, n, 1.f / static_cast<float>(p));
+  const double t3 = now_s();
+
+  stats.uncompressed_bytes += static_cast<std::uint64_t>(n) * 4;
+  stats.compressed_bytes += mb;
+  stats.wire_bytes += allgather_wire_bytes(mb, p);
+  stats.encode_s += t1 - t0;
+  stats.decode_s += t3 - t2;
+  if (stats.collective.empty()) stats.collective = "allgather";
+}
+
+std::unique_ptr<Compressor> make_qsgd(const Spec& spec, std::uint64_t seed, int rank) {
+  GS_USAGE_CHECK(spec.has("levels"), "option --compress: '", spec.str(), "' needs levels=S (1..",
+                 kernels::kQsgdMaxLevels, ")");
+  const long long levels = spec.get_int("levels", 0);
+  const long long block = spec.get_int("bucket", 512);
+  GS_USAGE_CHECK(levels >= 1 && levels <= static_cast<long long>(kernels::kQsgdMaxLevels), "option --compress: '",
+                 spec.str(), "': levels must be in 1..", kernels::kQsgdMaxLevels, " (one code byte holds a sign and ",
+                 "7 bits of level), got ", levels);
+  GS_USAGE_CHECK(block >= 1, "option --compress: '", spec.str(), "': bucket must be a positive element count, got ",
+                 block);
+  return std::make_unique<QsgdCompressor>(static_cast<std::uint32_t>(levels), static_cast<std::size_t>(block), seed,
+                                          rank);
+}
+
+}  // namespace gradsync::compress_detail

@@ -1,0 +1,43 @@
+// gradsync/compress/topk.hpp — "topk:ratio=F": top-k sparsification with error feedback
+// (Aji & Heafield 2017; Stich et al. 2018).
+//
+// Per bucket of n values on p ranks, k = max(1, ceil(F * n)):
+//   x = g + memory                         error feedback in
+//   keep the k largest |x_i| (exactly k; ties at the threshold in index order)
+//   memory = x - sparse(x)                 i.e. x with the kept entries zeroed (exact)
+//   all-gather [k int32 indices][k fp32 values] from every rank
+//   out = (1/p) sum_r scatter(idx_r, vals_r)
+// Stats: compressed = 8k bytes, collective "allgather", wire (p-1) * 8k.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "compress/compressor.hpp"
+#include "compress/error_feedback.hpp"
+
+namespace gradsync::compress_detail {
+
+class TopkCompressor final : public Compressor {
+ public:
+  explicit TopkCompressor(double ratio);
+  std::string spec() const override;
+  void reduce(Communicator& comm, AllreduceAlgorithm& allreduce, BucketView& bucket, std::int64_t step,
+              CompressStats& stats) override;
+
+  static std::size_t k_for(double ratio, std::size_t n);
+  std::size_t k(std::size_t n) const { return k_for(ratio_, n); }
+  // The 1-rank path (benchmarks, tests). encode: x += memory (in place), select, and
+  // memory = x - sparse(x); writes k indices (increasing) and values.
+  static void encode(float* x, std::size_t n, std::size_t k, float* memory, std::int32_t* idx, float* vals);
+  // out += scale * scatter(idx, vals)
+  static void decode(const std::int32_t* idx, const float* vals, std::size_t k, float scale, float* out);
+
+ private:
+  double ratio_;
+  ErrorFeedback ef_;
+  std::vector<std::int32_t> mine_;  // [k idx][k vals as bits]
+  std::vector<std::int32_t> all_;
+};
+
+}  // namespace gradsync::compress_detail

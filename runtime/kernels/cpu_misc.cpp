@@ -1,0 +1,141 @@
+// CPU kernels of error feedback, scaling, the double-accumulated sum of squares (norms of
+// QSGD, sign compression) and the inf/nan checks of the loss scaler.
+//
+// The simple element-wise loops are written once (GS_ALWAYS_INLINE bodies) and compiled
+// three times: plain x86-64, AVX2 and AVX-512 wrappers, where the compiler vectorises them.
+// The sum of squares widens to double explicitly (cvtps2pd + FMA): each square of an fp32
+// value is exact in double, so the fp32 norm hardly depends on the order of summation and
+// the CPU paths and the GPU agree on it.
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu_target.hpp"
+
+namespace gradsync::kernels {
+namespace {
+
+// ---- bodies (vectorised by the compiler inside each target wrapper) ----------------------
+
+GS_ALWAYS_INLINE void add_body(float* x, const float* mem, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) x[i] += mem[i];
+}
+GS_ALWAYS_INLINE void residual_body(const float* in, const float* dec, float* res, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) res[i] = kernels::ef_residual(in[i], dec[i]);
+}
+GS_ALWAYS_INLINE void scale_body(float* x, std::size_t n, float s) {
+  for (std::size_t i = 0; i < n; ++i) x[i] *= s;
+}
+// Checked in blocks so a bad buffer stops early while the inner loop stays branch-free.
+constexpr std::size_t kFiniteBlock = 4096;
+GS_ALWAYS_INLINE bool finite_body(const float* x, std::size_t n) {
+  for (std::size_t b = 0; b < n; b += kFiniteBlock) {
+    const std::size_t e = std::min(n, b + kFiniteBlock);
+    std::uint32_t bad = 0;
+    for (std::size_t i = b; i < e; ++i) bad |= (f32_bits(x[i]) & 0x7f800000u) == 0x7f800000u;
+    if (bad) return false;
+  }
+  return true;
+}
+GS_ALWAYS_INLINE bool unscale_body(float* x, std::size_t n, float inv) {
+  std::uint32_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    bad |= (f32_bits(v) & 0x7f800000u) == 0x7f800000u;
+    x[i] = v * inv;
+  }
+  return bad == 0;
+}
+GS_ALWAYS_INLINE double sumsq_tail(const float* x, std::size_t n) {
+  double s = 0;
+  for (std::size_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  return s;
+}
+
+// ---- one wrapper per ISA --------------------------------------------------------------------
+
+#define GS_DEFINE_VARIANTS(ret, name, params, args, body)     \
+  ret name##_scalar params { return body args; }              \
+  GS_TARGET_AVX2 ret name##_avx2 params { return body args; } \
+  GS_TARGET_AVX512 ret name##_avx512 params { return body args; }
+
+GS_DEFINE_VARIANTS(void, add, (float* x, const float* m, std::size_t n), (x, m, n), add_body)
+GS_DEFINE_VARIANTS(void, residual, (const float* in, const float* d, float* r, std::size_t n), (in, d, r, n),
+                   residual_body)
+GS_DEFINE_VARIANTS(void, scale, (float* x, std::size_t n, float s), (x, n, s), scale_body)
+GS_DEFINE_VARIANTS(bool, finite, (const float* x, std::size_t n), (x, n), finite_body)
+GS_DEFINE_VARIANTS(bool, unscale, (float* x, std::size_t n, float inv), (x, n, inv), unscale_body)
+#undef GS_DEFINE_VARIANTS
+
+#define GS_DISPATCH(name, ...)           \
+  switch (detail::resolve(isa)) {        \
+    case Isa::Avx512:                    \
+      return name##_avx512(__VA_ARGS__); \
+    case Isa::Avx2:                      \
+      return name##_avx2(__VA_ARGS__);   \
+    case Isa::Scalar:                    \
+      break;                             \
+  }                                      \
+  return name##_scalar(__VA_ARGS__)
+
+double sumsq_scalar(const float* x, std::size_t n) {
+  // Four partial sums, like the vector paths, so the scalar path is not latency-bound.
+  double s[4] = {0, 0, 0, 0};
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int j = 0; j < 4; ++j) s[j] += static_cast<double>(x[i + j]) * static_cast<double>(x[i + j]);
+  return (s[0] + s[1]) + (s[2] + s[3]) + sumsq_tail(x + i, n - i);
+}
+
+GS_TARGET_AVX2 double sumsq_avx2(const float* x, std::size_t n) {
+  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd(), a2 = _mm256_setzero_pd(), a3 = _mm256_setzero_pd();
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 v0 = _mm256_loadu_ps(x + i);
+    const __m256 v1 = _mm256_loadu_ps(x + i + 8);
+    const __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(v0));
+    const __m256d d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(v0, 1));
+    const __m256d d2 = _mm256_cvtps_pd(_mm256_castps256_ps128(v1));
+    const __m256d d3 = _mm256_cvtps_pd(_mm256_extractf128_ps(v1, 1));
+    a0 = _mm256_fmadd_pd(d0, d0, a0);
+    a1 = _mm256_fmadd_pd(d1, d1, a1);
+    a2 = _mm256_fmadd_pd(d2, d2, a2);
+    a3 = _mm256_fmadd_pd(d3, d3, a3);
+  }
+  const __m256d a = _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3));
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, a);
+  return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]) + sumsq_tail(x + i, n - i);
+}
+
+GS_TARGET_AVX512 double sumsq_avx512(const float* x, std::size_t n) {
+  __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd(), a2 = _mm512_setzero_pd(), a3 = _mm512_setzero_pd();
+  std::size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 v0 = _mm512_loadu_ps(x + i);
+    const __m512 v1 = _mm512_loadu_ps(x + i + 16);
+    const __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v0));
+    const __m512d d1 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v0, 1));
+    const __m512d d2 = _mm512_cvtps_pd(_mm512_castps512_ps256(v1));
+    const __m512d d3 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v1, 1));
+    a0 = _mm512_fmadd_pd(d0, d0, a0);
+    a1 = _mm512_fmadd_pd(d1, d1, a1);
+    a2 = _mm512_fmadd_pd(d2, d2, a2);
+    a3 = _mm512_fmadd_pd(d3, d3, a3);
+  }
+  const double s = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
+  return s + sumsq_tail(x + i, n - i);
+}
+
+}  // namespace
+
+double sum_squares(const float* x, std::size_t n, Isa isa) { GS_DISPATCH(sumsq, x, n); }
+void add_inplace(float* x, const float* mem, std::size_t n, Isa isa) { GS_DISPATCH(add, x, mem, n); }
+void ef_residual(const float* input, const float* decoded, float* residual, std::size_t n, Isa isa) {
+  GS_DISPATCH(residual, input, decoded, residual, n);
+}
+void scale_inplace(float* x, std::size_t n, float s, Isa isa) { GS_DISPATCH(scale, x, n, s); }
+bool all_finite(const float* x, std::size_t n, Isa isa) { GS_DISPATCH(finite, x, n); }
+bool unscale_check_finite(float* x, std::size_t n, float inv_scale, Isa isa) { GS_DISPATCH(unscale, x, n, inv_scale); }
+
+}  // namespace gradsync::kernels

@@ -1,0 +1,257 @@
+// CPU kernels of QSGD (Alistarh et al., 2017): per-block L2 norms, stochastic quantisation
+// to `levels` levels with one code byte per element, and (accumulating) dequantisation.
+//
+// Approach: the random number of element i is rng_bits(key, i) (elementwise.hpp), a pure
+// function of the element index, so a vector lane computes it from (i + lane) with one
+// two-multiply hash and no sequential generator state; the CPU paths and the GPU draw the
+// same numbers. The quantisation is the scalar qsgd_encode re-expressed
+// lane-wise: |x| * scale, floor, compare with u, add 1, min with S, truncate, sign bit.
+// Codes are narrowed with vpmovdb (AVX-512) or a byte shuffle (AVX2).
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "kernels/cpu_target.hpp"
+
+namespace gradsync::kernels {
+namespace {
+
+// ---- scalar ------------------------------------------------------------------------------------
+
+void quantize_span_scalar(const float* x, std::size_t begin, std::size_t end, float scale, std::uint32_t levels,
+                          RngKey key, std::uint8_t* codes) {
+  for (std::size_t i = begin; i < end; ++i) codes[i] = qsgd_encode(x[i], scale, bits_to_unit(rng_bits(key, i)), levels);
+}
+
+void dequantize_span_scalar(const std::uint8_t* codes, std::size_t begin, std::size_t end, float unit, float* out,
+                            bool accumulate) {
+  if (accumulate) {
+    for (std::size_t i = begin; i < end; ++i) out[i] += qsgd_decode(codes[i], unit);
+  } else {
+    for (std::size_t i = begin; i < end; ++i) out[i] = qsgd_decode(codes[i], unit);
+  }
+}
+
+// ---- AVX2 ----------------------------------------------------------------------------------------
+
+// hash32 (elementwise.hpp) on 8 lanes.
+GS_TARGET_AVX2 inline __m256i hash32_avx2(__m256i h) {
+  h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
+  h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(0x7feb352du)));
+  h = _mm256_xor_si256(h, _mm256_srli_epi32(h, 15));
+  h = _mm256_mullo_epi32(h, _mm256_set1_epi32(static_cast<int>(0x846ca68bu)));
+  return _mm256_xor_si256(h, _mm256_srli_epi32(h, 16));
+}
+
+GS_TARGET_AVX2 void quantize_avx2(const float* x, std::size_t first, std::size_t last, std::size_t block,
+                                  const float* norms, std::uint32_t levels, RngKey key, std::uint8_t* codes) {
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 vlevels = _mm256_set1_ps(static_cast<float>(levels));
+  const __m256 one = _mm256_set1_ps(1.f);
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256 unit24 = _mm256_set1_ps(5.9604644775390625e-08f);
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256i signcode = _mm256_set1_epi32(0x80);
+  // Byte 0 of each 32-bit lane to the low 4 bytes of each 128-bit half.
+  const __m256i narrow = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,  //
+                                          0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  for (std::size_t begin = first; begin < last; begin += block) {
+    const std::size_t end = std::min(last, begin + block);
+    const float scale = qsgd_scale(norms[begin / block], levels);
+    const __m256 vscale = _mm256_set1_ps(scale);
+    std::size_t i = begin;
+    __m256i stream = _mm256_set1_epi32(static_cast<int>(rng_stream(key, static_cast<std::uint32_t>(i >> 32))));
+    for (; i + 8 <= end; i += 8) {
+      if ((i >> 32) != ((i + 7) >> 32)) {  // the 8 counters straddle a 2^32 block: scalar
+        quantize_span_scalar(x, i, i + 8, scale, levels, key, codes);
+        stream = _mm256_set1_epi32(static_cast<int>(rng_stream(key, static_cast<std::uint32_t>((i + 8) >> 32))));
+        continue;
+      }
+      const __m256i lo = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(i))), iota);
+      const __m256i h = hash32_avx2(_mm256_xor_si256(lo, stream));
+      const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)), unit24);
+
+      const __m256 v = _mm256_loadu_ps(x + i);
+      const __m256 r = _mm256_mul_ps(_mm256_and_ps(v, absmask), vscale);
+      const __m256 l = _mm256_floor_ps(r);
+      const __m256 up = _mm256_cmp_ps(u, _mm256_sub_ps(r, l), _CMP_LT_OQ);
+      __m256 level = _mm256_add_ps(l, _mm256_and_ps(up, one));
+      level = _mm256_min_ps(level, vlevels);  // NaN -> levels, like fminf(level, S)
+      const __m256i neg = _mm256_castps_si256(_mm256_cmp_ps(v, zero, _CMP_LT_OQ));
+      const __m256i code = _mm256_or_si256(_mm256_cvttps_epi32(level), _mm256_and_si256(neg, signcode));
+      const __m256i bytes = _mm256_shuffle_epi8(code, narrow);
+      const __m128i packed = _mm_unpacklo_epi32(_mm256_castsi256_si128(bytes), _mm256_extracti128_si256(bytes, 1));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(codes + i), packed);
+    }
+    quantize_span_scalar(x, i, end, scale, levels, key, codes);
+  }
+}
+
+GS_TARGET_AVX2 void dequantize_span_avx2(const std::uint8_t* codes, std::size_t begin, std::size_t end, float unit,
+                                         float* out, bool accumulate) {
+  const __m256 vunit = _mm256_set1_ps(unit);
+  const __m256i levelmask = _mm256_set1_epi32(0x7f);
+  const __m256i signcode = _mm256_set1_epi32(0x80);
+  const __m256i signbit = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+  std::size_t i = begin;
+  for (; i + 8 <= end; i += 8) {
+    const __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i)));
+    __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(c, levelmask)), vunit);
+    const __m256i neg = _mm256_cmpeq_epi32(_mm256_and_si256(c, signcode), signcode);
+    v = _mm256_xor_ps(v, _mm256_castsi256_ps(_mm256_and_si256(neg, signbit)));
+    if (accumulate) v = _mm256_add_ps(_mm256_loadu_ps(out + i), v);
+    _mm256_storeu_ps(out + i, v);
+  }
+  dequantize_span_scalar(codes, i, end, unit, out, accumulate);
+}
+
+// ---- AVX-512 --------------------------------------------------------------------------------------
+
+// hash32 (elementwise.hpp) on 16 lanes.
+GS_TARGET_AVX512 inline __m512i hash32_avx512(__m512i h) {
+  h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
+  h = _mm512_mullo_epi32(h, _mm512_set1_epi32(static_cast<int>(0x7feb352du)));
+  h = _mm512_xor_si512(h, _mm512_srli_epi32(h, 15));
+  h = _mm512_mullo_epi32(h, _mm512_set1_epi32(static_cast<int>(0x846ca68bu)));
+  return _mm512_xor_si512(h, _mm512_srli_epi32(h, 16));
+}
+
+GS_TARGET_AVX512 void quantize_avx512(const float* x, std::size_t first, std::size_t last, std::size_t block,
+                                      const float* norms, std::uint32_t levels, RngKey key, std::uint8_t* codes) {
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512 vlevels = _mm512_set1_ps(static_cast<float>(levels));
+  const __m512 one = _mm512_set1_ps(1.f);
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512 unit24 = _mm512_set1_ps(5.9604644775390625e-08f);
+  const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i signcode = _mm512_set1_epi32(0x80);
+  for (std::size_t begin = first; begin < last; begin += block) {
+    const std::size_t end = std::min(last, begin + block);
+    const float scale = qsgd_scale(norms[begin / block], levels);
+    const __m512 vscale = _mm512_set1_ps(scale);
+    std::size_t i = begin;
+    __m512i stream = _mm512_set1_epi32(static_cast<int>(rng_stream(key, static_cast<std::uint32_t>(i >> 32))));
+    for (; i + 16 <= end; i += 16) {
+      if ((i >> 32) != ((i + 15) >> 32)) {  // the 16 counters straddle a 2^32 block: scalar
+        quantize_span_scalar(x, i, i + 16, scale, levels, key, codes);
+        stream = _mm512_set1_epi32(static_cast<int>(rng_stream(key, static_cast<std::uint32_t>((i + 16) >> 32))));
+        continue;
+      }
+      const __m512i lo = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(i))), iota);
+      const __m512i h = hash32_avx512(_mm512_xor_si512(lo, stream));
+      const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(h, 8)), unit24);
+
+      const __m512 v = _mm512_loadu_ps(x + i);
+      const __m512 r = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), absmask)), vscale);
+      const __m512 l = _mm512_roundscale_ps(r, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+      const __mmask16 up = _mm512_cmp_ps_mask(u, _mm512_sub_ps(r, l), _CMP_LT_OQ);
+      __m512 level = _mm512_mask_add_ps(l, up, l, one);
+      level = _mm512_min_ps(level, vlevels);  // NaN -> levels, like fminf(level, S)
+      const __mmask16 neg = _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ);
+      const __m512i magnitude = _mm512_cvttps_epi32(level);
+      const __m512i code = _mm512_mask_or_epi32(magnitude, neg, magnitude, signcode);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), _mm512_cvtepi32_epi8(code));
+    }
+    quantize_span_scalar(x, i, end, scale, levels, key, codes);
+  }
+}
+
+GS_TARGET_AVX512 void dequantize_span_avx512(const std::uint8_t* codes, std::size_t begin, std::size_t end, float unit,
+                                             float* out, bool accumulate) {
+  const __m512 vunit = _mm512_set1_ps(unit);
+  const __m512i levelmask = _mm512_set1_epi32(0x7f);
+  const __m512i signcode = _mm512_set1_epi32(0x80);
+  const __m512 signbit = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(0x80000000u)));
+  std::size_t i = begin;
+  for (; i + 16 <= end; i += 16) {
+    const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i)));
+    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(c, levelmask)), vunit);
+    v = _mm512_mask_xor_ps(v, _mm512_test_epi32_mask(c, signcode), v, signbit);
+    if (accumulate) v = _mm512_add_ps(_mm512_loadu_ps(out + i), v);
+    _mm512_storeu_ps(out + i, v);
+  }
+  dequantize_span_scalar(codes, i, end, unit, out, accumulate);
+}
+
+void check_args(std::size_t block, std::uint32_t levels) {
+  GS_CHECK(block > 0, "QSGD block size must be positive");
+  GS_CHECK(levels >= 1 && levels <= kQsgdMaxLevels, "QSGD levels must be in 1..", kQsgdMaxLevels, ", got ", levels);
+}
+
+}  // namespace
+
+void qsgd_norms(const float* x, std::size_t n, std::size_t block, float* norms, Isa isa) {
+  GS_CHECK(block > 0, "QSGD block size must be positive");
+  const std::size_t nb = qsgd_num_blocks(n, block);
+  for (std::size_t b = 0; b < nb; ++b) {
+    const std::size_t begin = b * block;
+    const std::size_t len = std::min(block, n - begin);
+    norms[b] = static_cast<float>(std::sqrt(sum_squares(x + begin, len, isa)));
+  }
+}
+
+namespace {
+
+// Elements [first, last) of x, first a multiple of block (norms and counters are global).
+void quantize_range(const float* x, std::size_t first, std::size_t last, std::size_t block, const float* norms,
+                    std::uint32_t levels, RngKey key, std::uint8_t* codes, Isa isa) {
+  switch (detail::resolve(isa)) {
+    case Isa::Avx512:
+      return quantize_avx512(x, first, last, block, norms, levels, key, codes);
+    case Isa::Avx2:
+      return quantize_avx2(x, first, last, block, norms, levels, key, codes);
+    case Isa::Scalar:
+      break;
+  }
+  for (std::size_t begin = first; begin < last; begin += block)
+    quantize_span_scalar(x, begin, std::min(last, begin + block), qsgd_scale(norms[begin / block], levels), levels, key,
+                         codes);
+}
+
+}  // namespace
+
+void qsgd_quantize(const float* x, std::size_t n, std::size_t block, const float* norms, std::uint32_t levels,
+                   RngKey key, std::uint8_t* codes, Isa isa) {
+  check_args(block, levels);
+  quantize_range(x, 0, n, block, norms, levels, key, codes, isa);
+}
+
+void qsgd_encode(const float* x, std::size_t n, std::size_t block, std::uint32_t levels, RngKey key, float* norms,
+                 std::uint8_t* codes, Isa isa) {
+  check_args(block, levels);
+  // Groups of whole blocks of about 8 Ki elements (32 KiB of fp32): the quantising pass
+  // re-reads a group from L1/L2 right after its norms were taken, so the input streams
+  // from memory once.
+  const std::size_t group = std::max<std::size_t>(1, 8192 / block) * block;
+  for (std::size_t g = 0; g < n; g += group) {
+    const std::size_t len = std::min(group, n - g);
+    qsgd_norms(x + g, len, block, norms + g / block, isa);
+    quantize_range(x, g, g + len, block, norms, levels, key, codes, isa);
+  }
+}
+
+void qsgd_dequantize(const std::uint8_t* codes, const float* norms, std::size_t n, std::size_t block,
+                     std::uint32_t levels, float* out, bool accumulate, Isa isa) {
+  check_args(block, levels);
+  const Isa use = detail::resolve(isa);
+  const std::size_t nb = qsgd_num_blocks(n, block);
+  for (std::size_t b = 0; b < nb; ++b) {
+    const std::size_t begin = b * block;
+    const std::size_t end = std::min(n, begin + block);
+    const float unit = qsgd_unit(norms[b], levels);
+    switch (use) {
+      case Isa::Avx512:
+        dequantize_span_avx512(codes, begin, end, unit, out, accumulate);
+        break;
+      case Isa::Avx2:
+        dequantize_span_avx2(codes, begin, end, unit, out, accumulate);
+        break;
+      case Isa::Scalar:
+        dequantize_span_scalar(codes, begin, end, unit, out, accumulate);
+        break;
+    }
+  }
+}
+
+}  // namespace gradsync::kernels
