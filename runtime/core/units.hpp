@@ -12,7 +12,7 @@ namespace gradsync {
 // unparsable input, and for values that overflow int64.
 std::int64_t parse_size(const std::string& text, const std::string& option);
 
-// Parse a non-negative integer / positive double, naming the option on failure.
+// Parse an integer / a finite double, naming the option on failure (range checks are the caller's).
 std::int64_t parse_int(const std::string& text, const std::string& option);
 double parse_double(const std::string& text, const std::string& option);
 
