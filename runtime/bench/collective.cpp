@@ -10,6 +10,13 @@ namespace gradsync::bench {
 
 namespace {
 
+// "nccl" (the NCCL communicator's native call, --device cuda) is an algorithm of every
+// operation: the collective calls the communicator it is given, which is then NCCL's.
+std::vector<std::string> with_nccl(std::vector<std::string> names) {
+  names.emplace_back("nccl");
+  return names;
+}
+
 // One row per operation: its name, the algorithms it accepts, the default, and the factory.
 // pingpong has no factory: it is a pair of point-to-point loops (pingpong.cpp).
 struct OpEntry {
@@ -21,12 +28,12 @@ struct OpEntry {
 
 const std::vector<OpEntry>& op_table() {
   static const std::vector<OpEntry> table = {
-      {"allreduce", [] { return allreduce_names(); }, "auto", make_allreduce_op},
-      {"reducescatter", [] { return std::vector<std::string>{"mpi", "ring"}; }, "mpi", make_reducescatter_op},
-      {"allgather", [] { return std::vector<std::string>{"mpi", "ring"}; }, "mpi", make_allgather_op},
-      {"alltoall", [] { return std::vector<std::string>{"mpi", "pairwise"}; }, "mpi", make_alltoall_op},
-      {"broadcast", [] { return std::vector<std::string>{"mpi", "binomial"}; }, "mpi", make_broadcast_op},
-      {"pingpong", [] { return std::vector<std::string>{"mpi"}; }, "mpi", nullptr},
+      {"allreduce", [] { return with_nccl(allreduce_names()); }, "auto", make_allreduce_op},
+      {"reducescatter", [] { return std::vector<std::string>{"mpi", "ring", "nccl"}; }, "mpi", make_reducescatter_op},
+      {"allgather", [] { return std::vector<std::string>{"mpi", "ring", "nccl"}; }, "mpi", make_allgather_op},
+      {"alltoall", [] { return std::vector<std::string>{"mpi", "pairwise", "nccl"}; }, "mpi", make_alltoall_op},
+      {"broadcast", [] { return std::vector<std::string>{"mpi", "binomial", "nccl"}; }, "mpi", make_broadcast_op},
+      {"pingpong", [] { return std::vector<std::string>{"mpi", "nccl"}; }, "mpi", nullptr},
   };
   return table;
 }

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,6 +50,9 @@ struct CollectiveConfig {
   RedOp redop = RedOp::Sum;
   int root = 0;
   AlgoOptions algo_options;
+  // Local copy between two of the run's buffers (broadcast's root copies its send buffer
+  // to its receive buffer). Empty: memcpy (host buffers); --algo nccl: device to device.
+  std::function<void(void* dst, const void* src, std::size_t bytes)> copy;
 };
 
 class Collective {
@@ -76,14 +80,22 @@ class Collective {
 
   // The algorithm that served a message of `bytes` (what "auto" chose).
   virtual std::string algo_used(std::size_t bytes) const = 0;
+
+  // Called once before the sweep with the largest element counts of the sweep, so that a
+  // wrapper can allocate (e.g. the pinned buffers of host staging) outside the timed region.
+  virtual void reserve(std::size_t max_send_count, std::size_t max_recv_count) {
+    (void)max_send_count;
+    (void)max_recv_count;
+  }
 };
 
 // ---- the operation table -------------------------------------------------------------------
 
 // Operation names in display order (pingpong last: it has its own loop, see pingpong.hpp).
 const std::vector<std::string>& op_names();
-// The algorithms an operation accepts (allreduce: the registry's names), default first
-// where it matters: default_algo() says which one is used without --algo.
+// The algorithms an operation accepts (allreduce: the registry's names; every operation also
+// "nccl", which needs --device cuda), default first where it matters: default_algo() says
+// which one is used without --algo.
 std::vector<std::string> algo_names_for(const std::string& op);
 std::string default_algo(const std::string& op);
 // Throws UsageError naming --op / --algo for unknown names. No communication.

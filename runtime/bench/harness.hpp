@@ -11,6 +11,10 @@
 //      (out of place also counts changed send-buffer elements) and sum over ranks.
 // Timing each call between barriers (instead of back to back as nccl-tests) gives raw
 // per-iteration values for the cost model; the barrier's exit skew (a few us) is included.
+//
+// With a DeviceContext (--device cuda) the calls get device buffers of the same sizes: the
+// host buffers are still filled and checked, and copied to / from the device around the
+// timed loop; the in-place input is restored by a device-to-device copy (untimed).
 #pragma once
 
 #include <cstddef>
@@ -21,6 +25,7 @@
 #include <vector>
 
 #include "bench/collective.hpp"
+#include "bench/device.hpp"
 #include "bench/options.hpp"
 #include "comm/communicator.hpp"
 
@@ -45,12 +50,15 @@ struct SizeResult {
 // Called on every rank after each size (rank 0 prints the row: rows are the progress).
 using RowCallback = std::function<void(const SizeResult&)>;
 
-// Runs the sweep of `o` for `coll`. Collective over `comm`.
+// Runs the sweep of `o` for `coll`. Collective over `comm` (barriers and the max / sum over
+// ranks; a host communicator). `device`: null for host buffers.
 std::vector<SizeResult> run_collective(const BenchOptions& o, Communicator& comm, Collective& coll,
-                                       const RowCallback& on_row);
+                                       const RowCallback& on_row, DeviceContext* device = nullptr);
 
-// Ping-pong between ranks 0 and 1 (pingpong.cpp). Collective over `comm` (2 ranks).
-std::vector<SizeResult> run_pingpong(const BenchOptions& o, Communicator& comm, const RowCallback& on_row);
+// Ping-pong between ranks 0 and 1 (pingpong.cpp). Collective over `comm` (2 ranks); with a
+// device, the transfers use device->p2p_comm(o.algo, comm) on device buffers.
+std::vector<SizeResult> run_pingpong(const BenchOptions& o, Communicator& comm, const RowCallback& on_row,
+                                     DeviceContext* device = nullptr);
 
 // A 64-byte aligned, uninitialised byte buffer. Allocation failure is a gradsync::Error
 // naming the rank, the host and the size.

@@ -2,7 +2,9 @@
 // values in HDF5. `gradsync-bench --help` for the options; results/README.md for the file.
 //
 // Exit status: 0 every checked result right; 1 wrong results or a run-time error (every
-// rank ends: MPI_Abort); 2 bad options, refused on every rank before any communication.
+// rank ends: MPI_Abort), or --device cuda on a machine without a usable GPU (found before
+// anything else: one line, no file); 2 bad options, refused on every rank before any
+// communication.
 #include <unistd.h>
 
 #include <cstdio>
@@ -10,12 +12,16 @@
 #include <memory>
 
 #include "bench/collective.hpp"
+#include "bench/device.hpp"
 #include "bench/harness.hpp"
 #include "bench/options.hpp"
 #include "bench/report.hpp"
 #include "comm/mpi_comm.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#ifdef GRADSYNC_HAVE_CUDA
+#include "cuda/device.hpp"
+#endif
 
 namespace gs = gradsync;
 namespace gb = gradsync::bench;
@@ -44,6 +50,13 @@ int run(const gb::BenchOptions& o) {
   gs::MpiCommunicator comm;
   const bool rank0 = comm.rank() == 0;
 
+  // --device cuda: a GPU on every rank, checked before anything else (no output, no file).
+  // Declared before the collective, which may hold the device's NCCL communicator.
+  std::unique_ptr<gb::DeviceContext> device;
+#ifdef GRADSYNC_HAVE_CUDA
+  if (o.device == "cuda") device = gb::make_cuda_context(comm);
+#endif
+
   gb::RunInfo info;
   info.opts = o;
   info.nranks = comm.size();
@@ -68,13 +81,17 @@ int run(const gb::BenchOptions& o) {
     cfg.root = o.root;
     cfg.algo_options.chunk_bytes = static_cast<std::size_t>(o.chunk_bytes);
     cfg.algo_options.channels = o.channels;
-    coll = gb::make_collective(o.op, cfg, comm);
+    coll = device ? device->make_collective(o.op, cfg, comm) : gb::make_collective(o.op, cfg, comm);
     info.has_redop = coll->has_redop();
     info.has_root = coll->has_root();
     info.bus_factor = coll->bus_factor();
   }
+  if (device) {
+    info.device_lines = device->header_lines(o);
+    info.timing_note = device->timing_note(o);
+  }
   GS_LOG(INFO) << "bench: " << o.op << " algo " << o.algo << " on " << info.nranks << " ranks, " << info.nnodes
-               << " nodes";
+               << " nodes, device " << o.device;
 
   const bool table = rank0 && !o.json;
   gb::Table out(info, stdout);
@@ -82,8 +99,9 @@ int run(const gb::BenchOptions& o) {
   const auto on_row = [&](const gb::SizeResult& r) {
     if (table) out.row(r);
   };
-  const std::vector<gb::SizeResult> rows =
-      coll ? gb::run_collective(o, comm, *coll, on_row) : gb::run_pingpong(o, comm, on_row);
+  const std::vector<gb::SizeResult> rows = coll ? gb::run_collective(o, comm, *coll, on_row, device.get())
+                                                : gb::run_pingpong(o, comm, on_row, device.get());
+  if (device) info.device_footer = device->footer_line();
 
   if (rank0) {
     gb::write_results(*writer, info, rows);
@@ -129,6 +147,13 @@ int main(int argc, char** argv) {
 
   try {
     return run(o);
+#ifdef GRADSYNC_HAVE_CUDA
+  } catch (const gs::NoCudaDeviceError& e) {
+    // Every rank gets here together (make_cuda_context decided collectively); the message
+    // is non-empty on one rank only. A normal exit (MPI_Finalize), status 1.
+    if (*e.what()) print_error(e.what());
+    return 1;
+#endif
   } catch (const gs::UsageError& e) {
     // Refused by a component after communication began (all ranks refuse alike, but may
     // not all get here at once): end the job.

@@ -4,6 +4,7 @@
 //   full buffer: out of place it first copies the own block into place (1/n of the data,
 //   inside the timed call). In place, the input is block `rank` of the buffer (NCCL's
 //   convention, also MPI_IN_PLACE's).
+// nccl: ncclAllGather, in place in the same form.
 #include <cstring>
 
 #include "bench/ops.hpp"

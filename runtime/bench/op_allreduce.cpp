@@ -1,5 +1,6 @@
 // allreduce: every rank ends with the element-wise reduction of all ranks' buffers.
-// Any algorithm of the registry (algos/allreduce.hpp), "auto" included.
+// Any algorithm of the registry (algos/allreduce.hpp), "auto" included. "nccl" is the
+// registry's native entry (Communicator::allreduce) on the NCCL communicator: ncclAllReduce.
 #include "bench/ops.hpp"
 
 namespace gradsync::bench {
@@ -9,7 +10,8 @@ namespace {
 class AllreduceOp final : public Collective {
  public:
   AllreduceOp(const CollectiveConfig& cfg, Communicator& comm)
-      : cfg_(cfg), rank_(comm.rank()), n_(comm.size()), algo_(make_allreduce(cfg.algo, comm, cfg.algo_options)) {}
+      : cfg_(cfg), rank_(comm.rank()), n_(comm.size()),
+        algo_(make_allreduce(cfg.algo == "nccl" ? "mpi" : cfg.algo, comm, cfg.algo_options)) {}
 
   bool has_redop() const override { return true; }
 
@@ -34,7 +36,9 @@ class AllreduceOp final : public Collective {
   void run_in_place(void* buf, const Layout& l) override {
     algo_->run(buf, buf, l.param_count, cfg_.dtype, cfg_.redop);
   }
-  std::string algo_used(std::size_t bytes) const override { return algo_->chosen(bytes); }
+  std::string algo_used(std::size_t bytes) const override {
+    return cfg_.algo == "nccl" ? cfg_.algo : algo_->chosen(bytes);
+  }
 
  private:
   CollectiveConfig cfg_;

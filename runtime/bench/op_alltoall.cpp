@@ -1,5 +1,6 @@
 // alltoall: block j of rank i's send buffer becomes block i of rank j's receive buffer.
 // mpi: MPI_Alltoall. pairwise: n-1 exchange steps over point-to-point (p2p_algos.hpp).
+// nccl: grouped ncclSend/ncclRecv to every peer (NcclCommunicator::alltoall).
 #include "bench/ops.hpp"
 #include "bench/p2p_algos.hpp"
 

@@ -1,8 +1,9 @@
 // broadcast: the root's buffer ends up on every rank.
 // mpi: MPI_Bcast. binomial: a binomial tree over point-to-point (p2p_algos.hpp).
 // Out of place follows NCCL's semantics (the root's receive buffer gets the data too):
-// the root broadcasts straight from its send buffer, then copies it locally. In place is
-// the bare broadcast of one buffer.
+// the root broadcasts straight from its send buffer, then copies it locally (memcpy, or a
+// device-to-device copy for nccl). In place is the bare broadcast of one buffer.
+// nccl: ncclBroadcast (in place on one buffer).
 #include <cstring>
 
 #include "bench/ops.hpp"
@@ -34,7 +35,9 @@ class BroadcastOp final : public Collective {
     if (rank_ == cfg_.root) {
       // The root's buffer is only read by a broadcast.
       bcast(const_cast<void*>(send), l.param_count);
-      if (bytes > 0) std::memcpy(recv, send, bytes);
+      if (bytes == 0) return;
+      if (cfg_.copy) cfg_.copy(recv, send, bytes);
+      else std::memcpy(recv, send, bytes);
     } else {
       bcast(recv, l.param_count);
     }

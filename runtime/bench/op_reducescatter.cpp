@@ -5,6 +5,8 @@
 //   full-size buffer: out of place it reduces into a full-size scratch and copies block j
 //   out (1/n of the data, inside the timed call); in place the result is block j of the
 //   buffer, as in NCCL (recvbuff = sendbuff + rank * recvcount).
+// nccl: ncclReduceScatter; in place in NCCL's own form (the result is block `rank`, passed
+//   as recvbuf = buf + rank * count, which NCCL recognises as in place).
 #include <cstring>
 
 #include "bench/ops.hpp"
@@ -27,7 +29,8 @@ class ReduceScatterOp final : public Collective {
     l.param_count = elems / static_cast<std::size_t>(n_);
     l.send_count = l.param_count * static_cast<std::size_t>(n_);
     l.recv_count = l.param_count;
-    l.ip_recv_offset = cfg_.algo == "ring" ? static_cast<std::size_t>(rank_) * l.param_count : 0;
+    const bool block_rank = cfg_.algo == "ring" || cfg_.algo == "nccl";
+    l.ip_recv_offset = block_rank ? static_cast<std::size_t>(rank_) * l.param_count : 0;
     return l;
   }
   double bus_factor() const override { return static_cast<double>(n_ - 1) / n_; }
@@ -51,8 +54,14 @@ class ReduceScatterOp final : public Collective {
     if (l.param_count > 0) std::memcpy(recv, mine, l.param_count * esz);
   }
   void run_in_place(void* buf, const Layout& l) override {
-    if (cfg_.algo != "ring") comm_.reduce_scatter(buf, buf, l.param_count, cfg_.dtype, cfg_.redop);
-    else ring_into(buf, buf, l);
+    if (cfg_.algo == "ring") {
+      ring_into(buf, buf, l);
+    } else if (cfg_.algo == "nccl") {
+      char* mine = static_cast<char*>(buf) + l.ip_recv_offset * dtype_size(cfg_.dtype);
+      comm_.reduce_scatter(buf, mine, l.param_count, cfg_.dtype, cfg_.redop);
+    } else {
+      comm_.reduce_scatter(buf, buf, l.param_count, cfg_.dtype, cfg_.redop);
+    }
   }
   std::string algo_used(std::size_t) const override { return cfg_.algo; }
 

@@ -25,6 +25,14 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
+// The algorithms of `op` that run on host buffers (the help lists "nccl" once, for all).
+std::string host_algos(const std::string& op) {
+  std::vector<std::string> names;
+  for (const auto& n : algo_names_for(op))
+    if (n != "nccl") names.push_back(n);
+  return join(names);
+}
+
 po::options_description describe_options() {
   po::options_description d("Options");
   // Every value is taken as text and parsed by gradsync's own parsers, so a bad value
@@ -33,6 +41,7 @@ po::options_description describe_options() {
       ("help,h", "print this help and exit")
       ("op", po::value<std::string>(), "operation (default allreduce)")
       ("algo", po::value<std::string>(), "algorithm")
+      ("device", po::value<std::string>(), "buffer location")
       ("minbytes,b", po::value<std::string>(), "smallest size")
       ("maxbytes,e", po::value<std::string>(), "largest size")
       ("stepfactor,f", po::value<std::string>(), "multiplicative step")
@@ -90,6 +99,17 @@ BenchOptions parse_options(int argc, char** argv) {
   }
   o.algo = vm.count("algo") ? text_of(vm, "algo") : default_algo(o.op);
   check_op_algo(o.op, o.algo);
+  if (vm.count("device")) {
+    o.device = text_of(vm, "device");
+    GS_USAGE_CHECK(o.device == "cpu" || o.device == "cuda", "option --device: unknown device '", o.device,
+                   "' (known: cpu, cuda)");
+  }
+#ifndef GRADSYNC_HAVE_CUDA
+  GS_USAGE_CHECK(o.device != "cuda", "option --device: this gradsync-bench was built without CUDA support "
+                 "(GRADSYNC_WITH_CUDA=OFF or no nvcc at configure time); only --device cpu is available");
+#endif
+  GS_USAGE_CHECK(o.algo != "nccl" || o.device == "cuda",
+                 "option --algo: nccl runs on GPU buffers and needs --device cuda");
 
   if (vm.count("minbytes")) o.min_bytes = parse_size(text_of(vm, "minbytes"), "-b");
   if (vm.count("maxbytes")) o.max_bytes = parse_size(text_of(vm, "maxbytes"), "-e");
@@ -183,14 +203,24 @@ std::string usage_text() {
         "\n"
         "  --op OP              allreduce (default), reducescatter, allgather, alltoall,\n"
         "                       broadcast, pingpong (exactly 2 ranks: half round-trip time)\n"
-        "  --algo NAME          allreduce:     " << join(algo_names_for("allreduce")) << "\n"
+        "  --algo NAME          allreduce:     " << host_algos("allreduce") << "\n"
         "                                      (default auto; 'mpi' is MPI_Allreduce)\n"
-        "                       reducescatter: " << join(algo_names_for("reducescatter")) << "\n"
-        "                       allgather:     " << join(algo_names_for("allgather")) << "\n"
-        "                       alltoall:      " << join(algo_names_for("alltoall")) << "\n"
-        "                       broadcast:     " << join(algo_names_for("broadcast")) << "\n"
-        "                       pingpong:      " << join(algo_names_for("pingpong")) << "\n"
+        "                       reducescatter: " << host_algos("reducescatter") << "\n"
+        "                       allgather:     " << host_algos("allgather") << "\n"
+        "                       alltoall:      " << host_algos("alltoall") << "\n"
+        "                       broadcast:     " << host_algos("broadcast") << "\n"
+        "                       pingpong:      " << host_algos("pingpong") << "\n"
         "                       (default for all but allreduce: mpi, the library's own)\n"
+        "                       every operation also: nccl, NCCL's own call on GPU buffers\n"
+        "                       (--device cuda; alltoall as grouped ncclSend/ncclRecv,\n"
+        "                       pingpong as ncclSend/ncclRecv)\n"
+        "      --device D       cpu (default): buffers in host memory; cuda: buffers in GPU\n"
+        "                       memory, one GPU per rank by node-local rank (SLURM_LOCALID\n"
+        "                       or MPI's), modulo the GPUs present. With cuda every algorithm\n"
+        "                       but nccl runs over MPI with host staging: each call copies its\n"
+        "                       input device->host and its result host->device through pinned\n"
+        "                       memory, inside the timed region (ranks may share a GPU; NCCL\n"
+        "                       needs one GPU per rank). No GPU: exit 1 before anything runs\n"
         "  -b, --minbytes SIZE  smallest message (default 8)\n"
         "  -e, --maxbytes SIZE  largest message (default 64M)\n"
         "  -f, --stepfactor F   multiply the size by F (integer >= 2, default 2); a sweep\n"
@@ -223,8 +253,14 @@ std::string usage_text() {
         "checked on every rank (out of place also checks that the send buffer is intact);\n"
         "#wrong is the number of wrong elements summed over ranks.\n"
         "\n"
-        "Exit status: 0 all results right; 1 wrong results or a run-time error (all ranks\n"
-        "end); 2 bad options (refused before any communication).\n"
+        "With --device cuda the input is filled and the result checked on the host; those\n"
+        "copies to and from the GPU are outside the timed region. Each call returns after its\n"
+        "GPU work has completed (NCCL: an event after the call is waited for), so the host\n"
+        "timer measures the whole operation.\n"
+        "\n"
+        "Exit status: 0 all results right; 1 wrong results, a run-time error (all ranks\n"
+        "end) or --device cuda without a usable GPU; 2 bad options (refused before any\n"
+        "communication).\n"
         "Logs: GRADSYNC_DEBUG=WARN|INFO|TRACE.\n";
   return os.str();
 }

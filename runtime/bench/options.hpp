@@ -18,6 +18,7 @@ namespace gradsync::bench {
 struct BenchOptions {
   std::string op = "allreduce";  // allreduce|reducescatter|allgather|alltoall|broadcast|pingpong
   std::string algo;              // resolved: "auto" for allreduce, "mpi" otherwise, unless given
+  std::string device = "cpu";    // cpu|cuda: where the buffers live (cuda needs a GRADSYNC_HAVE_CUDA build)
   std::int64_t min_bytes = 8;
   std::int64_t max_bytes = 64ll << 20;
   std::int64_t step_factor = 2;  // used when step_bytes == 0

@@ -5,6 +5,10 @@
 // Checking: rank 0 sends a byte pattern, rank 1 echoes what it received; after the timed
 // loop both ranks compare their receive buffers (filled with the pattern's complement
 // beforehand) with the pattern.
+//
+// --device cuda: the buffers are on the GPU (pattern uploaded, result downloaded outside
+// the loop); mpi moves them with host staging (HostStagedCommunicator: the copies are in
+// the round trip), nccl with ncclSend/ncclRecv.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -22,7 +26,8 @@ std::uint8_t pattern(std::size_t i) { return static_cast<std::uint8_t>(i * 31 + 
 
 }  // namespace
 
-std::vector<SizeResult> run_pingpong(const BenchOptions& o, Communicator& comm, const RowCallback& on_row) {
+std::vector<SizeResult> run_pingpong(const BenchOptions& o, Communicator& comm, const RowCallback& on_row,
+                                     DeviceContext* device) {
   const int rank = comm.rank();
   const int peer = 1 - rank;
   const std::vector<std::int64_t> sizes = size_sweep(o);
@@ -30,6 +35,11 @@ std::vector<SizeResult> run_pingpong(const BenchOptions& o, Communicator& comm, 
   Buffer send(max_bytes), recv(max_bytes);
   auto* s = static_cast<std::uint8_t*>(send.data());
   auto* r = static_cast<std::uint8_t*>(recv.data());
+  // What the transfers use: the host buffers, or device buffers through the device's
+  // point-to-point communicator.
+  Communicator& p2p = device ? device->p2p_comm(o.algo, comm) : comm;
+  void* ds = device ? device->alloc(max_bytes) : send.data();
+  void* dr = device ? device->alloc(max_bytes) : recv.data();
 
   std::vector<SizeResult> rows;
   for (std::int64_t size : sizes) {
@@ -38,6 +48,10 @@ std::vector<SizeResult> run_pingpong(const BenchOptions& o, Communicator& comm, 
     for (std::size_t i = 0; i < bytes; ++i) {
       s[i] = pattern(i);
       r[i] = static_cast<std::uint8_t>(~pattern(i));
+    }
+    if (device && bytes > 0) {
+      device->upload(ds, s, bytes);
+      device->upload(dr, r, bytes);
     }
     SizeResult row;
     row.size_bytes = row.count = size;
@@ -49,12 +63,12 @@ std::vector<SizeResult> run_pingpong(const BenchOptions& o, Communicator& comm, 
       double half_rtt_us = 0;
       if (rank == 0) {
         const double t0 = now_s();
-        comm.send(s, bytes, peer, kTagPingPong);
-        comm.recv(r, bytes, peer, kTagPingPong);
+        p2p.send(ds, bytes, peer, kTagPingPong);
+        p2p.recv(dr, bytes, peer, kTagPingPong);
         half_rtt_us = (now_s() - t0) * 1e6 / 2;
       } else {
-        comm.recv(r, bytes, peer, kTagPingPong);
-        comm.send(r, bytes, peer, kTagPingPong);  // echo what arrived
+        p2p.recv(dr, bytes, peer, kTagPingPong);
+        p2p.send(dr, bytes, peer, kTagPingPong);  // echo what arrived
       }
       if (it >= o.warmup) p.time_us[static_cast<std::size_t>(it - o.warmup)] = half_rtt_us;
     }
@@ -66,6 +80,7 @@ std::vector<SizeResult> run_pingpong(const BenchOptions& o, Communicator& comm, 
     }
     p.time_us_avg = sum / o.iters;
     p.algbw_GBps = p.busbw_GBps = gbps(static_cast<double>(bytes), p.time_us_avg);
+    if (device && bytes > 0) device->download(r, dr, bytes);
     if (o.check) {
       std::int64_t wrong = 0;
       for (std::size_t i = 0; i < bytes; ++i) wrong += r[i] != pattern(i) ? 1 : 0;

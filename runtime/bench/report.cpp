@@ -76,6 +76,7 @@ void Table::header() const {
   else
     std::fprintf(f, "# time: barrier, then one call; the slowest rank's time, mean over iterations; busbw factor %g\n",
                  info_.bus_factor);
+  for (const std::string& line : info_.device_lines) std::fprintf(f, "# %s\n", line.c_str());
   std::fprintf(f, "#\n# Using ranks\n");
   for (int r = 0; r < info_.nranks; ++r)
     std::fprintf(f, "#  Rank %2d Pid %6s on %10s\n", r, info_.pids[static_cast<std::size_t>(r)].c_str(),
@@ -117,6 +118,7 @@ void Table::row(const SizeResult& r) const {
 }
 
 void Table::footer(const std::vector<SizeResult>& rows) const {
+  if (!info_.device_footer.empty()) std::fprintf(out_, "# %s\n", info_.device_footer.c_str());
   const std::int64_t wrong = total_wrong(rows);
   if (wrong < 0) std::fprintf(out_, "# Out of bounds values : 0 OK (not checked: -c 0)\n");
   else std::fprintf(out_, "# Out of bounds values : %lld %s\n", static_cast<long long>(wrong), wrong ? "FAILED" : "OK");
@@ -136,6 +138,7 @@ std::string to_json(const RunInfo& info, const std::vector<SizeResult>& rows) {
   j.set("program", "gradsync-bench")
       .set("op", o.op)
       .set("algo", o.algo)
+      .set("device", o.device)
       .set("dtype", dtype_text(info))
       .set("redop", info.redop_text())
       .set("root", info.root_value())
@@ -184,6 +187,7 @@ void write_results(h5::Writer& w, const RunInfo& info, const std::vector<SizeRes
 
   w.attr("/", "op", o.op);
   w.attr("/", "algo", o.algo);
+  w.attr("/", "device", o.device);
   w.attr("/", "dtype", dtype_text(info));
   w.attr("/", "redop", info.redop_text());
   w.attr("/", "ranks_per_node", static_cast<std::int64_t>(info.ranks_per_node));
@@ -199,7 +203,8 @@ void write_results(h5::Writer& w, const RunInfo& info, const std::vector<SizeRes
   w.attr("/", "step_factor", static_cast<std::int64_t>(o.step_bytes > 0 ? 0 : o.step_factor));
   w.attr("/", "step_bytes", static_cast<std::int64_t>(o.step_bytes));
   w.attr("/", "timing", std::string(info.pingpong() ? "half round trip on rank 0, per iteration"
-                                                    : "barrier then one call per iteration; max over ranks"));
+                                                    : "barrier then one call per iteration; max over ranks") +
+                            info.timing_note);
   w.attr("/", "out_of_bounds", total_wrong(rows));
   w.attr("/", "avg_busbw_GBps", avg_busbw(info, rows));
 

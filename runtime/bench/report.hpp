@@ -26,6 +26,11 @@ struct RunInfo {
   bool has_root = false;                 // else the table says -1
   double bus_factor = 1.0;
   std::string out_path;
+  // --device cuda: header lines about the GPU and how it was used, a footer line (memory
+  // footprint) and a note for the `timing` attribute; all empty for cpu.
+  std::vector<std::string> device_lines;
+  std::string device_footer;
+  std::string timing_note;
 
   bool pingpong() const { return opts.op == "pingpong"; }
   std::string redop_text() const;
