@@ -2,6 +2,9 @@
 #include "netmodel/calibrate.hpp"
 
 #include <Eigen/Dense>
+#include <boost/property_tree/json_parser.hpp>
+#include <boost/property_tree/ptree.hpp>
+#include <map>
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -193,23 +196,64 @@ LevelFit fit_level(const std::string& level, const std::vector<BenchPoint>& pts)
     if (p.op != Op::Pingpong && p.topo.ranks() > 1) cands.insert(p.bytes / p.topo.ranks());
   }
   const std::vector<double> sz(sizes.begin(), sizes.end());
+  // Up to three regimes (e.g. eager / rendezvous in cache / out of cache on shared memory):
+  // every breakpoint (pair) over the candidates with >= 3 measured sizes per regime; a
+  // model with one more regime is kept when it at least halves the weighted residual sum.
+  auto regime_ok = [&](const std::vector<double>& br) {
+    std::vector<int> count(br.size() + 1, 0);
+    for (double s : sz) {
+      std::size_t j = 0;
+      while (j < br.size() && s > br[j]) ++j;
+      ++count[j];
+    }
+    return std::all_of(count.begin(), count.end(), [](int c) { return c >= 3; });
+  };
+  auto try_model = [&](const std::vector<double>& br, Model& m_out, Solved& s_out) {
+    if (!regime_ok(br)) return false;
+    Model m = one;
+    m.breaks = br;
+    const Solved s = solve(pts, m);
+    if (s.rank < m.ncols()) return false;
+    for (std::size_t j = 0; j <= br.size(); ++j)
+      if (!(s.x[2 * j + 1] > 0)) return false;
+    m_out = m;
+    s_out = s;
+    return true;
+  };
+  const std::vector<double> cv(cands.begin(), cands.end());
   if (sz.size() >= 6) {
-    for (double x : cands) {
-      int below = 0, above = 0;
-      for (double s : sz) (s <= x ? below : above)++;
-      if (below < 3 || above < 3) continue;
-      Model two = one;
-      two.breaks = {x};
-      const Solved s2 = solve(pts, two);
-      if (s2.rank < two.ncols()) continue;
-      if (s2.wsse < sb.wsse && s2.x[1] > 0 && s2.x[3] > 0) {
-        sb = s2;
-        best = two;
+    Model b2;
+    Solved s2;
+    s2.wsse = kInf;
+    for (double x : cv) {
+      Model m;
+      Solved s;
+      if (try_model({x}, m, s) && s.wsse < s2.wsse) {
+        b2 = m;
+        s2 = s;
       }
     }
-    if (best.breaks.empty() || !(sb.wsse * 4 < s1.wsse)) {
-      best = one;
-      sb = s1;
+    if (s2.wsse * 2 < sb.wsse) {
+      best = b2;
+      sb = s2;
+    }
+  }
+  if (sz.size() >= 9 && best.breaks.size() == 1) {
+    Model b3;
+    Solved s3;
+    s3.wsse = kInf;
+    for (std::size_t a = 0; a < cv.size(); ++a)
+      for (std::size_t b = a + 1; b < cv.size(); ++b) {
+        Model m;
+        Solved s;
+        if (try_model({cv[a], cv[b]}, m, s) && s.wsse < s3.wsse) {
+          b3 = m;
+          s3 = s;
+        }
+      }
+    if (s3.wsse * 2 < sb.wsse) {
+      best = b3;
+      sb = s3;
     }
   }
   for (std::size_t j = 0; j <= best.breaks.size(); ++j)
@@ -240,6 +284,20 @@ LevelFit fit_level(const std::string& level, const std::vector<BenchPoint>& pts)
     fit.points.push_back(pf);
   }
   fit.r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : 1.0;
+  if (fit.r2 < kPoorR2 || fit.max_abs_rel_residual > kPoorResidual) {
+    std::ostringstream os;
+    os << "poor fit on level " << level << ": R^2 " << fit.r2 << ", largest |relative residual| "
+       << 100 * fit.max_abs_rel_residual << "% (thresholds: R^2 >= " << kPoorR2 << ", |residual| <= "
+       << 100 * kPoorResidual << "%); the alpha-beta model with " << fit.params.regimes.size() + (fit.params.regimes.empty() ? 1 : 0)
+       << " regime(s) does not describe these points:";
+    int listed = 0;
+    for (const auto& pf : fit.points)
+      if (std::abs(pf.rel_residual) > std::min(kPoorResidual, 0.25) && listed++ < 12)
+        os << " " << op_name(pf.point.op) << "/" << pf.point.algo << "@" << pf.point.bytes << "B " << std::showpos
+           << 100 * pf.rel_residual << std::noshowpos << "%;";
+    os << " re-measure on a quiet machine (more iterations), or check for a bandwidth regime the sweep under-samples";
+    fit.warnings.push_back(os.str());
+  }
   return fit;
 }
 
@@ -360,6 +418,118 @@ ComputeFit calibrate_compute(const std::vector<std::string>& files, const std::s
   models::validate_profile(p);
   out.profile = p;
   return out;
+}
+
+// ---- kernel rates ----------------------------------------------------------------------------
+
+KernelRates calibrate_kernels(const std::string& path, const std::string& name) {
+  namespace pt = boost::property_tree;
+  pt::ptree root;
+  try {
+    pt::read_json(path, root);
+  } catch (const pt::json_parser_error& e) {
+    throw UsageError(path + ": not a JSON file (" + std::string(e.what()) + "); run gradsync-kernels-bench "
+                     "--benchmark_format=json > kb.json");
+  }
+  const auto bench = root.get_child_optional("benchmarks");
+  GS_USAGE_CHECK(bench, path, ": no 'benchmarks' array (not Google Benchmark JSON output)");
+  struct Sample {
+    double mib = 0, bps = 0, time_s = 0, matrix = 0;
+  };
+  std::map<std::string, std::vector<Sample>> by_kernel;
+  std::map<std::string, bool> from_median;
+  for (const auto& [key, b] : *bench) {
+    (void)key;
+    if (b.get<std::string>("error_occurred", "false") == "true") continue;
+    const std::string run_type = b.get<std::string>("run_type", "iteration");
+    const std::string agg = b.get<std::string>("aggregate_name", "");
+    if (run_type == "aggregate" && agg != "median") continue;
+    std::string full = b.get<std::string>("run_name", b.get<std::string>("name", ""));
+    const std::string kernel = full.substr(0, full.find('/'));
+    // With repetitions, keep only the medians of each case.
+    if (run_type == "aggregate") {
+      if (!from_median[kernel]) by_kernel[kernel].clear();
+      from_median[kernel] = true;
+    } else if (from_median[kernel]) {
+      continue;
+    }
+    Sample s;
+    s.mib = b.get<double>("MiB", 0);
+    s.bps = b.get<double>("bytes_per_second", 0);
+    s.matrix = b.get<double>("matrix", 0);
+    const std::string unit = b.get<std::string>("time_unit", "ns");
+    const double scale = unit == "s" ? 1 : unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : 1e-9;
+    s.time_s = b.get<double>("real_time", 0) * scale;
+    by_kernel[kernel].push_back(s);
+  }
+  KernelRates k;
+  k.name = name;
+  k.source = "gradsync-model calibrate --kernels " + path;
+  auto spread = [](const std::vector<double>& v) {
+    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    return *lo > 0 ? *hi / *lo : 0.0;
+  };
+  for (const char* c : {"fp16", "bf16", "qsgd", "onebit", "topk"})
+    for (const char* d : {"_encode", "_decode"}) {
+      const std::string kn = std::string(c) + d;
+      auto it = by_kernel.find(kn);
+      if (it == by_kernel.end()) continue;
+      std::vector<double> r;
+      for (const auto& s : it->second)
+        if (s.bps > 0) r.push_back(s.bps);
+      if (r.empty()) continue;
+      k.Bps[kn] = median(r);
+      std::ostringstream os;
+      os << kn << ": " << r.size() << " sizes, median " << k.Bps[kn] / 1e9 << " GB/s, max/min " << spread(r);
+      k.notes.push_back(os.str());
+    }
+  // PowerSGD square cases: FLOPs-based rates (and, for the record, the bytes-based spread).
+  const double r = 4;
+  for (const bool enc : {true, false}) {
+    auto it = by_kernel.find(enc ? "powersgd_encode" : "powersgd_decode");
+    if (it == by_kernel.end()) continue;
+    std::vector<double> fr, br;
+    for (const auto& s : it->second) {
+      if (!(s.matrix > 0 && s.time_s > 0)) continue;
+      const double side = s.matrix;
+      const double flops = enc ? 4 * side * side * r + 2 * side * r * r : 2 * side * side * r;
+      fr.push_back(flops / s.time_s);
+      br.push_back(side * side * 4 / s.time_s);
+    }
+    if (fr.empty()) continue;
+    (enc ? k.powersgd_encode_flops : k.powersgd_decode_flops) = median(fr);
+    std::ostringstream os;
+    os << (enc ? "powersgd_encode" : "powersgd_decode") << ": " << fr.size() << " square cases (rank 4), median "
+       << median(fr) / 1e9 << " GFLOP/s, max/min " << spread(fr);
+    k.notes.push_back(os.str());
+  }
+  // Check on the ResNet-50 bucket (every tensor, rank 4, min_rate 2, the runtime's rule).
+  if (k.powersgd_encode_flops > 0 && k.powersgd_decode_flops > 0) {
+    double fe = 0, fd = 0;
+    for (const auto& t : models::zoo_model("resnet50").tensors()) {
+      if (t.shape.size() < 2) continue;
+      const double n = static_cast<double>(t.shape[0]), m = static_cast<double>(t.numel()) / n;
+      const double rr = std::min({n, m, r});
+      if ((n + m) * rr * 2 >= n * m) continue;
+      fe += 4 * n * m * rr + 2 * n * rr * rr;
+      fd += 2 * n * m * rr;
+    }
+    for (const auto& [case_name, pred] :
+         {std::pair<std::string, double>{"powersgd_resnet50_encode", fe / k.powersgd_encode_flops},
+          {"powersgd_resnet50_decode", fd / k.powersgd_decode_flops}}) {
+      auto it = by_kernel.find(case_name);
+      if (it == by_kernel.end() || it->second.empty() || !(it->second[0].time_s > 0)) continue;
+      const double meas = it->second[0].time_s;
+      std::ostringstream os;
+      os << case_name << " check: predicted " << pred * 1e3 << " ms, measured " << meas * 1e3 << " ms ("
+         << (pred - meas) / meas * 100 << "%)";
+      k.notes.push_back(os.str());
+    }
+  }
+  if (k.Bps.empty() && k.powersgd_encode_flops <= 0 && k.powersgd_decode_flops <= 0)
+    throw CalibrationError(path + ": none of the compression kernels (fp16/bf16/qsgd/onebit/topk/powersgd "
+                           "_encode/_decode) is in the file, or all had errors");
+  return k;
 }
 
 }  // namespace gradsync::netmodel

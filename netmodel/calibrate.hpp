@@ -12,9 +12,13 @@
 // reported but not fitted. The fit is weighted least squares on relative error
 // (rows divided by t; Eigen's column-pivoting QR), so 8 B and 64 MiB count alike.
 //
-// Regimes: the breakpoint is searched over the measured message sizes (each side needs
-// >= 3 sizes); the two-regime model is kept when it cuts the weighted residual sum of
-// squares by more than 4x (otherwise the data show one regime).
+// Regimes: up to three (e.g. eager, rendezvous in cache, out of cache: shared memory on a
+// loaded host falls from ~7 GB/s to 1-2 GB/s past the last-level cache). Breakpoints are
+// searched over the measured message sizes and per-step message sizes (every single
+// breakpoint, then every pair; each regime needs >= 3 measured sizes and a positive
+// bandwidth); a model with one more regime is kept when it at least halves the weighted
+// (relative-error) residual sum of squares. A fit with R^2 < 0.9 or a relative residual
+// above 50% is flagged in LevelFit::warnings with the points that miss.
 //
 // gamma is fitted only when it is identifiable: reduction bytes must not be proportional
 // to transferred bytes in every point (ring all-reduce alone: both are (p-1)/p n), so mix
@@ -33,6 +37,7 @@
 #include "core/error.hpp"
 #include "models/compute_profile.hpp"
 #include "netmodel/collectives.hpp"
+#include "netmodel/compress.hpp"
 #include "netmodel/fabric.hpp"
 
 namespace gradsync::netmodel {
@@ -70,7 +75,11 @@ struct LevelFit {
   double max_abs_rel_residual = 0;
   std::size_t worst = 0;    // index into points
   std::vector<PointFit> points;
+  std::vector<std::string> warnings;  // poor fit (R^2 < kPoorR2 or a residual > kPoorResidual), naming the points
 };
+
+inline constexpr double kPoorR2 = 0.9;
+inline constexpr double kPoorResidual = 0.5;
 
 struct FabricFit {
   Fabric fabric;
@@ -90,5 +99,17 @@ struct ComputeFit {
 };
 
 ComputeFit calibrate_compute(const std::vector<std::string>& train_files, const std::string& name);
+
+}  // namespace gradsync::netmodel
+
+namespace gradsync::netmodel {
+
+// Kernel rates from gradsync-kernels-bench --benchmark_format=json output. Per kernel
+// (fp16/bf16/qsgd/onebit/topk x encode/decode): the median over the sizes of the bench's
+// bytes_per_second (fp32 input bytes/s). PowerSGD: effective FLOP/s of the square-matrix
+// cases (encode 4 s^2 r + 2 s r^2, decode 2 s^2 r, r = 4); the ResNet-50 case is predicted
+// with those rates and its error is reported in notes. UsageError when the file is not a
+// Google Benchmark JSON; CalibrationError when it holds none of the kernels.
+KernelRates calibrate_kernels(const std::string& json_path, const std::string& name);
 
 }  // namespace gradsync::netmodel

@@ -45,7 +45,7 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
   } catch (const UsageError&) {
     prof = models::builtin_profile("cpu");
   }
-  const DeviceRates rates{prof.peak_flops * prof.efficiency, prof.optimizer_bytes_per_s};
+  const DeviceRates rates{prof.peak_flops * prof.efficiency, prof.optimizer_bytes_per_s, predictor.kernels(c.kernels)};
   std::vector<Bucket> buckets;
   for (std::size_t i = 0; i < run.bucket_bytes.size(); ++i) {
     Bucket b;
@@ -58,7 +58,6 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
     b.plan = comp.plan(b.tensors, e, c.nodes * c.ranks_per_node, rates);
     buckets.push_back(std::move(b));
   }
-  (void)predictor;
   NetConfig net{c.nodes, c.ranks_per_node, c.algo, c.chunk_bytes, c.channels};
   StepConfig st{c.batch_per_rank, c.overlap, c.accumulate, c.loader_workers, c.data_time_s};
   return simulate_step(w, buckets, fabric, net, st, c.samples_per_epoch, true);
@@ -67,7 +66,7 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
 }  // namespace
 
 CompareReport compare_runs(const std::vector<std::string>& files, const std::string& fabric_name,
-                           const std::string& intra, const std::string& profile_override) {
+                           const std::string& intra, const std::string& profile_override, const std::string& kernels) {
   GS_USAGE_CHECK(!files.empty(), "compare: no train files given");
   CompareReport rep;
   Predictor predictor;
@@ -81,6 +80,7 @@ CompareReport compare_runs(const std::vector<std::string>& files, const std::str
     c.fabric = fabric_name;
     c.intra = intra;
     if (!profile_override.empty()) c.compute_profile = profile_override;
+    c.kernels = kernels;
     row.compute_measured = row.run.compute == "real" || !in_zoo(c.model);
     row.run.config = c;
     row.predicted = row.compute_measured ? predict_measured_compute(row.run, fabric, predictor) : predictor.predict(c);

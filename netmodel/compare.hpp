@@ -33,7 +33,7 @@ struct CompareReport {
 };
 
 CompareReport compare_runs(const std::vector<std::string>& files, const std::string& fabric, const std::string& intra,
-                           const std::string& compute_profile_override);
+                           const std::string& compute_profile_override, const std::string& kernels = "");
 
 Json compare_json(const CompareReport& r);
 std::string compare_table(const CompareReport& r);

@@ -17,21 +17,39 @@
 //                        pass), all-reduce P (n r); orthogonalize P (2 n r^2), Q = M^T P
 //                        (2nmr), all-reduce Q (m r); decode M = P Q^T (2nmr). Steady state:
 //                        the first `start` uncompressed steps are not modelled.
-//   qsgd:levels=S[,bucket=B]  all-gather of quantized values + one fp32 norm per B
-//                        elements (default 512): ceil(log2(2S+1)) bits per element, rounded
-//                        up to whole bytes on the wire. Decode sums p contributions.
-//   onebit (alias sign)  1-bit Adam's two-phase scheme: all-to-all of packed signs
-//                        (n/8 bytes) + all-gather of one fp32 scale per rank, server-side
-//                        decompress/average/compress of its 1/p share, all-gather of
-//                        server signs + scales.
-//   topk:ratio=F         all-gather of k = ceil(F n) int32 indices + k values.
+//   qsgd:levels=S[,bucket=B]  (S in 1..127, as the runtime: one code byte per element =
+//                        sign + 7-bit level; B default 512) all-gather of one message per
+//                        rank: pad4(n) code bytes + one fp32 norm per B elements. Decode
+//                        dequantizes and sums p messages.
+//   onebit (alias sign)  1-bit Adam's two-phase scheme (runtime/compress/onebit.hpp): the
+//                        bucket is cut into p chunks of c = ceil(n/p) rounded up to 32
+//                        elements (c/8 sign bytes each, scale = norm/sqrt(len)): all-to-all
+//                        of p x c/8 bytes, all-gather of p fp32 scales per rank, server-side
+//                        decompress/average/compress of its chunk, all-gather of
+//                        (c/8 + 4) bytes per rank.
+//   topk:ratio=F         all-gather of k = clamp(ceil(F n), 1, n) int32 indices + k fp32
+//                        values per rank (8 k bytes; values stay fp32 at any precision).
 //
-// Local work is costed with the device's rates from the compute profile: FLOPs at
-// peak_flops x efficiency (fp32 math), memory passes at optimizer_bytes_per_s (the
-// profile's sustained memory bandwidth).
+// Byte counts (BucketPlan) mirror the runtime's CompressStats exactly: payload_bytes =
+// compressed_bytes (what one rank contributes), wire_bytes = wire_bytes (what one rank
+// sends over all rounds: all-reduce 2(p-1)/p B, ring-like; all-gather and all-to-all
+// (p-1) x the per-rank / per-peer block). tests/netmodel/test_compress_payload.cpp checks
+// them against the runtime's compressors.
+//
+// Local work (encode / decode) is costed in one of two ways:
+//  * default: with the device's rates from the compute profile: FLOPs at peak_flops x
+//    efficiency (fp32 math), memory passes at optimizer_bytes_per_s (the profile's
+//    sustained memory bandwidth), counting the bytes each kernel reads and writes;
+//  * with measured kernel throughputs (KernelRates, from `gradsync-model calibrate
+//    --kernels kb.json`, i.e. gradsync-kernels-bench): time = fp32 input bytes / the
+//    kernel's measured bytes_per_second, and PowerSGD's matmul FLOPs (2 n m r per
+//    product) / its measured effective FLOP rate (encode and decode separately; the
+//    error-feedback passes are inside the measured rate). Kernels the file lacks fall
+//    back to the device rates.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -48,13 +66,35 @@ struct Phase {
 
 struct BucketPlan {
   std::vector<Phase> phases;
-  double tail_s = 0;      // decode after the last collective
-  double wire_bytes = 0;  // bytes this rank contributes (sum over phases of its share)
+  double tail_s = 0;         // decode after the last collective
+  double payload_bytes = 0;  // = CompressStats::compressed_bytes: what this rank contributes
+  double wire_bytes = 0;     // = CompressStats::wire_bytes: what this rank sends (ring-like all-reduce)
 };
+
+// Measured encode/decode throughputs of the compression kernels (gradsync-kernels-bench).
+// Keys of `Bps`: "<kernel>_encode" / "<kernel>_decode" for fp16, bf16, qsgd, onebit, topk;
+// values in fp32 input bytes per second (the bench's bytes_per_second). PowerSGD: effective
+// FLOP/s of encode (P = MQ, Gram-Schmidt, Q = M^T P, error feedback) and decode (M = PQ^T,
+// error feedback), FLOPs counted as 2 n m r per product.
+struct KernelRates {
+  std::string name, source;
+  std::map<std::string, double> Bps;
+  double powersgd_encode_flops = 0, powersgd_decode_flops = 0;  // 0: not measured
+  std::vector<std::string> notes;  // fit quality, per kernel
+};
+
+// TOML (written by calibrate --kernels; read by --kernels FILE):
+//   name = "..."  source = "..."
+//   [Bps]  qsgd_encode = 2.1e9  ...          (fp32 input bytes / s)
+//   [powersgd]  encode_flops = 3e10  decode_flops = 2e10
+// UsageError naming the file and key on malformed input.
+KernelRates load_kernel_rates(const std::string& path);
+void save_kernel_rates(const KernelRates& k, const std::string& path);
 
 struct DeviceRates {
   double flops = 1e12;      // FLOP/s for encode/decode math
   double mem_Bps = 1e11;    // bytes/s for memory passes
+  const KernelRates* kernels = nullptr;  // measured kernel throughputs, if given
 };
 
 // One gradient tensor as the compressor sees it.

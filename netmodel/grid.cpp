@@ -101,6 +101,7 @@ void apply_axis(const Axis& a, std::size_t i, PredictConfig& c) {
     else if (n == "precision") c.precision = v;
     else if (n == "model") c.model = v;
     else if (n == "compute-profile") c.compute_profile = v;
+    else if (n == "kernels") c.kernels = v;
     else if (n == "optimizer") c.optimizer = v;
     else if (n == "compress") c.compress = v;
     else throw Error("apply_axis: unknown string axis '" + n + "'");

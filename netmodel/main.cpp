@@ -243,6 +243,7 @@ const std::vector<AxisOpt>& predict_axes() {
       {"data-time-us", "0", true, "data loading work per sample, us"},
       {"optimizer", "sgd", false, "sgd|adam|adamw"},
       {"samples-per-epoch", nullptr, true, "samples per epoch (default: the model's data set)"},
+      {"kernels", nullptr, false, "measured compression-kernel rates (TOML from calibrate --kernels; default: the compute profile's rates)"},
   };
   return a;
 }
@@ -442,7 +443,9 @@ std::string stem(const std::string& path) { return std::filesystem::path(path).s
 int cmd_calibrate(const std::vector<std::string>& args) {
   po::options_description d("gradsync-model calibrate FILE.h5... -o OUT.toml");
   d.add_options()("help,h", "this help")("output,o", po::value<std::string>(), "fabric (or compute profile) TOML to write")(
-      "compute", "fit a compute profile from gradsync-train files instead")("name", po::value<std::string>(),
+      "compute", "fit a compute profile from gradsync-train files instead")(
+      "kernels", "fit compression-kernel rates from gradsync-kernels-bench --benchmark_format=json output instead")(
+      "strict", "exit 1 when the fit is poor (R^2 < 0.9 or a relative residual above 50%)")("name", po::value<std::string>(),
                                                                            "name in the written file (default: its stem)")(
       "base", po::value<std::string>(), "fabric that supplies a level the data do not cover")(
       "json", "print one JSON object")("files", po::value<std::vector<std::string>>(), "input files");
@@ -459,6 +462,25 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   const std::string out = vm["output"].as<std::string>();
   const std::string name = vm.count("name") ? vm["name"].as<std::string>() : stem(out);
   const bool json = vm.count("json");
+  if (vm.count("kernels")) {
+    GS_USAGE_CHECK(files.size() == 1, "calibrate --kernels takes one JSON file, got ", files.size());
+    const KernelRates k = calibrate_kernels(files[0], name);
+    save_kernel_rates(k, out);
+    if (json) {
+      Json j = Json::object();
+      Json b = Json::object();
+      for (const auto& [kn, v] : k.Bps) b.set(kn, v);
+      Json notes = Json::array();
+      for (const auto& n : k.notes) notes.push(n);
+      j.set("output", out).set("Bps", b).set("powersgd_encode_flops", k.powersgd_encode_flops);
+      j.set("powersgd_decode_flops", k.powersgd_decode_flops).set("notes", notes);
+      std::cout << j.dump() << "\n";
+    } else {
+      for (const auto& n : k.notes) std::printf("  %s\n", n.c_str());
+      std::printf("wrote %s\n", out.c_str());
+    }
+    return 0;
+  }
   if (vm.count("compute")) {
     const ComputeFit fit = calibrate_compute(files, name);
     models::save_profile(fit.profile, out);
@@ -485,6 +507,16 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   }
   const std::string base = vm.count("base") ? vm["base"].as<std::string>() : "";
   const FabricFit fit = calibrate_fabric(pts, name, base);
+  bool poor = false;
+  for (const auto& l : fit.levels)
+    for (const auto& w : l.warnings) {
+      std::fprintf(stderr, "gradsync-model: WARNING: %s\n", w.c_str());
+      poor = true;
+    }
+  if (poor && vm.count("strict")) {
+    std::fprintf(stderr, "gradsync-model: error: calibrate --strict: poor fit, %s not written\n", out.c_str());
+    return 1;
+  }
   save_fabric(fit.fabric, out);
   if (json) {
     Json levels = Json::array();
@@ -500,6 +532,9 @@ int cmd_calibrate(const std::vector<std::string>& args) {
         regs.push(x);
       }
       j.set("regimes", regs).set("r2", l.r2).set("max_abs_rel_residual", l.max_abs_rel_residual).set("notes", l.notes);
+      Json warn = Json::array();
+      for (const auto& w : l.warnings) warn.push(w);
+      j.set("warnings", warn);
       Json points = Json::array();
       for (const auto& p : l.points) {
         Json x = Json::object();
@@ -554,7 +589,8 @@ int cmd_compare(const std::vector<std::string>& args) {
   po::options_description d("gradsync-model compare TRAIN.h5... --fabric NAME|FILE");
   d.add_options()("help,h", "this help")("fabric", po::value<std::string>(), "fabric name or TOML file (required)")(
       "intra", po::value<std::string>(), "take the intra-node level from this fabric")(
-      "compute-profile", po::value<std::string>(), "override the files' compute_profile")("json", "print one JSON object")(
+      "compute-profile", po::value<std::string>(), "fitted compute profile (calibrate --compute); default: each file's own compute_profile")(
+      "kernels", po::value<std::string>(), "measured compression-kernel rates (calibrate --kernels)")("json", "print one JSON object")(
       "out", po::value<std::string>(), "write an HDF5 report")("files", po::value<std::vector<std::string>>(), "train files");
   po::positional_options_description pos;
   pos.add("files", -1);
@@ -567,7 +603,8 @@ int cmd_compare(const std::vector<std::string>& args) {
   GS_USAGE_CHECK(vm.count("files"), "compare: no gradsync-train files given");
   const auto rep = compare_runs(vm["files"].as<std::vector<std::string>>(), vm["fabric"].as<std::string>(),
                                 vm.count("intra") ? vm["intra"].as<std::string>() : "",
-                                vm.count("compute-profile") ? vm["compute-profile"].as<std::string>() : "");
+                                vm.count("compute-profile") ? vm["compute-profile"].as<std::string>() : "",
+                                vm.count("kernels") ? vm["kernels"].as<std::string>() : "");
   if (vm.count("out")) write_compare(rep, vm["out"].as<std::string>(), g_argv);
   if (vm.count("json")) std::cout << compare_json(rep).dump() << "\n";
   else std::cout << compare_table(rep);

@@ -32,6 +32,13 @@ DeviceRates device_rates(const models::ComputeProfile& p) {
 }
 }  // namespace
 
+const KernelRates* Predictor::kernels(const std::string& path) {
+  if (path.empty()) return nullptr;
+  auto it = kernels_.find(path);
+  if (it == kernels_.end()) it = kernels_.emplace(path, load_kernel_rates(path)).first;
+  return &it->second;
+}
+
 const Workload& Predictor::workload(const PredictConfig& c) {
   auto key = std::make_tuple(c.model, c.compute_profile, c.batch_per_rank, c.precision, c.optimizer);
   auto it = workloads_.find(key);
@@ -71,14 +78,15 @@ const std::vector<Bucket>& Predictor::buckets(const PredictConfig& c, int nranks
   const Compressor comp(c.compress);
   // Only the gather-based compressors' costs depend on the rank count.
   const bool rank_dependent = comp.name() == "qsgd" || comp.name() == "onebit" || comp.name() == "topk";
-  auto key = std::make_tuple(c.model, c.compute_profile, c.batch_per_rank, c.precision + "/" + c.optimizer,
+  auto key = std::make_tuple(c.model, c.compute_profile + "/" + c.kernels, c.batch_per_rank, c.precision + "/" + c.optimizer,
                              c.bucket_mb, c.first_bucket_mb, comp.spec(), rank_dependent ? nranks : 0);
   auto it = buckets_.find(key);
   if (it != buckets_.end()) return it->second;
   const Workload& w = workload(c);
   std::vector<Bucket> bs = make_buckets(w.grads, c.bucket_mb, c.first_bucket_mb);
   const models::ComputeProfile prof = models::load_profile(c.compute_profile);
-  const DeviceRates rates = device_rates(prof);
+  DeviceRates rates = device_rates(prof);
+  rates.kernels = kernels(c.kernels);
   const int e = precision_bytes(c.precision);
   for (auto& b : bs) b.plan = comp.plan(b.tensors, e, nranks, rates);
   return buckets_.emplace(key, std::move(bs)).first->second;

@@ -42,6 +42,7 @@ struct PredictConfig {
   double data_time_s = 0;  // per sample
   std::string optimizer = "sgd";
   int64_t samples_per_epoch = 0;  // 0: the model's data set
+  std::string kernels;  // measured kernel rates file (calibrate --kernels); empty: device rates
 };
 
 // SGD with momentum touches 20 bytes per parameter, Adam(W) 28 (models/compute_profile.hpp).
@@ -59,6 +60,13 @@ class Predictor {
  private:
   std::map<std::string, std::shared_ptr<void>> models_;  // ModelSpec, type-erased here
   std::map<std::pair<std::string, std::string>, Fabric> fabrics_;
+  std::map<std::string, KernelRates> kernels_;
+
+ public:
+  // Loaded once per path; nullptr for an empty path.
+  const KernelRates* kernels(const std::string& path);
+
+ private:
   std::map<std::tuple<std::string, std::string, int64_t, std::string, std::string>, Workload> workloads_;
   std::map<std::tuple<std::string, std::string, int64_t, std::string, double, double, std::string, int>,
            std::vector<Bucket>>

@@ -51,14 +51,21 @@ std::int64_t Cnn<T>::fan_in(std::size_t i) const {
 
 template <typename T>
 void Cnn<T>::forward_logits(const T* x, std::int64_t batch) {
+  // With a half compute type: half weights, inputs and GEMM outputs (network.hpp); ReLU,
+  // max pooling and im2col are exact on half values.
+  this->cast_params();
   x_ = ops::CMapR<T>(x, batch, kSide * kSide);
-  ops::conv_forward(x_, s1_, this->param(kConv1W), this->param(kConv1B), cols1_, a1_);
+  this->round(x_);
+  ops::conv_forward(x_, s1_, this->wparam(kConv1W), this->wparam(kConv1B), cols1_, a1_);
+  this->round(a1_);
   ops::relu_forward(a1_);
   ops::maxpool2_forward(a1_, kC1, kSide, kSide, p1_, arg1_);
-  ops::conv_forward(p1_, s2_, this->param(kConv2W), this->param(kConv2B), cols2_, a2_);
+  ops::conv_forward(p1_, s2_, this->wparam(kConv2W), this->wparam(kConv2B), cols2_, a2_);
+  this->round(a2_);
   ops::relu_forward(a2_);
   ops::maxpool2_forward(a2_, kC2, kSide / 2, kSide / 2, p2_, arg2_);
-  ops::linear_forward(p2_, this->param(kFcW), this->param(kFcB), kClasses, logits_);
+  ops::linear_forward(p2_, this->wparam(kFcW), this->wparam(kFcB), kClasses, logits_);
+  this->round(logits_);
 }
 
 template <typename T>
@@ -72,20 +79,25 @@ T Cnn<T>::forward(const T* x, const std::int32_t* labels, std::int64_t batch) {
 template <typename T>
 void Cnn<T>::backward(T scale, bool accumulate, const GradReadyFn& ready) {
   GS_CHECK(!labels_.empty(), "cnn backward without forward");
-  ops::softmax_xent_backward(probs_, labels_.data(), scale, dlogits_);
-  ops::linear_backward(p2_, dlogits_, this->param(kFcW), this->grad(kFcW), this->grad(kFcB), accumulate, &dp2_);
+  const DType ct = this->compute_type();
+  ops::softmax_xent_backward(probs_, labels_.data(), scale, dlogits_);  // fp32, then to the compute type
+  this->round(dlogits_);
+  ops::linear_backward(p2_, dlogits_, this->wparam(kFcW), this->grad(kFcW), this->grad(kFcB), accumulate, &dp2_,
+                       ct);
   ready(kFcB);
   ready(kFcW);
-  ops::maxpool2_backward(dp2_, arg2_, a2_.cols(), da2_);
+  this->round(dp2_);
+  ops::maxpool2_backward(dp2_, arg2_, a2_.cols(), da2_);  // exact: non-overlapping windows
   ops::relu_backward(a2_, da2_);
-  ops::conv_backward(cols2_, da2_, s2_, this->param(kConv2W), this->grad(kConv2W), this->grad(kConv2B), accumulate,
-                     &dp1_);
+  ops::conv_backward(cols2_, da2_, s2_, this->wparam(kConv2W), this->grad(kConv2W), this->grad(kConv2B), accumulate,
+                     &dp1_, ct);
   ready(kConv2B);
   ready(kConv2W);
+  this->round(dp1_);
   ops::maxpool2_backward(dp1_, arg1_, a1_.cols(), da1_);
   ops::relu_backward(a1_, da1_);
-  ops::conv_backward<T>(cols1_, da1_, s1_, this->param(kConv1W), this->grad(kConv1W), this->grad(kConv1B),
-                        accumulate, nullptr);
+  ops::conv_backward<T>(cols1_, da1_, s1_, this->wparam(kConv1W), this->grad(kConv1W), this->grad(kConv1B),
+                        accumulate, nullptr, ct);
   ready(kConv1B);
   ready(kConv1W);
 }

@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/timer.hpp"
+#include "train/precision.hpp"
 #include "train/rng.hpp"
 
 namespace gradsync::train {
@@ -78,9 +79,9 @@ namespace {
 class EmulatedWorkload final : public Workload {
  public:
   EmulatedWorkload(models::ModelSpec model, const models::ComputeProfile& profile, std::int64_t batch,
-                   std::uint64_t seed, int rank)
-      : spec_(std::move(model)), seed_(seed), rank_(rank) {
-    times_ = models::layer_times(spec_, profile, batch, /*half_precision=*/false);
+                   std::uint64_t seed, int rank, DType precision)
+      : spec_(std::move(model)), seed_(seed), rank_(rank), precision_(precision) {
+    times_ = models::layer_times(spec_, profile, batch, /*half_precision=*/precision_ != DType::F32);
     for (double f : times_.fwd_s) fwd_total_s_ += f;
     // Which tensors (forward indices) each layer owns.
     std::size_t i = 0;
@@ -130,8 +131,10 @@ class EmulatedWorkload final : public Workload {
     for (std::size_t l = spec_.layers.size(); l-- > 0;) {
       deadline += times_.bwd_s[l];
       const auto& idx = layer_tensors_[l];
-      for (std::size_t k = idx.size(); k-- > 0;)
+      for (std::size_t k = idx.size(); k-- > 0;) {
         emulated_gradient(tensors_[idx[k]], idx[k], seed_, micro, rank_, scale, accumulate, grads_[idx[k]]);
+        round_to(precision_, grads_[idx[k]], static_cast<std::size_t>(tensors_[idx[k]].numel()));
+      }
       sleep_until_s(deadline);
       for (std::size_t k = idx.size(); k-- > 0;) ready(idx[k]);
     }
@@ -147,6 +150,7 @@ class EmulatedWorkload final : public Workload {
   models::ModelSpec spec_;
   std::uint64_t seed_;
   int rank_;
+  DType precision_;
   models::LayerTimes times_;
   double fwd_total_s_ = 0;
   std::vector<std::vector<std::size_t>> layer_tensors_;
@@ -158,8 +162,9 @@ class EmulatedWorkload final : public Workload {
 }  // namespace
 
 std::unique_ptr<Workload> make_emulated_workload(models::ModelSpec model, const models::ComputeProfile& profile,
-                                                 std::int64_t batch, std::uint64_t seed, int rank) {
-  return std::make_unique<EmulatedWorkload>(std::move(model), profile, batch, seed, rank);
+                                                 std::int64_t batch, std::uint64_t seed, int rank,
+                                                 DType precision) {
+  return std::make_unique<EmulatedWorkload>(std::move(model), profile, batch, seed, rank, precision);
 }
 
 }  // namespace gradsync::train

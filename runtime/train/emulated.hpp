@@ -26,6 +26,13 @@
 //
 // Parameters: the trainer's flat fp32 buffer (the optimizer step is real work on the true
 // number of parameters); init_params fills it with small uniform values.
+//
+// Mixed precision (precision != F32): layer times use the profile's half-precision peak
+// (layer_times(..., half_precision = true)), and each tensor's gradient, generated with the
+// loss scale folded into `scale`, is rounded to the half type right after generation (with
+// gradient accumulation the accumulated sum is rounded: a real half backward would round
+// each micro-step's contribution instead — the values differ in the last bit, the traffic
+// does not). The rounding pass runs inside the layer's time slot, like generation.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +43,8 @@
 namespace gradsync::train {
 
 std::unique_ptr<Workload> make_emulated_workload(models::ModelSpec model, const models::ComputeProfile& profile,
-                                                 std::int64_t batch, std::uint64_t seed, int rank);
+                                                 std::int64_t batch, std::uint64_t seed, int rank,
+                                                 DType precision = DType::F32);
 
 // The generator on its own (tests, benchmarks): writes/adds tensor t's gradient.
 void emulated_gradient(const models::TensorSpec& t, std::size_t tensor_index, std::uint64_t seed,

@@ -62,6 +62,9 @@ void print_summary(const TrainOptions& o, const RunResult& r, const std::string&
         .set("final_loss", std::isfinite(final_loss) ? Json(final_loss) : Json())
         .set("final_eval_accuracy", std::isfinite(r.final_eval_accuracy) ? Json(r.final_eval_accuracy) : Json())
         .set("final_param_norm", r.final_param_norm)
+        .set("precision", r.precision)
+        .set("final_loss_scale", r.steps.empty() ? 1.0 : r.steps.back().loss_scale)
+        .set("skipped_steps", static_cast<long long>(r.skipped_steps))
         .set("out", path);
     std::printf("%s\n", j.dump(2).c_str());
     return;
@@ -79,6 +82,13 @@ void print_summary(const TrainOptions& o, const RunResult& r, const std::string&
   std::printf("  sent per step  %s per rank in %zu bucket(s)\n", format_bytes(median(bytes)).c_str(),
               r.bucket_bytes.size());
   std::printf("  reducer        %.2f%% of step time (bookkeeping, median)\n", median(reducer_pct));
+  if (r.precision != "fp32") {
+    const double first = r.steps.empty() ? 1.0 : r.steps.front().loss_scale;
+    const double last = r.steps.empty() ? 1.0 : r.steps.back().loss_scale;
+    std::printf("  precision      %s, gradients sent as %s, loss scale %s (%g -> %g), %lld skipped step(s)\n",
+                r.precision.c_str(), r.compress_effective.c_str(), r.loss_scale_mode.c_str(), first, last,
+                static_cast<long long>(r.skipped_steps));
+  }
   if (o.compute == "real")
     std::printf("  final loss     %.4f, eval accuracy %.2f%%\n", final_loss, 100.0 * r.final_eval_accuracy);
   else if (r.replay.overruns > 0)

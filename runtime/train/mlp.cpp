@@ -46,12 +46,19 @@ std::int64_t Mlp<T>::fan_in(std::size_t i) const {
 
 template <typename T>
 void Mlp<T>::forward_logits(const T* x, std::int64_t batch) {
+  // With a half compute type: half weights, inputs and GEMM outputs (network.hpp); ReLU is
+  // exact on half values.
+  this->cast_params();
   x_ = ops::CMapR<T>(x, batch, kIn);
-  ops::linear_forward(x_, this->param(kW1), this->param(kB1), kHidden, h1_);
+  this->round(x_);
+  ops::linear_forward(x_, this->wparam(kW1), this->wparam(kB1), kHidden, h1_);
+  this->round(h1_);
   ops::relu_forward(h1_);
-  ops::linear_forward(h1_, this->param(kW2), this->param(kB2), kHidden, h2_);
+  ops::linear_forward(h1_, this->wparam(kW2), this->wparam(kB2), kHidden, h2_);
+  this->round(h2_);
   ops::relu_forward(h2_);
-  ops::linear_forward(h2_, this->param(kW3), this->param(kB3), kClasses, logits_);
+  ops::linear_forward(h2_, this->wparam(kW3), this->wparam(kB3), kClasses, logits_);
+  this->round(logits_);
 }
 
 template <typename T>
@@ -65,16 +72,20 @@ T Mlp<T>::forward(const T* x, const std::int32_t* labels, std::int64_t batch) {
 template <typename T>
 void Mlp<T>::backward(T scale, bool accumulate, const GradReadyFn& ready) {
   GS_CHECK(!labels_.empty(), "mlp backward without forward");
-  ops::softmax_xent_backward(probs_, labels_.data(), scale, d3_);
-  ops::linear_backward(h2_, d3_, this->param(kW3), this->grad(kW3), this->grad(kB3), accumulate, &d2_);
+  const DType ct = this->compute_type();
+  ops::softmax_xent_backward(probs_, labels_.data(), scale, d3_);  // fp32, then to the compute type
+  this->round(d3_);
+  ops::linear_backward(h2_, d3_, this->wparam(kW3), this->grad(kW3), this->grad(kB3), accumulate, &d2_, ct);
   ready(kB3);
   ready(kW3);
+  this->round(d2_);
   ops::relu_backward(h2_, d2_);
-  ops::linear_backward(h1_, d2_, this->param(kW2), this->grad(kW2), this->grad(kB2), accumulate, &d1_);
+  ops::linear_backward(h1_, d2_, this->wparam(kW2), this->grad(kW2), this->grad(kB2), accumulate, &d1_, ct);
   ready(kB2);
   ready(kW2);
+  this->round(d1_);
   ops::relu_backward(h1_, d1_);
-  ops::linear_backward<T>(x_, d1_, this->param(kW1), this->grad(kW1), this->grad(kB1), accumulate, nullptr);
+  ops::linear_backward<T>(x_, d1_, this->wparam(kW1), this->grad(kW1), this->grad(kB1), accumulate, nullptr, ct);
   ready(kB1);
   ready(kW1);
 }

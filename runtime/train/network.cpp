@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "train/cnn.hpp"
 #include "train/mlp.hpp"
+#include "train/precision.hpp"
 #include "train/rng.hpp"
 
 namespace gradsync::train {
@@ -37,6 +38,18 @@ void Network<T>::init_params(std::uint64_t seed) {
     T* p = params_[i];
     const std::int64_t n = ts[i].numel();
     for (std::int64_t j = 0; j < n; ++j) p[j] = static_cast<T>((2.0 * rng.uniform() - 1.0) * bound);
+  }
+}
+
+template <typename T>
+void Network<T>::cast_params() {
+  if (compute_ == DType::F32) return;
+  const auto ts = tensors();
+  cast_.resize(ts.size());
+  for (std::size_t i = 0; i < ts.size(); ++i) {
+    const auto n = static_cast<std::size_t>(ts[i].numel());
+    cast_[i].assign(params_[i], params_[i] + n);
+    round_to(compute_, cast_[i].data(), n);
   }
 }
 

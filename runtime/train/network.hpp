@@ -17,6 +17,13 @@
 //
 // Scalar type: float for training; double instantiations exist for the finite-difference
 // gradient checks in the tests.
+//
+// Compute type (mixed precision, see precision.hpp): F32 by default. With a half type,
+// every forward first casts the bound (fp32 master) parameters to half-rounded copies
+// (wparam), which forward and backward use instead; inputs, GEMM/convolution outputs and
+// activation gradients are rounded to the half type (round()); parameter gradients are
+// produced as half values (the kernels' grad_type). Storage stays T: half values are held
+// widened, exactly, so the reducer's fp32 buckets and the optimizer need no change.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +32,9 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.hpp"
 #include "models/zoo.hpp"
+#include "train/nn_ops.hpp"
 
 namespace gradsync::train {
 
@@ -59,14 +68,27 @@ class Network {
   // Arg-max class per sample (uses and overwrites the forward activations).
   virtual void predict(const T* x, std::int64_t batch, std::int32_t* out) = 0;
 
+  // F32 (default), F16 or BF16: the type forward and backward compute in (see above).
+  void set_compute_type(DType t) { compute_ = t; }
+  DType compute_type() const { return compute_; }
+
  protected:
   T* param(std::size_t i) const { return params_[i]; }
   T* grad(std::size_t i) const { return grads_[i]; }
+  // The parameter as forward/backward use it: the master copy (F32) or its half-rounded
+  // copy from the last cast_params().
+  const T* wparam(std::size_t i) const { return compute_ == DType::F32 ? params_[i] : cast_[i].data(); }
+  // Refresh the half copies (no-op for F32); the networks call it at the start of forward.
+  void cast_params();
+  // Round activations / activation gradients to the compute type (no-op for F32).
+  void round(ops::MatR<T>& m) const { ops::round_to(compute_, m); }
   // fan_in of tensor i for the init bound (weights: prod(shape[1:]); biases: their weight's).
   virtual std::int64_t fan_in(std::size_t i) const = 0;
 
  private:
   std::vector<T*> params_, grads_;
+  DType compute_ = DType::F32;
+  std::vector<std::vector<T>> cast_;  // half-rounded parameter copies (compute_ != F32)
 };
 
 // The trainable models: "mlp", "cnn".

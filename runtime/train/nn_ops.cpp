@@ -6,7 +6,28 @@
 #include <cmath>
 #include <limits>
 
+#include "train/precision.hpp"
+
 namespace gradsync::train::ops {
+
+namespace {
+
+// dst (=|+=) src rounded to t (src is scratch and is rounded in place).
+template <typename T>
+void store_grad(DType t, T* src, T* dst, std::int64_t n, bool accumulate) {
+  train::round_to(t, src, static_cast<std::size_t>(n));
+  if (accumulate)
+    for (std::int64_t i = 0; i < n; ++i) dst[i] += src[i];
+  else
+    std::copy(src, src + n, dst);
+}
+
+}  // namespace
+
+template <typename T>
+void round_to(DType t, MatR<T>& x) {
+  train::round_to(t, x.data(), static_cast<std::size_t>(x.size()));
+}
 
 template <typename T>
 void linear_forward(const MatR<T>& x, const T* w, const T* b, std::int64_t out, MatR<T>& y) {
@@ -18,11 +39,17 @@ void linear_forward(const MatR<T>& x, const T* w, const T* b, std::int64_t out, 
 }
 
 template <typename T>
-void linear_backward(const MatR<T>& x, const MatR<T>& dy, const T* w, T* dw, T* db, bool accumulate, MatR<T>* dx) {
+void linear_backward(const MatR<T>& x, const MatR<T>& dy, const T* w, T* dw, T* db, bool accumulate, MatR<T>* dx,
+                     DType grad_type) {
   const std::int64_t in = x.cols(), out = dy.cols();
   MapR<T> dW(dw, out, in);
   Eigen::Map<Eigen::Matrix<T, 1, Eigen::Dynamic>> dB(db, out);
-  if (accumulate) {
+  if (grad_type != DType::F32) {
+    MatR<T> gw = dy.transpose() * x;  // fp32 accumulation, then one rounding
+    Eigen::Matrix<T, 1, Eigen::Dynamic> gb = dy.colwise().sum();
+    store_grad(grad_type, gw.data(), dw, out * in, accumulate);
+    store_grad(grad_type, gb.data(), db, out, accumulate);
+  } else if (accumulate) {
     dW.noalias() += dy.transpose() * x;
     dB += dy.colwise().sum();
   } else {
@@ -122,11 +149,19 @@ void conv_forward(const MatR<T>& x, const ConvShape& s, const T* w, const T* b, 
 
 template <typename T>
 void conv_backward(const std::vector<T>& cols, const MatR<T>& dy, const ConvShape& s, const T* w, T* dw, T* db,
-                   bool accumulate, MatR<T>* dx) {
+                   bool accumulate, MatR<T>* dx, DType grad_type) {
   const std::int64_t B = dy.rows(), R = s.col_rows(), P = s.pixels();
-  MapR<T> dW(dw, s.cout, R);
-  Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>> dB(db, s.cout);
-  if (!accumulate) {
+  const bool half = grad_type != DType::F32;
+  // Half: sum the batch in fp32 scratch, round once at the end (below).
+  MatR<T> gw;
+  Eigen::Matrix<T, Eigen::Dynamic, 1> gb;
+  if (half) {
+    gw.setZero(s.cout, R);
+    gb.setZero(s.cout);
+  }
+  MapR<T> dW(half ? gw.data() : dw, s.cout, R);
+  Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>> dB(half ? gb.data() : db, s.cout);
+  if (!accumulate && !half) {
     dW.setZero();
     dB.setZero();
   }
@@ -145,6 +180,10 @@ void conv_backward(const std::vector<T>& cols, const MatR<T>& dy, const ConvShap
       dcols.noalias() = W.transpose() * dyi;
       col2im(dcols.data(), s, dx->row(i).data());
     }
+  }
+  if (half) {
+    store_grad(grad_type, gw.data(), dw, s.cout * R, accumulate);
+    store_grad(grad_type, gb.data(), db, s.cout, accumulate);
   }
 }
 
@@ -191,7 +230,7 @@ void maxpool2_backward(const MatR<T>& dy, const std::vector<std::int32_t>& argma
 
 #define GS_INSTANTIATE_OPS(T)                                                                                  \
   template void linear_forward<T>(const MatR<T>&, const T*, const T*, std::int64_t, MatR<T>&);                 \
-  template void linear_backward<T>(const MatR<T>&, const MatR<T>&, const T*, T*, T*, bool, MatR<T>*);          \
+  template void linear_backward<T>(const MatR<T>&, const MatR<T>&, const T*, T*, T*, bool, MatR<T>*, DType);   \
   template void relu_forward<T>(MatR<T>&);                                                                     \
   template void relu_backward<T>(const MatR<T>&, MatR<T>&);                                                    \
   template T softmax_xent<T>(const MatR<T>&, const std::int32_t*, MatR<T>&);                                   \
@@ -201,7 +240,8 @@ void maxpool2_backward(const MatR<T>& dy, const std::vector<std::int32_t>& argma
   template void conv_forward<T>(const MatR<T>&, const ConvShape&, const T*, const T*, std::vector<T>&,         \
                                 MatR<T>&);                                                                     \
   template void conv_backward<T>(const std::vector<T>&, const MatR<T>&, const ConvShape&, const T*, T*, T*,    \
-                                 bool, MatR<T>*);                                                              \
+                                 bool, MatR<T>*, DType);                                                       \
+  template void round_to<T>(DType, MatR<T>&);                                                                  \
   template void maxpool2_forward<T>(const MatR<T>&, std::int64_t, std::int64_t, std::int64_t, MatR<T>&,        \
                                     std::vector<std::int32_t>&);                                               \
   template void maxpool2_backward<T>(const MatR<T>&, const std::vector<std::int32_t>&, std::int64_t, MatR<T>&);

@@ -4,12 +4,19 @@
 // Linear {out, in}, Conv2d {Cout, Cin, k, k}.
 //
 // Backward kernels take `accumulate`: false writes the parameter gradient (=), true adds
-// to it (+=) — see network.hpp.
+// to it (+=) — see network.hpp — and `grad_type`: the type the parameter gradient is
+// produced in. For DType::F32 it is computed straight into dw/db; for a half type (mixed
+// precision, see precision.hpp) it is computed with fp32 accumulation into scratch, rounded
+// to the half type, then written or added: the gradient of a half weight is a half tensor,
+// and gradient accumulation adds those half tensors in fp32, as PyTorch's fp32 .grad does.
+// Activations are rounded by the networks, between kernels.
 #pragma once
 
 #include <Eigen/Dense>
 #include <cstdint>
 #include <vector>
+
+#include "core/dtype.hpp"
 
 namespace gradsync::train::ops {
 
@@ -27,7 +34,8 @@ template <typename T>
 void linear_forward(const MatR<T>& x, const T* w, const T* b, std::int64_t out, MatR<T>& y);
 // dW (=|+=) dy^T x ; db (=|+=) colsum(dy) ; dx = dy W (skipped when dx == nullptr).
 template <typename T>
-void linear_backward(const MatR<T>& x, const MatR<T>& dy, const T* w, T* dw, T* db, bool accumulate, MatR<T>* dx);
+void linear_backward(const MatR<T>& x, const MatR<T>& dy, const T* w, T* dw, T* db, bool accumulate, MatR<T>* dx,
+                     DType grad_type = DType::F32);
 
 // In place: x = max(x, 0).
 template <typename T>
@@ -63,7 +71,11 @@ void conv_forward(const MatR<T>& x, const ConvShape& s, const T* w, const T* b, 
 // dW (=|+=) sum_b dy_b cols_b^T ; db (=|+=) sum over pixels ; dx via col2im (skipped if nullptr).
 template <typename T>
 void conv_backward(const std::vector<T>& cols, const MatR<T>& dy, const ConvShape& s, const T* w, T* dw, T* db,
-                   bool accumulate, MatR<T>* dx);
+                   bool accumulate, MatR<T>* dx, DType grad_type = DType::F32);
+
+// Mixed precision: round a buffer / matrix to `t` in place (no-op for F32; precision.hpp).
+template <typename T>
+void round_to(DType t, MatR<T>& x);
 
 // 2x2 max pooling, stride 2, per channel of C x H x W (H, W even). argmax keeps the winner
 // (index into the input sample) for backward.

@@ -16,6 +16,7 @@
 #include "models/zoo.hpp"
 #include "train/network.hpp"
 #include "train/optimizer.hpp"
+#include "train/precision.hpp"
 
 namespace po = boost::program_options;
 
@@ -42,7 +43,9 @@ po::options_description describe(TrainOptions& o) {
     ("algo", po::value(&o.algo), "all-reduce algorithm from the registry (default ring)")
     ("chunk-bytes", po::value<std::string>(), "ring pipelining chunk, e.g. 4M (default GRADSYNC_CHUNK_BYTES)")
     ("channels", po::value(&o.channels), "concurrent rings (default GRADSYNC_CHANNELS)")
-    ("compress", po::value(&o.compress), "gradient compressor spec (default none)")
+    ("compress", po::value(&o.compress), "gradient compressor spec (default none; with --precision fp16/bf16, none communicates in that half type)")
+    ("precision", po::value(&o.precision), "fp32, fp16 or bf16: mixed precision with fp32 master weights; half-precision compute (real) and gradients communicated in half (default fp32)")
+    ("loss-scale", po::value(&o.loss_scale), "dynamic[:init=65536,growth=2,backoff=0.5,interval=2000] (GradScaler), static:V or none (default dynamic for fp16, none for bf16; refused with fp32)")
     ("optimizer", po::value(&o.optimizer), "sgd (momentum 0.9) or adam (default sgd)")
     ("lr", po::value(&o.lr), "learning rate (default 0.05 for sgd, 0.001 for adam)")
     ("seed", po::value(&o.seed), "seed of data, initial weights, sampler and emulated gradients (default 1)")
@@ -90,6 +93,11 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
   if (vm.count("lr") == 0) o.lr = o.optimizer == "adam" ? 0.001 : 0.05;
   if (o.steps == 0 && o.epochs == 0 && !vm.count("steps") && !vm.count("epochs")) o.steps = 50;
   if (o.chunk_bytes == 0) o.chunk_bytes = static_cast<std::int64_t>(param_double("GRADSYNC_CHUNK_BYTES"));
+  o.loss_scale_given = vm.count("loss-scale") != 0;
+  if (!o.loss_scale_given) {
+    const bool known = o.precision == "fp32" || o.precision == "fp16" || o.precision == "bf16";
+    o.loss_scale = known ? default_loss_scale(parse_precision(o.precision)) : "none";  // bad precision: validate says so
+  }
   if (o.channels == 0) o.channels = static_cast<std::int64_t>(param_double("GRADSYNC_CHANNELS"));
   return o;
 }
@@ -133,6 +141,10 @@ void validate_train_options(const TrainOptions& o) {
   GS_USAGE_CHECK(o.chunk_bytes > 0, "option --chunk-bytes: must be positive, got ", o.chunk_bytes);
   GS_USAGE_CHECK(o.channels >= 1, "option --channels: must be >= 1, got ", o.channels);
   check_compressor_spec(o.compress);  // its messages name --compress
+  const DType precision = parse_precision(o.precision);  // its message names --precision
+  GS_USAGE_CHECK(precision != DType::F32 || !o.loss_scale_given, "option --loss-scale: '", o.loss_scale,
+                 "' needs --precision fp16 or bf16 (fp32 training has no loss scaling)");
+  (void)parse_loss_scale(o.loss_scale);  // its messages name --loss-scale
   check_optimizer_name(o.optimizer);  // its message names --optimizer
   GS_USAGE_CHECK(std::isfinite(o.lr) && o.lr > 0, "option --lr: must be positive, got ", o.lr);
   GS_USAGE_CHECK(o.loader_workers >= 0 && o.loader_workers <= 256, "option --loader-workers: must be in [0, 256], got ",
@@ -164,6 +176,8 @@ std::vector<std::pair<std::string, std::string>> fingerprint_items(const TrainOp
           {"chunk-bytes", std::to_string(o.chunk_bytes)},
           {"channels", std::to_string(o.channels)},
           {"compress", o.compress},
+          {"precision", o.precision},
+          {"loss-scale", o.loss_scale},
           {"optimizer", o.optimizer},
           {"lr", num(o.lr)},
           {"seed", std::to_string(o.seed)},

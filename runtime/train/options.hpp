@@ -26,6 +26,9 @@ struct TrainOptions {
   std::int64_t chunk_bytes = 0;  // 0: GRADSYNC_CHUNK_BYTES
   std::int64_t channels = 0;     // 0: GRADSYNC_CHANNELS
   std::string compress = "none";
+  std::string precision = "fp32";  // fp32 | fp16 | bf16 (precision.hpp)
+  std::string loss_scale;          // dynamic[:...] | static:V | none; default from the precision
+  bool loss_scale_given = false;   // --loss-scale was on the command line
   std::string optimizer = "sgd";
   double lr = 0;                 // 0: 0.05 for sgd, 0.001 for adam
   std::uint64_t seed = 1;

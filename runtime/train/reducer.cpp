@@ -3,11 +3,13 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/timer.hpp"
+#include "kernels/cpu_kernels.hpp"
 
 namespace gradsync::train {
 
@@ -111,9 +113,11 @@ std::string Reducer::layout() const {
   return os.str();
 }
 
-void Reducer::begin_backward(double t0, std::int64_t step, bool sync) {
+void Reducer::begin_backward(double t0, std::int64_t step, bool sync, float inv_scale) {
   const double t = now_s();
   GS_CHECK(!in_backward_, "reducer: begin_backward twice without finish_backward");
+  GS_CHECK(opts_.unscale != Unscale::None || inv_scale == 1.f, "reducer: a loss scale (1/", inv_scale,
+           ") without unscaling");
   in_backward_ = true;
   t0_ = t0;
   step_ = step;
@@ -128,6 +132,9 @@ void Reducer::begin_backward(double t0, std::int64_t step, bool sync) {
     std::lock_guard<std::mutex> lock(mu_);
     done_ = 0;
     comm_overhead_s_ = 0;
+    inv_scale_ = inv_scale;
+    found_inf_ = false;
+    unscale_s_ = 0;
     for (std::size_t b = 0; b < views_.size(); ++b) {
       records_[b] = BucketRecord{static_cast<std::int64_t>(views_[b].count * sizeof(float)), 0, 0, 0};
       stats_[b] = CompressStats{};
@@ -204,10 +211,19 @@ StepComm Reducer::finish_backward() {
       out.comm_busy_s += records_[b].end_s - records_[b].start_s;
     }
     out.overhead_s = train_overhead_s_ + comm_overhead_s_;
+    out.found_inf = found_inf_;
+    out.unscale_s = unscale_s_;
   }
   out.overhead_s += now_s() - t;
   out.launch_wall_s = launch_wall_s_;
   return out;
+}
+
+bool Reducer::unscale_bucket(std::size_t b, float inv_scale, bool zero_bad) {
+  BucketView& v = views_[b];
+  const bool bad = !kernels::unscale_check_finite(v.data, v.count, inv_scale);
+  if (bad && zero_bad) std::fill(v.data, v.data + v.count, 0.0f);
+  return bad;
 }
 
 void Reducer::comm_loop() {
@@ -216,6 +232,7 @@ void Reducer::comm_loop() {
     bool failed = false;
     std::int64_t step = 0;
     double t0 = 0;
+    float inv_scale = 1.f;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_queue_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -225,12 +242,25 @@ void Reducer::comm_loop() {
       failed = error_ != nullptr;
       step = step_;
       t0 = t0_;
+      inv_scale = inv_scale_;
     }
     const double start = now_s();
     CompressStats st;
+    bool bad = false;
+    double unscale_s = 0;
     if (!failed) {  // after an error the remaining buckets are only counted, so finish returns
       try {
+        if (opts_.unscale == Unscale::BeforeReduce) {
+          const double u = now_s();
+          bad = unscale_bucket(b, inv_scale, /*zero_bad=*/true);
+          unscale_s += now_s() - u;
+        }
         compressor_.reduce(comm_, allreduce_, views_[b], step, st);
+        if (opts_.unscale == Unscale::AfterReduce) {
+          const double u = now_s();
+          bad = unscale_bucket(b, inv_scale, /*zero_bad=*/false);
+          unscale_s += now_s() - u;
+        }
       } catch (...) {
         std::lock_guard<std::mutex> lock(mu_);
         if (!error_) error_ = std::current_exception();
@@ -242,6 +272,8 @@ void Reducer::comm_loop() {
       records_[b].start_s = start - t0;
       records_[b].end_s = end - t0;
       stats_[b] = st;
+      found_inf_ = found_inf_ || bad;
+      unscale_s_ += unscale_s;
       ++done_;
       comm_overhead_s_ += now_s() - end;
     }

@@ -28,6 +28,15 @@
 // finish_backward() waits for every bucket and rethrows any error of the communication
 // thread. In a non-sync backward (no_sync, gradient accumulation) nothing is communicated.
 //
+// Mixed precision (see precision.hpp): with ReducerOptions::unscale != None, a sync step's
+// begin_backward gets the reciprocal of the step's loss scale, and the communication
+// thread unscales each bucket (x inv_scale) and checks it for inf/nan, inside the bucket's
+// [start, end]: AfterReduce for the fp16/bf16 cast compressors (the scaled gradients are
+// what travels in half, so small values survive the cast), BeforeReduce for every other
+// compressor (it encodes the unscaled fp32 gradients; a bucket holding inf/nan is zeroed
+// first, so no inf/nan reaches its error-feedback memory or the wire). finish_backward()
+// reports this rank's verdict in StepComm::found_inf; the ranks must still agree on it.
+//
 // Threads: mark_ready/begin/finish are called from one training thread. The communication
 // thread touches a bucket's buffer only between its launch and its completion, during
 // which backward no longer writes it (its gradients are final).
@@ -55,10 +64,14 @@ namespace gradsync::train {
 std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<std::int64_t>& tensor_bytes,
                                                      std::int64_t bucket_bytes, std::int64_t first_bucket_bytes);
 
+// Where the reducer unscales gradients (mixed precision; see above).
+enum class Unscale : std::uint8_t { None, AfterReduce, BeforeReduce };
+
 struct ReducerOptions {
   std::int64_t bucket_bytes = 25LL << 20;
   std::int64_t first_bucket_bytes = 1LL << 20;
   bool overlap = true;
+  Unscale unscale = Unscale::None;
 };
 
 // One bucket's all-reduce in one step; times in seconds from the step start (t0).
@@ -79,6 +92,10 @@ struct StepComm {
   // Wall time of the bucket launches: on an oversubscribed machine it includes being
   // preempted by the communication thread that the launch woke up.
   double launch_wall_s = 0;
+  // Mixed precision: a bucket held inf/nan on this rank (checked before unscaling), and
+  // the time spent unscaling and checking (part of the buckets' end - start).
+  bool found_inf = false;
+  double unscale_s = 0;
 };
 
 class Reducer {
@@ -100,7 +117,9 @@ class Reducer {
   // check_same_on_all_ranks.
   std::string layout() const;
 
-  void begin_backward(double t0, std::int64_t step, bool sync);
+  // inv_scale: 1 / the step's loss scale (used by sync steps when unscale != None; must
+  // be 1 otherwise).
+  void begin_backward(double t0, std::int64_t step, bool sync, float inv_scale = 1.f);
   void mark_ready(std::size_t tensor);
   StepComm finish_backward();
 
@@ -109,6 +128,9 @@ class Reducer {
   void timed_launch();          // the same, accounted in overhead (CPU) and launch_wall_s_
   void push(std::size_t b);
   void comm_loop();
+  // Communication thread: unscale and check bucket b; zero it when non-finite and
+  // `zero_bad`. Returns true when it held inf/nan.
+  bool unscale_bucket(std::size_t b, float inv_scale, bool zero_bad);
 
   Communicator& comm_;
   AllreduceAlgorithm& allreduce_;
@@ -126,6 +148,7 @@ class Reducer {
   double t0_ = 0;
   std::int64_t step_ = 0;
   bool sync_ = false;
+  float inv_scale_ = 1.f;  // read by the communication thread under mu_
   bool in_backward_ = false;
   std::vector<std::uint8_t> marked_;         // per tensor
   std::vector<std::size_t> pending_;         // per bucket: tensors not yet ready
@@ -143,6 +166,8 @@ class Reducer {
   std::vector<BucketRecord> records_;
   std::vector<CompressStats> stats_;
   double comm_overhead_s_ = 0;
+  bool found_inf_ = false;
+  double unscale_s_ = 0;
   std::exception_ptr error_;
   bool stop_ = false;
   std::thread thread_;

@@ -50,7 +50,11 @@ void write_train_results(const std::string& path, const TrainOptions& o, const R
   w.attr("/", "chunk_bytes", static_cast<I>(o.chunk_bytes));
   w.attr("/", "channels", static_cast<I>(o.channels));
   w.attr("/", "compress", r.compress_spec);
-  w.attr("/", "precision", std::string("fp32"));  // hook for mixed precision (later issue)
+  w.attr("/", "compress_effective", r.compress_effective);
+  w.attr("/", "precision", r.precision);
+  w.attr("/", "loss_scale_mode", r.loss_scale_mode);
+  w.attr("/", "loss_scale_spec", r.loss_scale_spec);
+  w.attr("/", "skipped_steps", static_cast<I>(r.skipped_steps));
   w.attr("/", "loader_workers", static_cast<I>(o.loader_workers));
   w.attr("/", "prefetch", static_cast<I>(o.prefetch));
   w.attr("/", "data_time_s", o.data_time_us * 1e-6);
@@ -72,26 +76,33 @@ void write_train_results(const std::string& path, const TrainOptions& o, const R
 
   // ---- /steps -------------------------------------------------------------------------------
   const std::size_t n = r.steps.size();
-  std::vector<I> step(n);
+  std::vector<I> step(n), skipped(n);
+  std::vector<double> loss_scale(n);
   std::vector<double> cols[StepRow::kFields];
   for (auto& c : cols) c.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     const StepRow& s = r.steps[i];
     step[i] = static_cast<I>(i);
+    skipped[i] = s.skipped != 0 ? 1 : 0;
+    loss_scale[i] = s.loss_scale;
     const double v[StepRow::kFields] = {s.loss,        s.step_time_s, s.data_s,      s.forward_s,
                                         s.backward_s,  s.comm_exposed_s, s.optimizer_s, s.bytes_sent,
                                         s.comm_total_s, s.encode_s,   s.decode_s,    s.reducer_s,
-                                        s.reducer_launch_wall_s};
+                                        s.reducer_launch_wall_s, s.unscale_s};
     for (int f = 0; f < StepRow::kFields; ++f) cols[f][i] = v[f];
   }
   static const char* names[StepRow::kFields] = {"loss",        "step_time_s",  "data_s",   "forward_s",
                                                 "backward_s",  "comm_exposed_s", "optimizer_s", "bytes_sent",
                                                 "comm_total_s", "encode_s",    "decode_s", "reducer_s",
-                                                "reducer_launch_wall_s"};
+                                                "reducer_launch_wall_s", "unscale_s"};
   w.group("/steps");
   w.write("/steps/step", step);
   for (int f = 0; f < StepRow::kFields; ++f) w.write(std::string("/steps/") + names[f], cols[f]);
-  w.attr("/steps", "aggregation", std::string("step_time_s: max over ranks; other columns: mean over ranks"));
+  w.write("/steps/loss_scale", loss_scale);
+  w.write("/steps/skipped", skipped);
+  w.attr("/steps", "aggregation",
+         std::string("step_time_s: max over ranks; loss_scale, skipped: the same on all ranks; "
+                     "other columns: mean over ranks"));
 
   // ---- /buckets -----------------------------------------------------------------------------
   std::vector<I> bstep, bidx, bbytes;

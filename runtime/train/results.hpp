@@ -4,23 +4,37 @@
 //   /                 provenance (write_provenance) + the run's configuration attributes
 //   /steps/{step, loss, step_time_s, data_s, forward_s, backward_s, comm_exposed_s,
 //           optimizer_s, bytes_sent, comm_total_s, encode_s, decode_s,
-//           reducer_s, reducer_launch_wall_s}
-//                     one row per optimizer step; step_time_s = max over ranks, all other
-//                     columns the mean over ranks. Definitions (per rank, per step):
+//           reducer_s, reducer_launch_wall_s, unscale_s, loss_scale, skipped}
+//                     one row per optimizer step; step_time_s = max over ranks, loss_scale
+//                     and skipped are the same on every rank, all other columns the mean
+//                     over ranks. Definitions (per rank, per step):
 //       loss            mean over the micro-steps of the local batch's mean loss (NaN emulated)
 //       step_time_s     start of the step's first loader.next() to the end of optimizer.step()
 //       data_s          time waiting for batches (all micro-steps)
 //       forward_s       forward passes (emulated: the profile's sleep)
 //       backward_s      backward passes incl. gradient hooks and bucket launches
-//       comm_exposed_s  end of the last backward to all buckets reduced (not hidden)
+//       comm_exposed_s  end of the last backward to all buckets reduced (not hidden); with
+//                       fp16/bf16 also the ranks' agreement on found_inf (one max-allreduce)
 //       optimizer_s     optimizer step
 //       bytes_sent      bytes this rank sent (the compressor's wire_bytes: estimated for
-//                       plain all-reduce, 2(p-1)/p x bucket bytes for ring-like algorithms)
+//                       plain all-reduce, 2(p-1)/p x bucket bytes for ring-like algorithms;
+//                       fp16/bf16 with --compress none: 2-byte elements, half of fp32's)
 //       comm_total_s    sum over buckets of (end - start) on the communication thread
 //       encode_s, decode_s  compressor encode/decode time (0 for "none")
 //       reducer_s       reducer bookkeeping (see StepComm::overhead_s)
 //       reducer_launch_wall_s  wall time of bucket launches (incl. preemption when
 //                       oversubscribed)
+//       unscale_s       fp16/bf16: unscaling and inf/nan checks of the buckets (on the
+//                       communication thread, inside comm_total_s); 0 for fp32
+//       loss_scale      the loss scale this step's loss was multiplied by (1 for fp32 and
+//                       --loss-scale none); dynamic: halves after an inf/nan step, doubles
+//                       after `interval` good steps (compress/loss_scaler.hpp)
+//       skipped         1 when the step found inf/nan gradients and was not applied
+// Root attributes added by mixed precision: precision (fp32|fp16|bf16), loss_scale_mode
+// (dynamic|static|none), loss_scale_spec (canonical, "" for fp32), skipped_steps, and
+// compress_effective (the compressor that ran: "fp16"/"bf16" for --compress none in half
+// precision; "compress" keeps the user's spec). compression_ratio = fp32 payload bytes /
+// payload bytes sent, so fp16/bf16 with --compress none gives 2.0 (as the fp16 compressor).
 //   /buckets/{step, bucket, bytes, ready_s, start_s, end_s}
 //                     rank 0's timeline, one row per bucket per step, seconds from the
 //                     step's start

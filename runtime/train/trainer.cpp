@@ -6,11 +6,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <set>
 
 #include "algos/allreduce.hpp"
 #include "compress/compressor.hpp"
+#include "compress/loss_scaler.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/timer.hpp"
@@ -21,6 +25,7 @@
 #include "train/loader.hpp"
 #include "train/network.hpp"
 #include "train/optimizer.hpp"
+#include "train/precision.hpp"
 #include "train/sampler.hpp"
 
 namespace gradsync::train {
@@ -66,6 +71,28 @@ double param_norm(const std::vector<float>& p) {
   return std::sqrt(s);
 }
 
+// The test hook GRADSYNC_TEST_INJECT_INF (trainer.hpp): the one place it is read.
+std::set<std::int64_t> inject_inf_steps() {
+  std::set<std::int64_t> steps;
+  const char* v = std::getenv("GRADSYNC_TEST_INJECT_INF");
+  if (v == nullptr) return steps;
+  const std::string text(v);
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string item = text.substr(pos, comma - pos);
+    if (!item.empty()) {
+      char* end = nullptr;
+      const long long s = std::strtoll(item.c_str(), &end, 10);
+      GS_USAGE_CHECK(end == item.c_str() + item.size() && s >= 0, "GRADSYNC_TEST_INJECT_INF: '", item,
+                     "' is not a step number (want s1,s2,... from 0)");
+      steps.insert(s);
+    }
+    pos = comma + 1;
+  }
+  return steps;
+}
+
 // Rows as raw bytes, for allgather_strings (binary-safe).
 std::string pack(const std::vector<StepRow>& rows) {
   std::string s(rows.size() * sizeof(StepRow), '\0');
@@ -99,6 +126,13 @@ struct Trainer::Impl {
   std::unique_ptr<DistributedSampler> sampler;
   std::unique_ptr<Loader> loader;
 
+  // Mixed precision: the compute/gradient type, the scaler (fp16/bf16 only), the user's
+  // compressor spec (canonical), and the steps where rank 0 injects an inf (test hook).
+  DType precision = DType::F32;
+  std::optional<LossScaler> scaler;
+  std::string user_compress;
+  std::set<std::int64_t> inject_steps;
+
   std::int64_t samples_per_epoch = 0, steps_per_epoch = 0, steps = 0;
 
   Impl(const TrainOptions& opts, Communicator& w) : o(opts), world(w) {
@@ -126,11 +160,15 @@ struct Trainer::Impl {
     // The reducer's communication thread gets a communicator of its own, so nothing the
     // training thread does on `world` (evaluation, statistics) can interleave with it.
     reducer_comm = world.split(0, rank);
+    precision = parse_precision(o.precision);
+    if (precision != DType::F32) scaler.emplace(parse_loss_scale(o.loss_scale));
+    inject_steps = inject_inf_steps();
     if (o.compute == "real") {
       dataset = std::make_unique<SyntheticDataset>(data_spec_for(o.model, samples_per_epoch), o.seed);
-      workload = make_real_workload(o.model, *dataset);
+      workload = make_real_workload(o.model, *dataset, precision);
     } else {
-      workload = make_emulated_workload(spec, models::load_profile(o.compute_profile), o.batch_per_rank, o.seed, rank);
+      workload = make_emulated_workload(spec, models::load_profile(o.compute_profile), o.batch_per_rank, o.seed, rank,
+                                        precision);
     }
     tensors = spec.tensors();
 
@@ -139,10 +177,19 @@ struct Trainer::Impl {
     allreduce = make_allreduce(o.algo, *reducer_comm,
                                AlgoOptions{static_cast<std::size_t>(o.chunk_bytes), static_cast<int>(o.channels)});
     compressor = make_compressor(o.compress, o.seed, rank);
+    user_compress = compressor->spec();
     ReducerOptions ro;
     ro.bucket_bytes = std::max<std::int64_t>(4, std::llround(o.bucket_mb * 1048576.0));
     ro.first_bucket_bytes = std::max<std::int64_t>(4, std::llround(o.first_bucket_mb * 1048576.0));
     ro.overlap = o.overlap;
+    if (precision != DType::F32) {
+      // Half precision communicates in half: "none" becomes the precision's cast
+      // compressor, which carries the *scaled* gradients (unscaled after the all-reduce).
+      // Every other compressor encodes the unscaled fp32 view (precision.hpp).
+      if (user_compress == "none") compressor = make_compressor(precision_name(precision), o.seed, rank);
+      const std::string eff = compressor->spec();
+      ro.unscale = eff == "fp16" || eff == "bf16" ? Unscale::AfterReduce : Unscale::BeforeReduce;
+    }
     reducer = std::make_unique<Reducer>(*reducer_comm, *allreduce, *compressor, tensors, ro);
     std::vector<float*> pv, gv;
     std::size_t off = 0;
@@ -187,7 +234,13 @@ struct Trainer::Impl {
     res.ranks_per_node = static_cast<int>(world.max_int64(world.local_size()));
     res.hostnames = world.allgather_strings(world.hostname());
     res.bucket_bytes = reducer->bucket_bytes();
-    res.compress_spec = compressor->spec();
+    res.compress_spec = user_compress;
+    res.compress_effective = compressor->spec();
+    res.precision = precision_name(precision);
+    if (scaler) {
+      res.loss_scale_mode = loss_scale_mode(scaler->options());
+      res.loss_scale_spec = scaler->spec();
+    }
     res.samples_per_epoch = samples_per_epoch;
     res.steps_per_epoch = steps_per_epoch;
 
@@ -197,8 +250,15 @@ struct Trainer::Impl {
     std::uint64_t uncompressed = 0, compressed = 0;
     Progress progress(rank == 0 && !o.quiet, steps);
     const std::int64_t K = o.accumulate;
-    const float scale = 1.0f / static_cast<float>(K);
-    const GradReadyFn ready = [this](std::size_t i) { reducer->mark_ready(i); };
+    // Test hook: in an injected step, the first gradient ready on rank 0 gets an +inf.
+    bool inject_now = false;
+    const GradReadyFn ready = [this, &inject_now](std::size_t i) {
+      if (inject_now) {
+        reducer->grad(i)[0] = std::numeric_limits<float>::infinity();
+        inject_now = false;
+      }
+      reducer->mark_ready(i);
+    };
 
     world.barrier();  // start the clocks together
     const double run_start = now_s();
@@ -206,6 +266,12 @@ struct Trainer::Impl {
       StepRow row;
       const double t0 = now_s();
       double loss_sum = 0;
+      // The loss scale S of this step multiplies the backward's seed gradient; the
+      // reducer unscales with float(1/double(S)), as GradScaler does.
+      const float loss_scale = scaler ? scaler->scale() : 1.0f;
+      const float scale = loss_scale / static_cast<float>(K);
+      const float inv_scale = scaler ? scaler->inv_scale() : 1.0f;
+      bool found_inf = false;
       for (std::int64_t k = 0; k < K; ++k) {
         double t = now_s();
         const Batch batch = loader->next();
@@ -214,12 +280,16 @@ struct Trainer::Impl {
         loss_sum += workload->forward(batch);
         row.forward_s += now_s() - t;
         const bool sync = k == K - 1;
-        reducer->begin_backward(t0, s, sync);
+        reducer->begin_backward(t0, s, sync, sync ? inv_scale : 1.0f);
+        inject_now = sync && rank == 0 && inject_steps.count(s) != 0;
         t = now_s();
         workload->backward(s * K + k, scale, /*accumulate=*/k > 0, ready);
         const double t_bwd_end = now_s();
         row.backward_s += t_bwd_end - t;
         const StepComm sc = reducer->finish_backward();
+        // Every rank must take the same decision: agree on the flag (a plain all-reduce
+        // spreads an inf to all ranks, but a compressor's local check need not).
+        if (sync && scaler) found_inf = world.max_int64(sc.found_inf ? 1 : 0) != 0;
         if (sync) row.comm_exposed_s = now_s() - t_bwd_end;
         row.reducer_s += sc.overhead_s;
         row.reducer_launch_wall_s += sc.launch_wall_s;
@@ -228,6 +298,7 @@ struct Trainer::Impl {
           row.comm_total_s = sc.comm_busy_s;
           row.encode_s = sc.stats.encode_s;
           row.decode_s = sc.stats.decode_s;
+          row.unscale_s = sc.unscale_s;
           uncompressed += sc.stats.uncompressed_bytes;
           compressed += sc.stats.compressed_bytes;
           if (rank == 0)
@@ -236,7 +307,9 @@ struct Trainer::Impl {
         }
       }
       double t = now_s();
-      optimizer->step(slots);
+      row.loss_scale = loss_scale;
+      if (scaler) row.skipped = scaler->update(found_inf).skipped ? 1 : 0;
+      if (row.skipped == 0) optimizer->step(slots);  // a skipped step leaves weights and optimizer state
       row.optimizer_s = now_s() - t;
       row.loss = loss_sum / static_cast<double>(K);
       row.step_time_s = now_s() - t0;
@@ -266,8 +339,14 @@ struct Trainer::Impl {
         a.decode_s += r[i].decode_s / nranks;
         a.reducer_s += r[i].reducer_s / nranks;
         a.reducer_launch_wall_s += r[i].reducer_launch_wall_s / nranks;
+        a.unscale_s += r[i].unscale_s / nranks;
       }
     }
+    for (std::size_t i = 0; i < mine.size(); ++i) {  // equal on all ranks (agreed flag)
+      res.steps[i].loss_scale = mine[i].loss_scale;
+      res.steps[i].skipped = mine[i].skipped;
+    }
+    res.skipped_steps = scaler ? scaler->skipped_steps() : 0;
     for (std::size_t e = 0; e < epoch_eval.size(); ++e) {
       EpochRow er;
       er.epoch = static_cast<std::int64_t>(e);

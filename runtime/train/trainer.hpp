@@ -6,18 +6,29 @@
 // bucket layout and the run-configuration fingerprint are the same on every rank
 // (check_same_on_all_ranks: a mismatch throws on every rank, naming the ranks).
 //
-// One optimizer step (per rank), with K = --accumulate micro-steps:
+// One optimizer step (per rank), with K = --accumulate micro-steps and S the loss scale
+// (1 in fp32):
 //   t0 = now
 //   repeat K times:   batch = loader.next()                      -> data_s
 //                     loss = forward(batch)                      -> forward_s
-//                     backward(scale 1/K, accumulate = not first) -> backward_s
-//                       (the last micro-step syncs: buckets all-reduce during backward)
+//                     backward(scale S/K, accumulate = not first) -> backward_s
+//                       (the last micro-step syncs: buckets all-reduce during backward,
+//                        and with fp16/bf16 are unscaled and checked for inf/nan)
 //                     reducer.finish_backward()                  -> comm_exposed_s (sync step)
-//   optimizer.step()                                             -> optimizer_s
+//   fp16/bf16: found_inf = max over ranks of the reducer's flag  -> comm_exposed_s too
+//              scaler.update(found_inf); on inf/nan the step is skipped
+//   optimizer.step() unless skipped                              -> optimizer_s
 //   step_time_s = now - t0
 // Loss is the mean over the local batch and gradients are averaged over ranks (Avg), so
 // N ranks with batch B compute the same update as 1 rank with batch N*B.
 // At the end of each epoch (real compute) the held-out set is evaluated, split over ranks.
+// Mixed precision (--precision, --loss-scale): see precision.hpp.
+//
+// Test hook: GRADSYNC_TEST_INJECT_INF=s1,s2,... (optimizer steps from 0) makes rank 0 write
+// +inf into the first gradient its backward produces in the syncing micro-step of those
+// steps, to exercise loss scaling end to end (tests/train/check_train.py). Read once, here
+// only (inject_inf_steps in trainer.cpp); not a tuning knob. With fp32 nothing catches the
+// inf (there is no loss scaler), so it is meant for --precision fp16/bf16.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +47,12 @@ namespace gradsync::train {
 struct StepRow {
   double loss = 0, step_time_s = 0, data_s = 0, forward_s = 0, backward_s = 0, comm_exposed_s = 0,
          optimizer_s = 0, bytes_sent = 0, comm_total_s = 0, encode_s = 0, decode_s = 0, reducer_s = 0,
-         reducer_launch_wall_s = 0;
-  static constexpr int kFields = 13;
+         reducer_launch_wall_s = 0, unscale_s = 0;
+  static constexpr int kFields = 14;  // the columns above, all averaged over ranks but step_time_s
+  // The same on every rank (taken from rank 0): the loss scale this step's loss was
+  // multiplied by (1 for fp32), and 1 when the step was skipped (inf/nan gradients).
+  double loss_scale = 1;
+  double skipped = 0;
 };
 
 struct EpochRow {
@@ -62,7 +77,12 @@ struct RunResult {
   double final_eval_accuracy = 0;  // NaN for emulated compute
   std::vector<std::int64_t> bucket_bytes;
   double compression_ratio = 1.0;  // uncompressed / compressed bytes over the run
-  std::string compress_spec;       // canonical
+  std::string compress_spec;       // canonical, as the user asked (--compress)
+  std::string compress_effective;  // the compressor that ran: fp16/bf16 for none in half precision
+  std::string precision = "fp32";
+  std::string loss_scale_mode = "none";  // dynamic | static | none
+  std::string loss_scale_spec;           // canonical (LossScaler::spec()); "" for fp32
+  std::int64_t skipped_steps = 0;
   int nranks = 1, nnodes = 1, ranks_per_node = 1;
   std::vector<std::string> hostnames;
   std::int64_t steps_run = 0, epochs_done = 0, samples_per_epoch = 0, steps_per_epoch = 0;

@@ -11,8 +11,9 @@ namespace {
 
 class RealWorkload final : public Workload {
  public:
-  RealWorkload(const std::string& model, const SyntheticDataset& data)
+  RealWorkload(const std::string& model, const SyntheticDataset& data, DType precision)
       : net_(make_network<float>(model)), data_(data) {
+    net_->set_compute_type(precision);
     GS_CHECK(data_.sample_size() == net_->input_size(), "data set samples have ", data_.sample_size(),
              " values but ", model, " takes ", net_->input_size());
   }
@@ -51,8 +52,9 @@ class RealWorkload final : public Workload {
 
 }  // namespace
 
-std::unique_ptr<Workload> make_real_workload(const std::string& model, const SyntheticDataset& dataset) {
-  return std::make_unique<RealWorkload>(model, dataset);
+std::unique_ptr<Workload> make_real_workload(const std::string& model, const SyntheticDataset& dataset,
+                                             DType precision) {
+  return std::make_unique<RealWorkload>(model, dataset, precision);
 }
 
 }  // namespace gradsync::train

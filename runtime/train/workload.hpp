@@ -9,7 +9,8 @@
 //   backward(micro, scale, accumulate, ready)
 //                                         writes (accumulate=false) or adds every gradient,
 //                                         scaled, calling ready(i) once per tensor in
-//                                         backward order; `micro` numbers micro-steps
+//                                         backward order; `micro` numbers micro-steps;
+//                                         `scale` includes the loss scale (mixed precision)
 //   evaluate(split positions) -> correct  (real only)
 #pragma once
 
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.hpp"
 #include "models/compute_profile.hpp"
 #include "models/zoo.hpp"
 #include "train/dataset.hpp"
@@ -48,7 +50,9 @@ class Workload {
   virtual ReplayStats replay_stats() const { return {}; }
 };
 
-// Real compute: `model` is "mlp" or "cnn", trained on `dataset` (not owned).
-std::unique_ptr<Workload> make_real_workload(const std::string& model, const SyntheticDataset& dataset);
+// Real compute: `model` is "mlp" or "cnn", trained on `dataset` (not owned); forward and
+// backward compute in `precision` (F32, or F16/BF16 emulated by rounding: network.hpp).
+std::unique_ptr<Workload> make_real_workload(const std::string& model, const SyntheticDataset& dataset,
+                                             DType precision = DType::F32);
 
 }  // namespace gradsync::train
