@@ -85,9 +85,10 @@ void print_summary(const TrainOptions& o, const RunResult& r, const std::string&
   if (r.precision != "fp32") {
     const double first = r.steps.empty() ? 1.0 : r.steps.front().loss_scale;
     const double last = r.steps.empty() ? 1.0 : r.steps.back().loss_scale;
-    std::printf("  precision      %s, gradients sent as %s, loss scale %s (%g -> %g), %lld skipped step(s)\n",
-                r.precision.c_str(), r.compress_effective.c_str(), r.loss_scale_mode.c_str(), first, last,
-                static_cast<long long>(r.skipped_steps));
+    const bool cast = r.compress_effective == "fp16" || r.compress_effective == "bf16";
+    std::printf("  precision      %s (wire: %s%s), loss scale %s %g -> %g, %lld skipped step(s)\n", r.precision.c_str(),
+                r.compress_effective.c_str(), cast ? " cast" : " of the unscaled fp32 gradients",
+                r.loss_scale_mode.c_str(), first, last, static_cast<long long>(r.skipped_steps));
   }
   if (o.compute == "real")
     std::printf("  final loss     %.4f, eval accuracy %.2f%%\n", final_loss, 100.0 * r.final_eval_accuracy);

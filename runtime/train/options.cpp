@@ -96,7 +96,8 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
   o.loss_scale_given = vm.count("loss-scale") != 0;
   if (!o.loss_scale_given) {
     const bool known = o.precision == "fp32" || o.precision == "fp16" || o.precision == "bf16";
-    o.loss_scale = known ? default_loss_scale(parse_precision(o.precision)) : "none";  // bad precision: validate says so
+    // An unknown precision is refused by validate_train_options, naming --precision.
+    o.loss_scale = known ? default_loss_scale(parse_precision(o.precision)) : "none";
   }
   if (o.channels == 0) o.channels = static_cast<std::int64_t>(param_double("GRADSYNC_CHANNELS"));
   return o;

@@ -21,6 +21,17 @@ Cases:
   usage        bad options exit 2 with "gradsync-train: error: ..." naming the option and
                leave no result file; --help and --list-models need no mpirun
   schema       root attributes, /steps, /buckets, /epochs as documented (real and emulated)
+  precision    --precision fp16 / bf16 (mlp, 2 ranks, 3 epochs at default settings): eval
+               accuracy within 1 percentage point of fp32; bytes_sent exactly half of fp32's;
+               compression_ratio 2.0; precision / loss-scale attributes; emulated resnet18-cifar
+               sends half the bytes too
+  loss_scale   GRADSYNC_TEST_INJECT_INF puts an inf into rank 0's gradients at given steps:
+               /steps/loss_scale follows GradScaler (x0.5 and skip on inf, x2 after `interval`
+               good steps), skipped_steps counts them, static scales stay put, and a skipped
+               step leaves the weights as they were (with the fp16 cast and with top-k)
+  convergence  every compressor (fp16, bf16, powersgd:rank=2, qsgd:levels=16, onebit,
+               topk:ratio=0.1) trains mlp (2 ranks, 3 epochs at default settings) to within
+               1 percentage point of the uncompressed eval accuracy
 """
 
 import argparse
@@ -182,6 +193,12 @@ def case_usage(r):
         (["--model", "mlp", "--lr", "0"], "--lr", None),
         (["--model", "mlp", "--prefetch", "0"], "--prefetch", None),
         (["--model", "mlp", "--no-such-option"], "no-such-option", None),
+        (["--model", "mlp", "--precision", "fp8"], "--precision", "known: fp32, fp16, bf16"),
+        (["--model", "mlp", "--precision", "fp16", "--loss-scale", "static:0"], "--loss-scale", None),
+        (["--model", "mlp", "--precision", "fp16", "--loss-scale", "static:-1"], "--loss-scale", None),
+        (["--model", "mlp", "--precision", "fp16", "--loss-scale", "static:abc"], "--loss-scale", None),
+        (["--model", "mlp", "--precision", "fp16", "--loss-scale", "sometimes"], "--loss-scale", None),
+        (["--model", "mlp", "--loss-scale", "dynamic"], "--loss-scale", "--precision fp16 or bf16"),
     ]
     for args, opt, extra in bad:
         p = r.run(1, args, expect=2, direct=True)
@@ -212,11 +229,12 @@ ROOT_ATTRS = {
     "loader_workers": int, "prefetch": int, "data_time_s": float, "optimizer": str, "lr": float, "seed": int,
     "steps": int, "epochs": int, "samples_per_epoch": int, "warmup_steps": int, "num_buckets": int,
     "bucket_bytes": list, "final_param_norm": float, "final_eval_accuracy": float, "compression_ratio": float,
+    "compress_effective": str, "loss_scale_mode": str, "loss_scale_spec": str, "skipped_steps": int,
     # provenance
     "program": str, "argv": list, "git_revision": str, "hostnames": list, "schema_version": int,
 }
 STEP_COLS = ["step", "loss", "step_time_s", "data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s",
-             "bytes_sent", "comm_total_s", "encode_s", "decode_s"]
+             "bytes_sent", "comm_total_s", "encode_s", "decode_s", "unscale_s", "loss_scale", "skipped"]
 BUCKET_COLS = ["step", "bucket", "bytes", "ready_s", "start_s", "end_s"]
 EPOCH_COLS = ["epoch", "epoch_time_s", "loss", "eval_accuracy"]
 
@@ -250,6 +268,9 @@ def check_schema(f, real):
           "bucket timeline out of order")
     check(f.attrs["compress"] == "none" and f.attrs["compression_ratio"] == 1.0, "compress attributes")
     check(f.attrs["precision"] == "fp32" and f.attrs["device"] == "cpu", "precision/device")
+    check(f.attrs["loss_scale_mode"] == "none" and f.attrs["skipped_steps"] == 0 and f.attrs["compress_effective"] == "none",
+          "fp32: no loss scaling, nothing skipped")
+    check(np.all(f["steps/loss_scale"][:] == 1.0) and np.all(f["steps/skipped"][:] == 0), "fp32 loss_scale/skipped")
     check(len(f.attrs["hostnames"]) == f.attrs["nranks"], "hostnames per rank")
     st = f["steps"]
     check(np.all(st["step_time_s"][:] > 0), "step times")
@@ -283,6 +304,143 @@ def case_schema(r):
     p = r.run(1, ["--model", "cnn", "--steps", "3", "--json", "--out", os.path.join(r.workdir, "j.h5")])
     j = json.loads(p.stdout)
     check(j["out"].endswith("j.h5") and j["steps"] == 3, f"--json summary {j}")
+
+
+def half_of(f):
+    return float(np.median(f["steps/bytes_sent"][:]))
+
+
+def case_precision(r):
+    # Default settings (batch 32, SGD, lr 0.05, seed 1), 3 epochs of 8192 samples on 2 ranks.
+    common = ["--model", "mlp", "--epochs", "3"]
+    runs = {p: r.train_file(2, f"mlp-{p}", common + ["--precision", p]) for p in ("fp32", "fp16", "bf16")}
+    ref = runs["fp32"]
+    acc32 = float(ref.attrs["final_eval_accuracy"])
+    for p in ("fp16", "bf16"):
+        f = runs[p]
+        acc = float(f.attrs["final_eval_accuracy"])
+        print(f"  mlp {p}: eval accuracy {acc:.4f} vs fp32 {acc32:.4f} ({100 * (acc - acc32):+.2f} points), "
+              f"{int(f.attrs['skipped_steps'])} skipped step(s), bytes/step {half_of(f):.0f} vs {half_of(ref):.0f}")
+        check(acc >= acc32 - 0.01, f"{p}: accuracy {acc:.4f} more than 1 point below fp32's {acc32:.4f}")
+        check(f.attrs["precision"] == p, f"{p}: precision attribute {f.attrs['precision']!r}")
+        check(f.attrs["compress"] == "none" and f.attrs["compress_effective"] == p,
+              f"{p}: compress {f.attrs['compress']!r}, effective {f.attrs['compress_effective']!r}")
+        check(np.array_equal(2 * f["steps/bytes_sent"][:], ref["steps/bytes_sent"][:]),
+              f"{p}: bytes_sent is not exactly half of fp32's")
+        check(f.attrs["compression_ratio"] == 2.0, f"{p}: compression_ratio {f.attrs['compression_ratio']}")
+        check(np.all(f["steps/unscale_s"][:] > 0), f"{p}: no unscaling time recorded")
+        check_scaler_sequence(f)
+    fp16, bf16 = runs["fp16"], runs["bf16"]
+    check(fp16.attrs["loss_scale_mode"] == "dynamic" and fp16["steps/loss_scale"][0] == 65536.0,
+          "fp16: dynamic loss scaling from 65536 by default")
+    check(fp16.attrs["loss_scale_spec"] == "dynamic:backoff=0.5,growth=2,init=65536,interval=2000",
+          f"fp16 loss_scale_spec {fp16.attrs['loss_scale_spec']!r}")
+    check(bf16.attrs["loss_scale_mode"] == "none" and np.all(bf16["steps/loss_scale"][:] == 1.0),
+          "bf16: no loss scaling by default")
+    # Emulated compute: the synthetic gradients travel in half too.
+    common = ["--model", "resnet18-cifar", "--compute", "emulated", "--compute-profile", "cpu",
+              "--batch-per-rank", "4", "--steps", "3", "--loader-workers", "0"]
+    e32 = r.train_file(2, "emu-fp32", common)
+    e16 = r.train_file(2, "emu-fp16", common + ["--precision", "fp16"])
+    print(f"  emulated resnet18-cifar: bytes/step {half_of(e16):.0f} (fp16) vs {half_of(e32):.0f} (fp32)")
+    check(np.array_equal(2 * e16["steps/bytes_sent"][:], e32["steps/bytes_sent"][:]), "emulated fp16 bytes_sent")
+    check(e16.attrs["precision"] == "fp16" and e16.attrs["skipped_steps"] == 0, "emulated fp16 attributes")
+
+
+def gradscaler(n, init, interval, infs, dynamic=True):
+    """GradScaler's per-step scale and skip flags for n steps with inf/nan at steps `infs`."""
+    scale, good, scales, skipped = init, 0, [], []
+    for s in range(n):
+        scales.append(scale)
+        bad = s in infs
+        skipped.append(int(bad))
+        if dynamic:
+            if bad:
+                scale, good = scale * 0.5, 0
+            elif good + 1 == interval:
+                scale, good = scale * 2, 0
+            else:
+                good += 1
+    return scales, skipped
+
+
+def check_scaler_sequence(f):
+    """The recorded scales follow from the recorded skips (dynamic GradScaler rules)."""
+    sc, sk = f["steps/loss_scale"][:], f["steps/skipped"][:]
+    check(int(np.sum(sk)) == int(f.attrs["skipped_steps"]), "skipped_steps != sum of /steps/skipped")
+    if f.attrs["loss_scale_mode"] != "dynamic":
+        check(np.all(sc == sc[0]), "a static loss scale changed")
+        return
+    m = re.search(r"interval=(\d+)", f.attrs["loss_scale_spec"])
+    want, _ = gradscaler(len(sc), sc[0], int(m.group(1)), set(np.nonzero(sk)[0].tolist()))
+    check(np.array_equal(sc, want), f"loss scales {sc.tolist()} do not follow GradScaler: {want}")
+
+
+def case_loss_scale(r):
+    def injected(name, steps, args, inject):
+        env = dict(os.environ, GRADSYNC_TEST_INJECT_INF=",".join(map(str, inject)))
+        out = os.path.join(r.workdir, name + ".h5")
+        cmd = r.launcher + ["-np", "2", r.train, "--model", "mlp", "--steps", str(steps), "--quiet", "--out", out] + args
+        p = subprocess.run(cmd, cwd=r.workdir, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
+        print(f"$ GRADSYNC_TEST_INJECT_INF={env['GRADSYNC_TEST_INJECT_INF']} {' '.join(cmd)}\n  -> exit {p.returncode}")
+        check(p.returncode == 0, f"exit {p.returncode}\n{p.stderr}")
+        return h5py.File(out, "r")
+
+    def expect(f, scales, skipped):
+        sc, sk = f["steps/loss_scale"][:].tolist(), f["steps/skipped"][:].tolist()
+        print(f"  loss_scale {sc}\n  skipped    {sk}")
+        check(sc == scales, f"loss scales {sc}, want {scales}")
+        check(sk == skipped, f"skipped {sk}, want {skipped}")
+        check(int(f.attrs["skipped_steps"]) == sum(skipped), f"skipped_steps {f.attrs['skipped_steps']}")
+        check(math.isfinite(f.attrs["final_param_norm"]), "an inf reached the weights")
+
+    # Default fp16 scaler: 65536, halved by each inf step, which is skipped.
+    f = injected("dyn", 12, ["--precision", "fp16"], [2, 3, 7])
+    expect(f, *gradscaler(12, 65536.0, 2000, {2, 3, 7}))
+    check(f.attrs["compress_effective"] == "fp16", "fp16 cast expected")
+    # Growth: x2 after `interval` consecutive good steps, the count restarting after an inf.
+    f = injected("grow", 10, ["--precision", "fp16", "--loss-scale", "dynamic:init=1024,interval=3"], [4])
+    expect(f, *gradscaler(10, 1024.0, 3, {4}))
+    # Static scale with a compressor that encodes the unscaled view (rank 0's local check,
+    # agreed by all ranks): the scale stays, the step is skipped.
+    f = injected("static-topk", 6, ["--precision", "fp16", "--loss-scale", "static:1024", "--compress", "topk:ratio=0.1"],
+                 [1])
+    expect(f, [1024.0] * 6, [0, 1, 0, 0, 0, 0])
+    check(f.attrs["loss_scale_mode"] == "static", "static mode")
+    # bf16 without loss scaling still skips an inf step.
+    f = injected("bf16", 4, ["--precision", "bf16"], [0])
+    expect(f, [1.0] * 4, [1, 0, 0, 0])
+    # A skipped step leaves the weights (and the optimizer state) as they were: 6 steps
+    # with the last one skipped == 5 steps.
+    for extra in ([], ["--compress", "topk:ratio=0.1"]):
+        a = injected("skip6", 6, ["--precision", "fp16", "--loader-workers", "0"] + extra, [5])
+        b = injected("skip5", 5, ["--precision", "fp16", "--loader-workers", "0"] + extra, [])
+        na, nb = float(a.attrs["final_param_norm"]), float(b.attrs["final_param_norm"])
+        print(f"  {extra or 'fp16 cast'}: final_param_norm with step 5 skipped {na!r}, after 5 steps {nb!r}")
+        check(na == nb, f"a skipped step changed the weights: {na!r} != {nb!r}")
+
+
+# Compressors against no compression: the issue's "within 1 percentage point" at default
+# settings. Measured (this suite's machine, seeds 1-4, 3 epochs): every gap <= 0.5 points
+# (largest: onebit, seed 2, -0.49); at seed 1 all are at or above "none" but topk (-0.10)
+# and fp16 (-0.05). 3 epochs because the default 50 steps stop mid-training.
+CONVERGENCE_COMPRESSORS = ["fp16", "bf16", "powersgd:rank=2", "qsgd:levels=16", "onebit", "topk:ratio=0.1"]
+
+
+def case_convergence(r):
+    common = ["--model", "mlp", "--epochs", "3"]
+    ref = r.train_file(2, "none", common)
+    acc0 = float(ref.attrs["final_eval_accuracy"])
+    print(f"  none: eval accuracy {acc0:.4f}")
+    failed = []
+    for c in CONVERGENCE_COMPRESSORS:
+        f = r.train_file(2, re.sub(r"[^a-z0-9]", "_", c), common + ["--compress", c])
+        acc = float(f.attrs["final_eval_accuracy"])
+        print(f"  {c}: eval accuracy {acc:.4f} ({100 * (acc - acc0):+.2f} points), "
+              f"compression ratio {f.attrs['compression_ratio']:.2f}")
+        if acc < acc0 - 0.01:
+            failed.append(f"{c}: {acc:.4f} vs {acc0:.4f}")
+    check(not failed, "more than 1 point below uncompressed: " + "; ".join(failed))
 
 
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}

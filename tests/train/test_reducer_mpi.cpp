@@ -1,10 +1,13 @@
 // The reducer over MPI (run on 1, 2 and 3 ranks): gradients written into bucket views are
 // averaged over ranks, with and without overlap; buckets start in order, after they are
 // ready; non-sync (no_sync) backward passes communicate nothing; a layout that differs
-// across ranks is refused naming the ranks.
+// across ranks is refused naming the ranks; mixed precision's unscaling (after the fp16 /
+// bf16 casts, before other compressors) averages the unscaled values and flags inf/nan.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <string>
 
 #include "algos/allreduce.hpp"
@@ -105,6 +108,69 @@ void run_case(bool overlap, int accumulate) {
 TEST(ReducerMpi, AveragesWithOverlap) { run_case(true, 1); }
 TEST(ReducerMpi, AveragesWithoutOverlap) { run_case(false, 1); }
 TEST(ReducerMpi, AccumulatesWithoutSyncThenAverages) { run_case(true, 3); }
+
+namespace {
+
+// Loss-scaled gradients (x 1024) through the reducer with unscaling; in step 1 rank 0 puts
+// an inf into tensor 6 (the first bucket).
+void run_unscale_case(const std::string& compress, gt::Unscale where) {
+  gs::Communicator& world = *g_world;
+  auto comm = world.split(0, world.rank());
+  auto algo = gs::make_allreduce("ring", *comm);
+  auto comp = gs::make_compressor(compress, 1, world.rank());
+  const auto tensors = toy_tensors();
+  gt::ReducerOptions ro;
+  ro.bucket_bytes = 1024;
+  ro.first_bucket_bytes = 256;
+  ro.unscale = where;
+  gt::Reducer red(*comm, *algo, *comp, tensors, ro);
+  const float scale = 1024.f;
+  for (std::int64_t step = 0; step < 2; ++step) {
+    red.begin_backward(gs::now_s(), step, true, 1.f / scale);
+    for (std::size_t i = tensors.size(); i-- > 0;) {
+      float* g = red.grad(i);
+      for (std::size_t j = 0; j < static_cast<std::size_t>(tensors[i].numel()); ++j)
+        g[j] = scale * value(world.rank(), i, j, static_cast<int>(step));
+      if (step == 1 && i == 6 && world.rank() == 0) g[3] = std::numeric_limits<float>::infinity();
+      red.mark_ready(i);
+    }
+    const gt::StepComm sc = red.finish_backward();
+    const bool injected = step == 1;
+    if (where == gt::Unscale::AfterReduce) {
+      EXPECT_EQ(sc.found_inf, injected) << compress << " step " << step;  // the sum spreads the inf
+    } else {
+      EXPECT_EQ(sc.found_inf, injected && world.rank() == 0) << compress << " step " << step;  // local check
+    }
+    EXPECT_GE(sc.unscale_s, 0.0);
+    if (injected) continue;
+    // Unscaled averages; the casts round to half (11 or 8 significant bits).
+    const double tol = compress == "bf16" ? 1e-2 : 2e-3;
+    const int n = world.size();
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      for (std::size_t j = 0; j < static_cast<std::size_t>(tensors[i].numel()); ++j) {
+        double want = 0;
+        for (int r = 0; r < n; ++r) want += value(r, i, j, static_cast<int>(step));
+        want /= n;
+        ASSERT_NEAR(red.grad(i)[j], want, tol * std::abs(want)) << compress << " tensor " << i << " elem " << j;
+      }
+  }
+  if (where == gt::Unscale::BeforeReduce && world.rank() == 0) {
+    // The bucket holding the inf was zeroed before the compressor: nothing non-finite left.
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      for (std::size_t j = 0; j < static_cast<std::size_t>(tensors[i].numel()); ++j)
+        ASSERT_TRUE(std::isfinite(red.grad(i)[j])) << compress << " tensor " << i;
+  }
+}
+
+}  // namespace
+
+TEST(ReducerMpi, UnscalesAfterHalfCastsAndSpreadsInf) {
+  run_unscale_case("fp16", gt::Unscale::AfterReduce);
+  run_unscale_case("bf16", gt::Unscale::AfterReduce);
+}
+TEST(ReducerMpi, UnscalesBeforeOtherCompressorsAndZeroesInf) {
+  run_unscale_case("none", gt::Unscale::BeforeReduce);  // exact fp32 path: same averages
+}
 
 TEST(ReducerMpi, MissingGradientIsAnError) {
   auto comm = g_world->split(0, g_world->rank());
