@@ -106,9 +106,11 @@ namespace gradsync::netmodel {
 
 // Kernel rates from gradsync-kernels-bench --benchmark_format=json output. Per kernel
 // (fp16/bf16/qsgd/onebit/topk x encode/decode): the median over the sizes of the bench's
-// bytes_per_second (fp32 input bytes/s). PowerSGD: effective FLOP/s of the square-matrix
-// cases (encode 4 s^2 r + 2 s r^2, decode 2 s^2 r, r = 4); the ResNet-50 case is predicted
-// with those rates and its error is reported in notes. UsageError when the file is not a
+// bytes_per_second (fp32 input bytes/s; with repetitions, the median aggregates). PowerSGD:
+// FLOPs (encode 4 n m r + 2 n r^2, decode 2 n m r, r = 4) / F + memory passes / B, fitted
+// over the square-matrix cases and the ResNet-50 bucket; when that gives a non-positive
+// term, FLOPs only with F = the ResNet-50 bucket's effective rate (the squares' median
+// without it). Every case's residual goes to notes. UsageError when the file is not a
 // Google Benchmark JSON; CalibrationError when it holds none of the kernels.
 KernelRates calibrate_kernels(const std::string& json_path, const std::string& name);
 

@@ -124,7 +124,20 @@ Json compare_json(const CompareReport& r) {
         .set("predicted_epoch_time_s", row.predicted.epoch_time_s)
         .set("epoch_error_pct", num_or_null(row.epoch_error_pct))
         .set("measured_comm_exposed_s", num_or_null(row.run.comm_exposed_s))
-        .set("predicted_comm_exposed_s", row.predicted.comm_exposed_s);
+        .set("predicted_comm_exposed_s", row.predicted.comm_exposed_s)
+        .set("measured_comm_total_s", num_or_null(row.run.comm_total_s))
+        .set("predicted_comm_total_s", row.predicted.comm_total_s)
+        .set("measured_forward_s", num_or_null(row.run.forward_s))
+        .set("predicted_forward_s", row.predicted.forward_s)
+        .set("measured_backward_s", num_or_null(row.run.backward_s))
+        .set("predicted_backward_s", row.predicted.backward_s)
+        .set("measured_optimizer_s", num_or_null(row.run.optimizer_s))
+        .set("predicted_optimizer_s", row.predicted.optimizer_s)
+        .set("measured_data_s", num_or_null(row.run.data_s))
+        .set("predicted_data_s", row.predicted.data_s)
+        .set("measured_bytes_sent", num_or_null(row.run.bytes_sent))
+        .set("predicted_bytes_sent", row.predicted.bytes_sent)
+        .set("steps_used", static_cast<long long>(row.run.steps_used));
     runs.push(j);
   }
   Json out = Json::object();

@@ -2,11 +2,14 @@
 //
 // Each gradsync-train file is predicted with exactly its own configuration (train_file.hpp)
 // on the given fabric. Zoo models run with compute=emulated take their compute from the
-// compute profile (the file's compute_profile attribute, or the override); runs with
+// compute profile: the fitted one given (calibrate --compute, which carries the measured
+// optimizer rate), else the file's own compute_profile attribute. Encode/decode costs come
+// from `kernels` (calibrate --kernels) when given, else from the profile's rates. Runs with
 // compute=real (the small trainable "mlp"/"cnn", not in the zoo) take the measured medians
 // of forward_s, backward_s and optimizer_s as the compute and the measured bucket sizes and
 // ready times, so only communication and overlap are modelled for them.
-// Measured step time: median of /steps/step_time_s after warmup_steps.
+// Measured step time: median of /steps/step_time_s after warmup_steps (and, for PowerSGD,
+// after its start=K uncompressed steps when the run has steps after them).
 #pragma once
 
 #include <string>

@@ -122,9 +122,13 @@ BucketPlan Compressor::plan(const std::vector<GradShape>& tensors, int wire_elem
     const double e = wire_elem_bytes;
     const auto* k = rt.kernels;
     const bool measured = k && k->powersgd_encode_flops > 0 && k->powersgd_decode_flops > 0;
-    const double enc_p = measured ? flops_p / k->powersgd_encode_flops : flops_p / rt.flops + ef_bytes / 2 / mem;
+    const double ncomp = n - plain;
+    const double enc_mem = k && k->powersgd_encode_Bps > 0 ? (20 * n + 8 * ncomp) / k->powersgd_encode_Bps : 0.0;
+    const double dec_mem = k && k->powersgd_decode_Bps > 0 ? (12 * n + 4 * ncomp + 8 * plain) / k->powersgd_decode_Bps : 0.0;
+    const double enc_p =
+        measured ? flops_p / k->powersgd_encode_flops + enc_mem : flops_p / rt.flops + ef_bytes / 2 / mem;
     const double enc_q = measured ? flops_q / k->powersgd_encode_flops : flops_q / rt.flops;
-    const double dec = measured ? flops_dec / k->powersgd_decode_flops : flops_dec / rt.flops + ef_bytes / 2 / mem;
+    const double dec = measured ? flops_dec / k->powersgd_decode_flops + dec_mem : flops_dec / rt.flops + ef_bytes / 2 / mem;
     // The runtime runs the plain all-reduce and P's back to back after computing P.
     if (plain > 0) bp.phases.push_back({cast_enc(plain), Op::Allreduce, plain * e});
     if (pelems > 0) {
@@ -206,8 +210,10 @@ KernelRates load_kernel_rates(const std::string& path) {
         if (ks == "Bps") k.Bps[std::string(sub.str())] = *d;
         else if (sub.str() == "encode_flops") k.powersgd_encode_flops = *d;
         else if (sub.str() == "decode_flops") k.powersgd_decode_flops = *d;
+        else if (sub.str() == "encode_Bps") k.powersgd_encode_Bps = *d;
+        else if (sub.str() == "decode_Bps") k.powersgd_decode_Bps = *d;
         else throw UsageError("kernels " + path + ":" + line(v) + ": unknown key '" + full +
-                              "' (known: powersgd.encode_flops, powersgd.decode_flops)");
+                              "' (known: powersgd.encode_flops, decode_flops, encode_Bps, decode_Bps)");
       }
     } else {
       throw UsageError("kernels " + path + ":" + line(node) + ": unknown key '" + ks +
@@ -231,6 +237,8 @@ void save_kernel_rates(const KernelRates& k, const std::string& path) {
     os << "\n[powersgd]  # effective FLOP/s\n";
     if (k.powersgd_encode_flops > 0) os << "encode_flops = " << k.powersgd_encode_flops << "\n";
     if (k.powersgd_decode_flops > 0) os << "decode_flops = " << k.powersgd_decode_flops << "\n";
+    if (k.powersgd_encode_Bps > 0) os << "encode_Bps = " << k.powersgd_encode_Bps << "\n";
+    if (k.powersgd_decode_Bps > 0) os << "decode_Bps = " << k.powersgd_decode_Bps << "\n";
   }
   const std::string tmp = path + ".tmp";
   {

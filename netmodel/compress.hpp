@@ -42,10 +42,11 @@
 //    sustained memory bandwidth), counting the bytes each kernel reads and writes;
 //  * with measured kernel throughputs (KernelRates, from `gradsync-model calibrate
 //    --kernels kb.json`, i.e. gradsync-kernels-bench): time = fp32 input bytes / the
-//    kernel's measured bytes_per_second, and PowerSGD's matmul FLOPs (2 n m r per
-//    product) / its measured effective FLOP rate (encode and decode separately; the
-//    error-feedback passes are inside the measured rate). Kernels the file lacks fall
-//    back to the device rates.
+//    kernel's measured bytes_per_second, and PowerSGD = matmul FLOPs (2 n m r per
+//    product) / a FLOP rate + its memory passes (error feedback over the whole bucket)
+//    / a byte rate, encode and decode separately (fitted from the bench's square
+//    matrices and its ResNet-50 bucket, whose FLOP/byte ratios differ). Kernels the file
+//    lacks fall back to the device rates.
 #pragma once
 
 #include <cstdint>
@@ -80,13 +81,17 @@ struct KernelRates {
   std::string name, source;
   std::map<std::string, double> Bps;
   double powersgd_encode_flops = 0, powersgd_decode_flops = 0;  // 0: not measured
+  // Memory passes of PowerSGD (error feedback, input copy), bytes/s; 0: FLOPs only.
+  // Encode touches 20 n + 8 c bytes, decode 12 n + 4 c + 8 (n - c) (n bucket elements,
+  // c of them in compressed matrices).
+  double powersgd_encode_Bps = 0, powersgd_decode_Bps = 0;
   std::vector<std::string> notes;  // fit quality, per kernel
 };
 
 // TOML (written by calibrate --kernels; read by --kernels FILE):
 //   name = "..."  source = "..."
 //   [Bps]  qsgd_encode = 2.1e9  ...          (fp32 input bytes / s)
-//   [powersgd]  encode_flops = 3e10  decode_flops = 2e10
+//   [powersgd]  encode_flops = 3e10  decode_flops = 2e10  [encode_Bps = 8e9  decode_Bps = 8e9]
 // UsageError naming the file and key on malformed input.
 KernelRates load_kernel_rates(const std::string& path);
 void save_kernel_rates(const KernelRates& k, const std::string& path);

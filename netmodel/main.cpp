@@ -483,6 +483,17 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   }
   if (vm.count("compute")) {
     const ComputeFit fit = calibrate_compute(files, name);
+    const bool poor = fit.r2 < kPoorR2 || fit.max_abs_rel_residual > kPoorResidual;
+    if (poor)
+      std::fprintf(stderr,
+                   "gradsync-model: WARNING: poor compute fit: R^2 %.3f, largest |relative residual| %.1f%% "
+                   "(forward/backward are not per-layer overhead + FLOPs / rate here; emulated runs add CPU "
+                   "gradient generation to backward, see netmodel/README.md)\n",
+                   fit.r2, 100 * fit.max_abs_rel_residual);
+    if (poor && vm.count("strict")) {
+      std::fprintf(stderr, "gradsync-model: error: calibrate --strict: poor fit, %s not written\n", out.c_str());
+      return 1;
+    }
     models::save_profile(fit.profile, out);
     if (json) {
       Json j = Json::object();

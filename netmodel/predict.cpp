@@ -76,10 +76,9 @@ const Workload& Predictor::workload(const PredictConfig& c) {
 
 const std::vector<Bucket>& Predictor::buckets(const PredictConfig& c, int nranks) {
   const Compressor comp(c.compress);
-  // Only the gather-based compressors' costs depend on the rank count.
-  const bool rank_dependent = comp.name() == "qsgd" || comp.name() == "onebit" || comp.name() == "topk";
+  // Wire bytes depend on the rank count for every compressor (2(p-1)/p for all-reduce).
   auto key = std::make_tuple(c.model, c.compute_profile + "/" + c.kernels, c.batch_per_rank, c.precision + "/" + c.optimizer,
-                             c.bucket_mb, c.first_bucket_mb, comp.spec(), rank_dependent ? nranks : 0);
+                             c.bucket_mb, c.first_bucket_mb, comp.spec(), nranks);
   auto it = buckets_.find(key);
   if (it != buckets_.end()) return it->second;
   const Workload& w = workload(c);

@@ -67,10 +67,20 @@ TrainRun read_train_file(const std::string& path) {
   num("samples_per_epoch", c.samples_per_epoch);
   num("warmup_steps", run.warmup_steps);
   if (c.accumulate < 1) c.accumulate = 1;
+  // PowerSGD runs plain all-reduces before step `start` (the hook's start_powerSGD_iter);
+  // the model predicts the compressed steady state, so those steps are left out too when
+  // the run has steps after them.
+  if (c.compress.rfind("powersgd", 0) == 0) {
+    const auto pos = c.compress.find("start=");
+    if (pos != std::string::npos) run.compress_start = std::stoll(c.compress.substr(pos + 6));
+  }
   if (c.channels < 1) c.channels = 1;
 
   const auto step_time = r.read_double("/steps/step_time_s");
-  const auto skip = static_cast<std::size_t>(std::clamp<int64_t>(run.warmup_steps, 0, static_cast<int64_t>(step_time.size())));
+  run.steps_total = static_cast<int64_t>(step_time.size());
+  int64_t first = run.warmup_steps;
+  if (run.compress_start > first && run.compress_start < run.steps_total) first = run.compress_start;
+  const auto skip = static_cast<std::size_t>(std::clamp<int64_t>(first, 0, static_cast<int64_t>(step_time.size())));
   GS_USAGE_CHECK(skip < step_time.size(), path, ": all ", step_time.size(), " steps are warmup (warmup_steps = ",
                  run.warmup_steps, ")");
   run.steps_used = static_cast<int64_t>(step_time.size() - skip);
@@ -86,6 +96,10 @@ TrainRun read_train_file(const std::string& path) {
   run.backward_s = col("backward_s");
   run.comm_exposed_s = col("comm_exposed_s");
   run.optimizer_s = col("optimizer_s");
+  run.comm_total_s = col("comm_total_s");
+  run.encode_s = col("encode_s");
+  run.decode_s = col("decode_s");
+  run.bytes_sent = col("bytes_sent");
   run.epoch_time_s = r.exists("/epochs/epoch_time_s") ? median(r.read_double("/epochs/epoch_time_s"))
                                                       : std::numeric_limits<double>::quiet_NaN();
 

@@ -406,12 +406,30 @@ TEST(Compress, WireBytes) {
   // Too small to compress: (n + m) r min_rate >= n m.
   const BucketPlan small = Compressor("powersgd:rank=4").plan({{64, 8, 2}}, 4, 8, rt);
   ASSERT_EQ(small.phases.size(), 1u);
-  // QSGD 16 levels: ceil(log2 33) = 6 bits -> 1 byte on the wire, + one norm per 512.
+  // QSGD 16 levels: one code byte per element (sign + 7-bit level), + one fp32 norm per 512;
+  // all-gather: (p - 1) x the message on the wire.
   const BucketPlan q = Compressor("qsgd:levels=16").plan({{1024, 1024, 1}}, 4, 8, rt);
-  EXPECT_DOUBLE_EQ(q.wire_bytes, 1024 + 2 * 4);
+  EXPECT_DOUBLE_EQ(q.payload_bytes, 1024 + 2 * 4);
+  EXPECT_DOUBLE_EQ(q.wire_bytes, 7 * (1024 + 2 * 4));
   EXPECT_EQ(q.phases[0].op, Op::Allgather);
-  // QSGD 200 levels: 9 bits -> 2 bytes.
-  EXPECT_DOUBLE_EQ(Compressor("qsgd:levels=200,bucket=1024").plan({{1024, 1024, 1}}, 4, 8, rt).wire_bytes, 2048 + 4);
+  // The runtime's limits: levels 1..127 (one byte), levels and rank required.
+  EXPECT_THROW(Compressor("qsgd:levels=200"), UsageError);
+  EXPECT_THROW(Compressor("qsgd"), UsageError);
+  EXPECT_THROW(Compressor("powersgd"), UsageError);
+  // Odd sizes: codes padded to 4 bytes.
+  EXPECT_DOUBLE_EQ(Compressor("qsgd:levels=127,bucket=1024").plan({{1001, 1001, 1}}, 4, 8, rt).payload_bytes, 1004 + 4);
+  // PowerSGD's rank is capped by the matrix: a 3 x 4000 matrix at rank 8 uses r = 3
+  // (compressible only with min_rate < 1 then).
+  const BucketPlan capped = Compressor("powersgd:rank=8,min_rate=0.5").plan({{12000, 3, 2}}, 4, 2, rt);
+  ASSERT_EQ(capped.phases.size(), 2u);
+  EXPECT_DOUBLE_EQ(capped.phases[0].bytes, 3 * 3 * 4);
+  EXPECT_DOUBLE_EQ(capped.phases[1].bytes, 4000 * 3 * 4);
+  // onebit: chunks of ceil(n/p) rounded up to 32 elements; all-to-all of p x c/8 bytes.
+  const BucketPlan ob = Compressor("onebit").plan({{1000, 1000, 1}}, 4, 3, rt);
+  EXPECT_DOUBLE_EQ(ob.phases[0].bytes, 3 * 352 / 8);  // c = ceil(1000/3) = 334 -> 352
+  EXPECT_DOUBLE_EQ(ob.payload_bytes, 3 * 44 + 3 * 4 + 44 + 4);
+  // top-k: k = ceil(F n) int32 + fp32 pairs, at least one.
+  EXPECT_DOUBLE_EQ(Compressor("topk:ratio=0.01").plan({{50, 50, 1}}, 4, 2, rt).payload_bytes, 8);
   // fp16 precision halves the wire bytes of "none".
   EXPECT_DOUBLE_EQ(Compressor("none").plan({{1000, 1000, 1}}, 2, 8, rt).phases[0].bytes, 2000);
   EXPECT_EQ(Compressor("sign").name(), "onebit");
@@ -702,6 +720,120 @@ TEST(Calibrate, FindsPlantedBreakpoint) {
   EXPECT_NEAR(l.params.regimes[1].alpha_s / 20e-6, 1.0, 0.01);
   EXPECT_NEAR(l.params.regimes[1].bw_Bps / 10e9, 1.0, 0.01);
   EXPECT_FALSE(l.gamma_fitted);  // pingpong reduces nothing
+}
+
+// A loaded shared-memory host: in cache ~7 GB/s, a rendezvous step at 64 KiB, out of
+// cache (past 4 MiB) ~1.5 GB/s with a large alpha, and a few sizes hit by descheduling
+// (100x slower). Three regimes must be found, the outliers excluded and named.
+TEST(Calibrate, ThreeRegimesAndOutliers) {
+  Fabric planted = simple_fabric(1e-6, 7e9);
+  planted.name = "cliff";
+  planted.intra.regimes = {Regime{65536, 1e-6, 7e9}, Regime{4 << 20, 10e-6, 5e9}, Regime{kInf, 2e-3, 1.5e9}};
+  planted.inter = planted.intra;
+  const auto sizes = pow2_sizes(8, 64 << 20);
+  std::vector<BenchPoint> pts;
+  for (const auto& f : {bench_file("c-pp.h5", "pingpong", "ring", 1, 2, sizes, planted, 0.01, 11),
+                        bench_file("c-ring.h5", "allreduce", "ring", 1, 2, sizes, planted, 0.01, 12)}) {
+    auto v = read_bench_file(f);
+    pts.insert(pts.end(), v.begin(), v.end());
+  }
+  for (std::size_t i : {3u, 17u, 30u}) pts[i].time_s *= 100;  // descheduled
+  const FabricFit fit = calibrate_fabric(pts, "cliff");
+  const LevelFit& l = fit.levels.at(0);
+  ASSERT_EQ(l.params.regimes.size(), 3u) << l.notes;
+  EXPECT_NEAR(l.params.regimes[2].bw_Bps / 1.5e9, 1.0, 0.03);
+  EXPECT_NEAR(l.params.regimes[2].alpha_s / 2e-3, 1.0, 0.05);
+  EXPECT_NEAR(l.params.regimes[0].bw_Bps / 7e9, 1.0, 0.1);
+  ASSERT_FALSE(l.warnings.empty());
+  EXPECT_NE(l.warnings.back().find("excluded 3 of"), std::string::npos) << l.warnings.back();
+  EXPECT_GT(l.r2, 0.99);
+}
+
+TEST(Calibrate, WarnsWhenTheFitIsPoor) {
+  // Times that do not follow alpha + n/bw at all (random in [1 us, 10 ms]).
+  const Fabric f = simple_fabric(5e-6, 10e9);
+  auto pts = read_bench_file(bench_file("poor.h5", "pingpong", "ring", 1, 2, pow2_sizes(8, 1 << 20), f, 0.01, 13));
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(-6, -2);
+  for (auto& p : pts) p.time_s = std::pow(10.0, u(rng));
+  const FabricFit fit = calibrate_fabric(pts, "poor");
+  const LevelFit& l = fit.levels.at(0);
+  ASSERT_FALSE(l.warnings.empty());
+  bool poor = false;
+  for (const auto& w : l.warnings) poor = poor || w.find("poor fit") != std::string::npos;
+  EXPECT_TRUE(poor);
+}
+
+// ---- kernel rates ------------------------------------------------------------------------------
+
+TEST(Kernels, CalibrateFromBenchmarkJson) {
+  // Synthetic gradsync-kernels-bench output: qsgd_encode at 2 GB/s, onebit_decode at 4 GB/s,
+  // PowerSGD square matrices at exactly 20 GFLOP/s (encode) and 10 GFLOP/s (decode).
+  const std::string path = tmp_path("kb.json");
+  {
+    std::ofstream f(path);
+    f.precision(12);
+    f << R"({"context": {"gradsync_isa": "avx2"}, "benchmarks": [)";
+    bool first = true;
+    auto row = [&](const std::string& name, double mib, double time_ms, double bps, double matrix) {
+      f << (first ? "" : ",") << R"({"name": ")" << name << "/MiB:" << mib << R"(/real_time", "run_name": ")" << name
+        << "/MiB:" << mib << R"(/real_time", "run_type": "iteration", "real_time": )" << time_ms
+        << R"(, "time_unit": "ms", "bytes_per_second": )" << bps << R"(, "MiB": )" << mib;
+      if (matrix > 0) f << R"(, "matrix": )" << matrix;
+      f << "}";
+      first = false;
+    };
+    for (double mib : {1.0, 16.0, 64.0}) {
+      const double bytes = mib * 1048576;
+      row("qsgd_encode", mib, bytes / 2e9 * 1e3, 2e9, 0);
+      row("onebit_decode", mib, bytes / 4e9 * 1e3, 4e9, 0);
+      const double side = std::round(std::sqrt(bytes / 4));
+      const double fe = 4 * side * side * 4 + 2 * side * 16, fd = 2 * side * side * 4;
+      row("powersgd_encode", mib, fe / 20e9 * 1e3, side * side * 4 / (fe / 20e9), side);
+      row("powersgd_decode", mib, fd / 10e9 * 1e3, side * side * 4 / (fd / 10e9), side);
+    }
+    // A failed case is ignored.
+    f << R"(, {"name": "topk_encode/MiB:1/real_time", "run_type": "iteration", "error_occurred": true,
+              "error_message": "wrong", "real_time": 0, "time_unit": "ms"})";
+    f << "]}";
+  }
+  const KernelRates k = calibrate_kernels(path, "kb");
+  EXPECT_NEAR(k.Bps.at("qsgd_encode"), 2e9, 1);
+  EXPECT_NEAR(k.Bps.at("onebit_decode"), 4e9, 1);
+  EXPECT_EQ(k.Bps.count("topk_encode"), 0u);
+  EXPECT_NEAR(k.powersgd_encode_flops / 20e9, 1.0, 1e-4);
+  EXPECT_NEAR(k.powersgd_decode_flops / 10e9, 1.0, 1e-4);
+  // Round trip through the TOML file, then used by a plan.
+  const std::string toml = tmp_path("kb.toml");
+  save_kernel_rates(k, toml);
+  const KernelRates back = load_kernel_rates(toml);
+  EXPECT_NEAR(back.Bps.at("qsgd_encode") / 2e9, 1.0, 1e-5);
+  EXPECT_NEAR(back.powersgd_encode_flops / 20e9, 1.0, 1e-4);
+  DeviceRates rt{1e12, 1e11, &back};
+  const double n = 1 << 20;
+  const BucketPlan q = Compressor("qsgd:levels=16").plan({{1 << 20, 1 << 20, 1}}, 4, 2, rt);
+  EXPECT_NEAR(q.phases[0].compute_s, n * 4 / 2e9, 1e-9);  // measured encode rate
+  const BucketPlan ps = Compressor("powersgd:rank=4").plan({{1 << 20, 1024, 2}}, 4, 2, rt);
+  ASSERT_EQ(ps.phases.size(), 2u);
+  EXPECT_NEAR(ps.phases[0].compute_s, 2.0 * 1024 * 1024 * 4 / 20e9, 1e-8);  // P = MQ at the encode rate
+  EXPECT_NEAR(ps.tail_s, 2.0 * 1024 * 1024 * 4 / 10e9, 1e-8);               // M = PQ^T at the decode rate
+  // Not benchmark JSON / nothing usable.
+  const std::string bad = tmp_path("bad.json");
+  {
+    std::ofstream f(bad);
+    f << R"({"benchmarks": [{"name": "memcpy/MiB:1/real_time", "real_time": 1, "time_unit": "ms"}]})";
+  }
+  EXPECT_THROW(calibrate_kernels(bad, "x"), CalibrationError);
+  {
+    std::ofstream f(bad);
+    f << "not json";
+  }
+  EXPECT_THROW(calibrate_kernels(bad, "x"), UsageError);
+  {
+    std::ofstream f(bad);
+    f << "name = \"x\"\n[Bps]\nqsgd_encode = -1\n";
+  }
+  EXPECT_THROW(load_kernel_rates(bad), UsageError);
 }
 
 TEST(Calibrate, RefusesWhatTheDataCannotDetermine) {
