@@ -9,8 +9,11 @@
 // (collectives.hpp) evaluated with one unknown set to 1 and the others to 0 — so ring,
 // rd, rabenseifner, tree and pingpong sweeps can be mixed. Points from one node fit the
 // intra level, points with one rank per node the inter level; mixed topologies are
-// reported but not fitted. The fit is weighted least squares on relative error
-// (rows divided by t; Eigen's column-pivoting QR), so 8 B and 64 MiB count alike.
+// reported but not fitted. The fit minimizes the squared log error (iteratively reweighted
+// least squares, rows weighted 1/sqrt(t x predicted), first pass 1/t; Eigen's column-
+// pivoting QR), so 8 B and 64 MiB count alike and a fast repeat of a size does not
+// outweigh slow ones; a negative alpha is fixed at 0 and the rest re-fitted. Points far
+// from the rest are excluded as outliers and named (fit_level in calibrate.cpp).
 //
 // Regimes: up to three (e.g. eager, rendezvous in cache, out of cache: shared memory on a
 // loaded host falls from ~7 GB/s to 1-2 GB/s past the last-level cache). Breakpoints are

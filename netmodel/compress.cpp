@@ -79,14 +79,9 @@ BucketPlan Compressor::plan(const std::vector<GradShape>& tensors, int wire_elem
   double n = 0;
   for (const auto& t : tensors) n += static_cast<double>(t.numel);
   const double mem = rt.mem_Bps;
-  // fp16/bf16 precision around an uncompressed all-reduce: cast (read 4 B, write 2 B) each way.
+  // fp16/bf16 precision turns "none" into the cast compressor of that type (the bench's
+  // fp16 kernels stand for both when measured; bf16 has its own entries).
   const std::string cast_kernel = "fp16";
-  auto cast_enc = [&](double elems) {
-    return wire_elem_bytes == 2 ? kernel_s(rt, cast_kernel + "_encode", elems, elems * 6.0 / mem) : 0.0;
-  };
-  auto cast_dec = [&](double elems) {
-    return wire_elem_bytes == 2 ? kernel_s(rt, cast_kernel + "_decode", elems, elems * 6.0 / mem) : 0.0;
-  };
 
   if (name_ == "none" || name_ == "fp16" || name_ == "bf16") {
     const int e = name_ == "none" ? wire_elem_bytes : 2;
@@ -102,7 +97,8 @@ BucketPlan Compressor::plan(const std::vector<GradShape>& tensors, int wire_elem
   if (name_ == "powersgd") {
     // Per tensor (runtime make_plan): M = shape[0] x rest, r = min(n, m, rank), compressed
     // when >= 2-D and (n + m) r min_rate < n m. P, Q and the plain rest are fp32 buffers
-    // in the runtime; here they go at the wire precision (4 B at fp32).
+    // at any --precision (runtime/train/precision.hpp: compressors other than the casts
+    // run on the unscaled fp32 view), so no cast either.
     double plain = 0, pelems = 0, qelems = 0, flops_p = 0, flops_q = 0, flops_dec = 0, ef_bytes = 0;
     for (const auto& t : tensors) {
       const double rows = static_cast<double>(t.rows);
@@ -119,7 +115,7 @@ BucketPlan Compressor::plan(const std::vector<GradShape>& tensors, int wire_elem
         plain += static_cast<double>(t.numel);
       }
     }
-    const double e = wire_elem_bytes;
+    const double e = 4;
     const auto* k = rt.kernels;
     const bool measured = k && k->powersgd_encode_flops > 0 && k->powersgd_decode_flops > 0;
     const double ncomp = n - plain;
@@ -130,12 +126,12 @@ BucketPlan Compressor::plan(const std::vector<GradShape>& tensors, int wire_elem
     const double enc_q = measured ? flops_q / k->powersgd_encode_flops : flops_q / rt.flops;
     const double dec = measured ? flops_dec / k->powersgd_decode_flops + dec_mem : flops_dec / rt.flops + ef_bytes / 2 / mem;
     // The runtime runs the plain all-reduce and P's back to back after computing P.
-    if (plain > 0) bp.phases.push_back({cast_enc(plain), Op::Allreduce, plain * e});
+    if (plain > 0) bp.phases.push_back({0, Op::Allreduce, plain * e});
     if (pelems > 0) {
       bp.phases.push_back({enc_p, Op::Allreduce, pelems * e});
       bp.phases.push_back({enc_q, Op::Allreduce, qelems * e});
     }
-    bp.tail_s = dec + cast_dec(plain);
+    bp.tail_s = dec;
     bp.payload_bytes = (plain + pelems + qelems) * e;
     bp.wire_bytes = allreduce_sent(plain * e, p) + allreduce_sent(pelems * e, p) + allreduce_sent(qelems * e, p);
     return bp;

@@ -30,6 +30,10 @@
 //   topk:ratio=F         all-gather of k = clamp(ceil(F n), 1, n) int32 indices + k fp32
 //                        values per rank (8 k bytes; values stay fp32 at any precision).
 //
+// Precision: fp16/bf16 changes only "none" (it becomes the cast, as DDP's
+// fp16_compress_hook); every other compressor keeps its own wire format (PowerSGD's P, Q
+// and rest, top-k values in fp32) — runtime/train/precision.hpp.
+//
 // Byte counts (BucketPlan) mirror the runtime's CompressStats exactly: payload_bytes =
 // compressed_bytes (what one rank contributes), wire_bytes = wire_bytes (what one rank
 // sends over all rounds: all-reduce 2(p-1)/p B, ring-like; all-gather and all-to-all

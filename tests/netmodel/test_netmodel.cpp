@@ -432,6 +432,9 @@ TEST(Compress, WireBytes) {
   EXPECT_DOUBLE_EQ(Compressor("topk:ratio=0.01").plan({{50, 50, 1}}, 4, 2, rt).payload_bytes, 8);
   // fp16 precision halves the wire bytes of "none".
   EXPECT_DOUBLE_EQ(Compressor("none").plan({{1000, 1000, 1}}, 2, 8, rt).phases[0].bytes, 2000);
+  // ... but not PowerSGD's or top-k's own formats (fp32 at any precision, as the runtime).
+  EXPECT_DOUBLE_EQ(Compressor("powersgd:rank=4").plan(ts, 2, 8, rt).payload_bytes, p.payload_bytes);
+  EXPECT_DOUBLE_EQ(Compressor("topk:ratio=0.1").plan({{1000, 1000, 1}}, 2, 8, rt).payload_bytes, 800);
   EXPECT_EQ(Compressor("sign").name(), "onebit");
   EXPECT_THROW(Compressor("zip"), UsageError);
   EXPECT_THROW(Compressor("powersgd:rnk=4"), UsageError);
