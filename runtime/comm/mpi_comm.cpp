@@ -6,6 +6,8 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -133,46 +135,43 @@ class Watchdog {
     static Watchdog w;
     return w;
   }
+  // Arming is two relaxed atomic stores on the hot path: no lock, no wake-up. The thread
+  // polls at a coarse period (a quarter of the time-out, at most 1 s), so a hang is caught
+  // within time-out + period.
   void arm(const char* call, std::size_t count) {
     const double timeout = comm_timeout_s();
     if (timeout <= 0) return;
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
-    call_ = call;
-    count_ = count;
-    deadline_ = now_s() + timeout;
-    armed_ = true;
-    cv_.notify_one();
+    if (!started_.load(std::memory_order_acquire)) start(timeout);
+    call_.store(call, std::memory_order_relaxed);
+    count_.store(count, std::memory_order_relaxed);
+    armed_at_.store(now_s(), std::memory_order_release);
   }
-  void disarm() {
-    std::lock_guard<std::mutex> lock(mu_);
-    armed_ = false;
-  }
+  void disarm() { armed_at_.store(0.0, std::memory_order_release); }
   ~Watchdog() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
-      cv_.notify_one();
     }
+    cv_.notify_one();
     if (thread_.joinable()) thread_.join();
   }
 
  private:
-  void loop() {
+  void start(double timeout) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (started_.load(std::memory_order_relaxed)) return;
+    thread_ = std::thread([this, timeout] { loop(timeout); });
+    started_.store(true, std::memory_order_release);
+  }
+  void loop(double timeout) {
+    const auto period = std::chrono::duration<double>(std::min(timeout / 4, 1.0));
     std::unique_lock<std::mutex> lock(mu_);
-    while (!stop_) {
-      if (!armed_) {
-        cv_.wait(lock);
-        continue;
-      }
-      const double left = deadline_ - now_s();
-      if (left > 0) {
-        cv_.wait_for(lock, std::chrono::duration<double>(std::min(left, 1.0)));
-        continue;
-      }
+    while (!cv_.wait_for(lock, period, [this] { return stop_; })) {
+      const double since = armed_at_.load(std::memory_order_acquire);
+      if (since <= 0 || now_s() - since < timeout) continue;
       std::fprintf(stderr, "gradsync: error: %s: timed out after %.0f s (GRADSYNC_TIMEOUT_S) in %s of %zu elements"
                    " — a peer may have died or be stuck; aborting the job\n",
-                   where().c_str(), comm_timeout_s(), call_, count_);
+                   where().c_str(), timeout, call_.load(), count_.load());
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 1);
       std::_Exit(1);
@@ -181,10 +180,10 @@ class Watchdog {
   std::mutex mu_;
   std::condition_variable cv_;
   std::thread thread_;
-  const char* call_ = "";
-  std::size_t count_ = 0;
-  double deadline_ = 0;
-  bool armed_ = false;
+  std::atomic<bool> started_{false};
+  std::atomic<double> armed_at_{0.0};
+  std::atomic<const char*> call_{""};
+  std::atomic<std::size_t> count_{0};
   bool stop_ = false;
 };
 
