@@ -5,7 +5,9 @@
 //
 // Exit status: 0 on success; 2 for usage errors (bad options are refused before MPI is
 // initialised; the few that depend on the rank count right after, identically on every
-// rank); 1 for run-time errors (one line per failing rank, then MPI_Abort).
+// rank; --device cuda in a build without CUDA); 1 for run-time errors (one line per failing
+// rank, then MPI_Abort), and for --device cuda where a rank has no usable GPU (decided by all
+// ranks together before anything else: one line from the lowest such rank, a normal exit).
 // Progress goes to stderr (rank 0); the summary and the result path to stdout.
 #include <algorithm>
 #include <cmath>
@@ -21,6 +23,10 @@
 #include "train/options.hpp"
 #include "train/results.hpp"
 #include "train/trainer.hpp"
+#ifdef GRADSYNC_HAVE_CUDA
+#include "cuda/device.hpp"
+#include "train/gpu_trainer.hpp"
+#endif
 
 namespace {
 
@@ -52,6 +58,8 @@ void print_summary(const TrainOptions& o, const RunResult& r, const std::string&
     Json j = Json::object();
     j.set("model", o.model)
         .set("compute", o.compute)
+        .set("device", r.device)
+        .set("backend", r.backend)
         .set("nranks", r.nranks)
         .set("steps", static_cast<long long>(r.steps_run))
         .set("median_step_time_s", median(step))
@@ -72,6 +80,9 @@ void print_summary(const TrainOptions& o, const RunResult& r, const std::string&
   std::printf("gradsync-train: %s, %s compute, %d rank(s) x batch %lld, %lld steps (%zu warm-up left out)\n",
               o.model.c_str(), o.compute.c_str(), r.nranks, static_cast<long long>(o.batch_per_rank),
               static_cast<long long>(r.steps_run), skip);
+  if (r.device == "cuda")
+    std::printf("  device         cuda (%s), backend %s, %s in use on the GPU at the end\n", r.gpu_name.c_str(),
+                r.backend.c_str(), format_bytes(static_cast<double>(r.gpu_memory_used_bytes)).c_str());
   const double me = median(exposed), mt = median(total);
   std::printf("  step time      %.3f ms (median)\n", median(step) * 1e3);
   if (r.nranks > 1 && mt > 0)
@@ -112,6 +123,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     validate_train_options(o);
+#ifndef GRADSYNC_HAVE_CUDA
+    GS_USAGE_CHECK(o.device != "cuda",
+                   "option --device cuda: this gradsync-train was built without CUDA support (GRADSYNC_WITH_CUDA=OFF)");
+#endif
   } catch (const UsageError& e) {
     usage_error(e.what());
     return 2;
@@ -126,11 +141,27 @@ int main(int argc, char** argv) {
   // Declared outside the try: on a run-time error we abort *before* its destructor runs,
   // which would join a communication thread that may be waiting on a dead peer.
   std::unique_ptr<Trainer> trainer;
+#ifdef GRADSYNC_HAVE_CUDA
+  std::unique_ptr<GpuTrainer> gpu_trainer;
+#endif
   try {
+#ifdef GRADSYNC_HAVE_CUDA
+    // A GPU on every rank, checked by all ranks together before anything else.
+    if (o.device == "cuda") require_cuda_on_all_ranks(world);
+#endif
     GS_CHECK(mpi.thread_level() >= MPI_THREAD_MULTIPLE, "the MPI library provides thread level ", mpi.thread_level(),
              " but the reducer's communication thread needs MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE, ")");
-    trainer = std::make_unique<Trainer>(o, world);
-    const RunResult r = trainer->run();
+    RunResult r;
+#ifdef GRADSYNC_HAVE_CUDA
+    if (o.device == "cuda") {
+      gpu_trainer = std::make_unique<GpuTrainer>(o, world);
+      r = gpu_trainer->run();
+    }
+#endif
+    if (o.device != "cuda") {
+      trainer = std::make_unique<Trainer>(o, world);
+      r = trainer->run();
+    }
     if (world.rank() == 0) {
       const std::string path = o.out.empty() ? default_result_path(o.model) : o.out;
       write_train_results(path, o, r, args);
@@ -139,6 +170,13 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
     world.barrier();
+#ifdef GRADSYNC_HAVE_CUDA
+  } catch (const NoCudaDeviceError& e) {
+    // Every rank gets here together; the message is non-empty on one rank only (rank 0
+    // when no rank has a GPU). A normal exit (MPI_Finalize), status 1.
+    if (*e.what()) usage_error(e.what());
+    return 1;
+#endif
   } catch (const UsageError& e) {
     // Raised identically on every rank (options were checked equal across ranks first),
     // before any bucket was launched.

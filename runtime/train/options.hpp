@@ -12,6 +12,8 @@ namespace gradsync::train {
 
 struct TrainOptions {
   std::string model;
+  std::string device = "cpu";    // cpu | cuda (the GPU path: runtime/train/gpu_trainer.hpp)
+  std::string backend;           // nccl | mpi; default nccl on cuda, mpi on cpu (nccl on cpu refused)
   std::string compute;           // "real" | "emulated"; default: real for mlp/cnn, emulated otherwise
   std::string compute_profile;   // name or TOML path; default: h200 (emulated), cpu (real: recorded only)
   std::int64_t batch_per_rank = 32;
@@ -51,6 +53,10 @@ std::string train_usage();
 // Checks every option that can be checked without a communicator (model, algorithm,
 // compressor spec, optimizer, profile, ranges, exclusive options). UsageError otherwise.
 void validate_train_options(const TrainOptions& o);
+// The part of it that applies to --device cuda only (called by validate_train_options):
+// what the GPU path does not support yet (real compute of models other than mlp; compressors
+// other than none, fp16, bf16, which run on host buffers only) is refused with exit status 2.
+void check_cuda_train_options(const TrainOptions& o);
 
 // The options that define the run as (option name, canonical value) pairs, in help order
 // (compared across ranks before the first step; excludes output and verbosity).

@@ -37,7 +37,10 @@ void write_train_results(const std::string& path, const TrainOptions& o, const R
   w.attr("/", "model", o.model);
   w.attr("/", "compute", o.compute);
   w.attr("/", "compute_profile", o.compute_profile);
-  w.attr("/", "device", std::string("cpu"));
+  w.attr("/", "device", r.device);
+  w.attr("/", "backend", r.backend);
+  w.attr("/", "gpu_name", r.gpu_name);
+  w.attr("/", "gpu_memory_used_bytes", static_cast<I>(r.gpu_memory_used_bytes));
   w.attr("/", "nranks", static_cast<I>(r.nranks));
   w.attr("/", "nnodes", static_cast<I>(r.nnodes));
   w.attr("/", "ranks_per_node", static_cast<I>(r.ranks_per_node));

@@ -35,6 +35,19 @@
 // compress_effective (the compressor that ran: "fp16"/"bf16" for --compress none in half
 // precision; "compress" keeps the user's spec). compression_ratio = fp32 payload bytes /
 // payload bytes sent, so fp16/bf16 with --compress none gives 2.0 (as the fp16 compressor).
+// Root attributes of the device (--device, --backend; gpu_trainer.hpp):
+//   device                 "cpu" | "cuda"
+//   backend                "mpi" (host memory; on cuda staged through pinned host buffers)
+//                          | "nccl" (device buffers, cuda only)
+//   gpu_name               rank 0's GPU (cudaGetDeviceProperties name, e.g. "NVIDIA H200");
+//                          "" on cpu
+//   gpu_memory_used_bytes  device memory in use on rank 0's GPU at the end of the run, after
+//                          the last step (cudaMemGetInfo total - free: the whole device, so
+//                          it includes the CUDA context, NCCL's buffers and any other process
+//                          on that GPU); -1 on cpu
+// With --device cuda the /buckets times come from CUDA events (see gpu_trainer.hpp), and
+// encode_s, decode_s and unscale_s are 0 (casts and unscaling run on the GPU inside the
+// bucket's [start, end]).
 //   /buckets/{step, bucket, bytes, ready_s, start_s, end_s}
 //                     rank 0's timeline, one row per bucket per step, seconds from the
 //                     step's start

@@ -243,6 +243,7 @@ struct Trainer::Impl {
     }
     res.samples_per_epoch = samples_per_epoch;
     res.steps_per_epoch = steps_per_epoch;
+    res.backend = o.backend;
 
     std::vector<StepRow> mine;
     mine.reserve(static_cast<std::size_t>(steps));

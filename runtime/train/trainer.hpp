@@ -87,6 +87,12 @@ struct RunResult {
   std::vector<std::string> hostnames;
   std::int64_t steps_run = 0, epochs_done = 0, samples_per_epoch = 0, steps_per_epoch = 0;
   ReplayStats replay;              // summed over ranks
+  // Where it ran (results.hpp): "cpu" | "cuda"; "mpi" | "nccl"; rank 0's GPU name ("" on
+  // cpu) and its device memory in use at the end of the run (cudaMemGetInfo, -1 on cpu).
+  std::string device = "cpu";
+  std::string backend = "mpi";
+  std::string gpu_name;
+  std::int64_t gpu_memory_used_bytes = -1;
 };
 
 class Trainer {

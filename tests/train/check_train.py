@@ -29,6 +29,14 @@ Cases:
                /steps/loss_scale follows GradScaler (x0.5 and skip on inf, x2 after `interval`
                good steps), skipped_steps counts them, static scales stay put, and a skipped
                step leaves the weights as they were (with the fp16 cast and with top-k)
+  device       --device/--backend: bad combinations exit 2 (nccl on cpu, an unknown device,
+               host-only compressors and real compute on cuda); --device cuda in a build without
+               CUDA exits 2 ("built without CUDA support"); without a GPU it exits 1 with one line
+               "gradsync-train: error: no CUDA device found (...)" (rank 0 only) and no result
+               file; with a GPU, emulated resnet18-cifar on cuda (nccl on 1 rank, host-staged mpi
+               on 2 ranks, fp16) records device/backend/gpu_name/gpu_memory_used_bytes and a
+               well-ordered bucket timeline; real mlp on cuda matches the CPU run (1 rank, 20
+               steps) and learns (>= 85%, fp16/bf16 within 2 points of fp32)
   convergence  every compressor (fp16, bf16, powersgd:rank=2, qsgd:levels=16, onebit,
                topk:ratio=0.1) trains mlp (2 ranks, 3 epochs at default settings) to within
                1 percentage point of the uncompressed eval accuracy
@@ -65,8 +73,9 @@ def check(cond, msg):
 
 
 class Runner:
-    def __init__(self, train, launcher, workdir):
+    def __init__(self, train, launcher, workdir, with_cuda=""):
         self.train, self.launcher, self.workdir = train, launcher, workdir
+        self.with_cuda = with_cuda  # "ON" | "OFF" (GRADSYNC_WITH_CUDA of the build) | "" unknown
 
     def run(self, np_, args, expect=0, direct=False, timeout=RUN_TIMEOUT_S):
         cmd = ([self.train] if direct else self.launcher + ["-np", str(np_), self.train]) + args
@@ -427,6 +436,64 @@ def case_loss_scale(r):
 CONVERGENCE_COMPRESSORS = ["fp16", "bf16", "powersgd:rank=2", "qsgd:levels=16", "onebit", "topk:ratio=0.1"]
 
 
+def case_device(r):
+    refused = [
+        (["--model", "mlp", "--backend", "nccl"], "--backend"),
+        (["--model", "mlp", "--device", "gpu"], "--device"),
+        (["--model", "mlp", "--backend", "gloo"], "--backend"),
+        (["--model", "resnet18-cifar", "--device", "cuda", "--compress", "topk:ratio=0.1"], "host buffers only"),
+        (["--model", "cnn", "--device", "cuda", "--compute", "real"], "--device cuda"),
+    ]
+    for args, text in refused:
+        p = r.run(1, args, expect=2, direct=True)
+        line = p.stderr.strip()
+        check(line.startswith("gradsync-train: error:") and text in line, f"{args}: message {line!r}")
+    cpu = r.train_file(1, "cpu", ["--model", "mlp", "--compute", "emulated", "--steps", "2"])
+    check(cpu.attrs["device"] == "cpu" and cpu.attrs["backend"] == "mpi" and cpu.attrs["gpu_name"] == ""
+          and int(cpu.attrs["gpu_memory_used_bytes"]) == -1, "cpu device attributes")
+    emu = ["--model", "resnet18-cifar", "--device", "cuda", "--steps", "4"]
+    p = r.run(2, emu + ["--backend", "mpi"], expect=None)
+    if r.with_cuda == "OFF" or "built without CUDA support" in p.stderr:
+        check(p.returncode == 2 and "built without CUDA support" in p.stderr, f"no-CUDA build: {p.stderr!r}")
+        return
+    if p.returncode != 0:
+        lines = [ln for ln in p.stderr.splitlines() if ln.startswith("gradsync-train: error:")]
+        check(p.returncode == 1, f"no GPU: expected exit 1, got {p.returncode}: {p.stderr!r}")
+        check(len(lines) == 1 and lines[0].startswith("gradsync-train: error: no CUDA device found ("),
+              f"no GPU: want one 'no CUDA device found' line, got {p.stderr!r}")
+        check(not glob.glob(os.path.join(r.workdir, "results", "*.h5")), "a refused run left a result file")
+        print("no CUDA device here: the GPU run was checked to refuse cleanly")
+        return
+    # A GPU is present: check the results of the GPU path.
+    for np_, name, extra, backend in [(1, "nccl", [], "nccl"), (2, "staged", ["--backend", "mpi"], "mpi"),
+                                      (1, "half", ["--precision", "fp16"], "nccl")]:
+        f = r.train_file(np_, name, emu + ["--bucket-mb", "4"] + extra)
+        check(f.attrs["device"] == "cuda" and f.attrs["backend"] == backend, f"{name}: device/backend")
+        check(len(f.attrs["gpu_name"]) > 0 and int(f.attrs["gpu_memory_used_bytes"]) > 0, f"{name}: gpu attributes")
+        b = f["buckets"]
+        nb = int(f.attrs["num_buckets"])
+        check(b["ready_s"].shape == (4 * nb,), f"{name}: bucket rows")
+        check(np.all(b["ready_s"][:] <= b["start_s"][:] + 1e-9) and np.all(b["start_s"][:] <= b["end_s"][:]),
+              f"{name}: bucket timeline out of order")
+        check(np.isfinite(f.attrs["final_param_norm"]) and f.attrs["final_param_norm"] > 0, f"{name}: param norm")
+        if "--precision" in extra:
+            check(f.attrs["compress_effective"] == "fp16" and f.attrs["compression_ratio"] == 2.0, "fp16 wire")
+    # Real compute (mlp, cuBLAS): the same run as on the CPU to rounding, and it learns.
+    same = ["--model", "mlp", "--steps", "20", "--batch-per-rank", "64", "--samples-per-epoch", "4096"]
+    c, g = r.train_file(1, "mlp-cpu", same), r.train_file(1, "mlp-gpu", same + ["--device", "cuda"])
+    check(rel(c.attrs["final_param_norm"], g.attrs["final_param_norm"]) < 1e-3,
+          f"mlp cpu vs cuda: param norm {c.attrs['final_param_norm']} vs {g.attrs['final_param_norm']}")
+    check(np.allclose(c["steps/loss"][:], g["steps/loss"][:], rtol=1e-3), "mlp cpu vs cuda: losses")
+    learn = ["--model", "mlp", "--device", "cuda", "--epochs", "2", "--samples-per-epoch", "4096", "--batch-per-rank", "64"]
+    accs = {}
+    for prec in ["fp32", "fp16", "bf16"]:
+        f = r.train_file(1, "learn-" + prec, learn + ["--precision", prec])
+        accs[prec] = float(f.attrs["final_eval_accuracy"])
+        check(np.all(np.isfinite(f["steps/loss"][:])), f"mlp {prec} on cuda: loss not finite")
+    check(accs["fp32"] >= 0.85, f"mlp on cuda: eval accuracy {accs['fp32']:.3f} < 0.85")
+    check(all(a >= accs["fp32"] - 0.02 for a in accs.values()), f"mlp half precision on cuda: {accs}")
+
+
 def case_convergence(r):
     common = ["--model", "mlp", "--epochs", "3"]
     ref = r.train_file(2, "none", common)
@@ -450,12 +517,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--train", required=True)
     ap.add_argument("--case", required=True, choices=sorted(CASES))
+    ap.add_argument("--with-cuda", default="", help="ON or OFF: whether the build has CUDA (case device)")
     ap.add_argument("launcher", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     launcher = [x for x in a.launcher if x != "--"] or ["mpiexec"]
     with tempfile.TemporaryDirectory(prefix="gs-train-e2e-") as d:
         try:
-            CASES[a.case](Runner(os.path.abspath(a.train), launcher, d))
+            CASES[a.case](Runner(os.path.abspath(a.train), launcher, d, a.with_cuda.upper()))
         except Failure as e:
             print(f"FAIL: {e}")
             return 1

@@ -544,3 +544,33 @@ TEST(Options, PrecisionAndLossScale) {
     }
   }
 }
+
+TEST(Options, DeviceAndBackend) {
+  const auto cpu = parse({"--model", "mlp"});
+  EXPECT_EQ(cpu.device, "cpu");
+  EXPECT_EQ(cpu.backend, "mpi");
+  const auto gpu = parse({"--model", "resnet50", "--device", "cuda"});
+  EXPECT_EQ(gpu.backend, "nccl");
+  EXPECT_EQ(parse({"--model", "resnet50", "--device", "cuda", "--backend", "mpi"}).backend, "mpi");
+  EXPECT_EQ(parse({"--model", "mlp", "--device", "cuda", "--precision", "bf16"}).compute, "real");  // mlp on the GPU
+  EXPECT_NE(gt::train_fingerprint(gpu).find("device=cuda backend=nccl"), std::string::npos)
+      << gt::train_fingerprint(gpu);
+  const std::vector<std::pair<std::vector<const char*>, std::string>> bad = {
+      {{"--model", "mlp", "--backend", "nccl"}, "--backend"},
+      {{"--model", "mlp", "--backend", "gloo"}, "--backend"},
+      {{"--model", "mlp", "--device", "tpu"}, "--device"},
+      {{"--model", "cnn", "--device", "cuda"}, "--device cuda"},  // real cnn: not on the GPU yet
+      {{"--model", "resnet50", "--device", "cuda", "--compress", "topk:ratio=0.01"}, "host buffers only"},
+      {{"--model", "resnet50", "--device", "cuda", "--compress", "powersgd:rank=4"}, "host buffers only"},
+  };
+  for (const auto& [args, want] : bad) {
+    try {
+      parse(args);
+      ADD_FAILURE() << "accepted: " << args[args.size() - 2] << " " << args.back();
+    } catch (const gs::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+  for (const char* ok : {"none", "fp16", "bf16"})
+    EXPECT_NO_THROW(parse({"--model", "resnet50", "--device", "cuda", "--compress", ok})) << ok;
+}
