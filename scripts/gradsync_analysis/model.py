@@ -1,0 +1,181 @@
+"""The [model] section of a study: calibrate fabrics (and compute profiles) from its points,
+compare its train points with the model, predict configurations. Everything goes to
+DIR/model/ (TOML fabrics, --json outputs as .json, --out tables as .h5, model.log).
+
+  [[model.calibrate]]     name (writes model/<name>.toml), grids (default: every bench grid;
+                          with compute = true every train grid), where = {key = value | [values]}
+                          (points whose option has that value), base (a fabric for the level the
+                          points do not cover), compute (true: calibrate --compute from train points)
+  [model.compare]         fabric, compute_profile, intra (names of [[model.calibrate]] entries,
+                          built-ins or files), grids (default: every train grid)
+  [[model.predict]]       name, options = {predict option = value or list}; "@name" (or a bare
+                          calibrated name) in a value stands for model/<name>.toml; optional
+                          each = {option = [values]}: one call per value (model/<name>-<value>.*)
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from . import results, spec, tools
+
+
+def _matches(point, where: dict) -> bool:
+    for k, want in where.items():
+        have = point.params.get(k)
+        wants = want if isinstance(want, list) else [want]
+        if not any(spec.fmt_value(have) == spec.fmt_value(w) for w in wants if have is not None):
+            return False
+    return True
+
+
+def resolve(value, calibrated: dict, declared=()):
+    """A calibrated name ("@name" or "name") -> its TOML file; anything else unchanged.
+    A name of a [[model.calibrate]] entry (declared) that did not succeed is an error."""
+    if isinstance(value, list):
+        return [resolve(v, calibrated, declared) for v in value]
+    if isinstance(value, str):
+        key = value[1:] if value.startswith("@") else value
+        if key in calibrated:
+            return calibrated[key]
+        if value.startswith("@") or key in declared:
+            raise tools.ToolError(f"'{value}' names a calibration that did not succeed (see model/model.log)")
+    return value
+
+
+def predict_args(options: dict, calibrated: dict, declared=()) -> list:
+    args = []
+    for k, v in options.items():
+        v = resolve(v, calibrated, declared)
+        if isinstance(v, list):
+            v = ",".join(spec.fmt_value(x) for x in v)
+        args += [f"--{k}", spec.fmt_value(v)]
+    return args
+
+
+def predict_calls(entry: dict):
+    """[(name, options)] of one [[model.predict]] entry: `each = {option = [values]}` makes one
+    call per value (for options predict does not take as a list, e.g. --compress), named
+    <name>-<value>; otherwise one call named <name>."""
+    each = entry.get("each") or {}
+    if not each:
+        return [(entry["name"], dict(entry["options"]))]
+    if len(each) != 1:
+        raise tools.ToolError(f"predict {entry['name']}: 'each' takes exactly one option")
+    (key, values), = each.items()
+    out = []
+    for v in values:
+        opts = dict(entry["options"])
+        opts[key] = v
+        out.append((f"{entry['name']}-{spec._label_part(v)}", opts))
+    return out
+
+
+def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict:
+    mdir = os.path.join(out_dir, "model")
+    os.makedirs(mdir, exist_ok=True)
+    mlog = os.path.join(mdir, "model.log")
+    info = {"fabrics": [], "fabric_files": [], "compute_profiles": [], "predict_files": [], "errors": []}
+    calibrated = {}
+    m = study.model
+    declared = {c["name"] for c in m.get("calibrate", [])}
+
+    def ok_points(program, grids=None, where=None):
+        out = []
+        for p, r in zip(points, records):
+            if p.program != program or r.get("status") != "ok":
+                continue
+            if grids and p.grid not in grids:
+                continue
+            if where and not _matches(p, where):
+                continue
+            out.append(os.path.join(out_dir, p.result_relpath()))
+        return out
+
+    def say(msg):
+        log(msg)
+        if stream:
+            print(msg, file=stream)
+
+    for c in m.get("calibrate", []):
+        name = c["name"]
+        compute = bool(c.get("compute", False))
+        files = ok_points("train" if compute else "bench", c.get("grids"), c.get("where"))
+        if not files:
+            info["errors"].append(f"calibrate {name}: no finished {'train' if compute else 'bench'} points selected")
+            say(f"model: calibrate {name}: skipped, no finished points selected")
+            continue
+        out = os.path.join(mdir, f"{name}.toml")
+        args = ["calibrate"] + (["--compute"] if compute else []) + files + ["-o", out, "--json"]
+        if c.get("base") and not compute:
+            args += ["--base", resolve(c["base"], calibrated, declared)]
+        if not compute:
+            args += ["--name", name]
+        try:
+            stdout, data = tools.run_model(bindir, args, mlog, want_json=True)
+            with open(os.path.join(mdir, f"{name}.calibrate.json"), "w") as fh:
+                fh.write(stdout)
+            calibrated[name] = out
+            if compute:
+                info["compute_profiles"].append(name)
+            else:
+                info["fabrics"].append(name)
+                info["fabric_files"].append(os.path.relpath(out, out_dir))
+            say(f"model: calibrated {'compute profile' if compute else 'fabric'} {name} from "
+                f"{len(files)} file(s) -> {os.path.relpath(out, out_dir)}")
+        except tools.ToolError as e:
+            info["errors"].append(f"calibrate {name}: {e}")
+            say(f"model: calibrate {name} failed: {e}")
+
+    cmp_ = m.get("compare")
+    if cmp_:
+        files = ok_points("train", cmp_.get("grids"), cmp_.get("where"))
+        if not files:
+            info["errors"].append("compare: no finished train points")
+            say("model: compare skipped, no finished train points")
+        else:
+            out = os.path.join(mdir, "compare.h5")
+            try:
+                args = ["compare"] + files + ["--fabric", resolve(cmp_["fabric"], calibrated, declared), "--json",
+                                              "--out", out]
+                for key, opt in (("compute_profile", "--compute-profile"), ("intra", "--intra")):
+                    if cmp_.get(key):
+                        args += [opt, resolve(cmp_[key], calibrated, declared)]
+                stdout, data = tools.run_model(bindir, args, mlog, want_json=True)
+                with open(os.path.join(mdir, "compare.json"), "w") as fh:
+                    fh.write(stdout)
+                info["compare_file"] = os.path.relpath(out, out_dir)
+                info["compare_table"] = results.read_table(out, "compare")
+                say(f"model: compare of {len(files)} run(s): step time |error| median "
+                    f"{data.get('median_abs_error_pct', float('nan')):.1f}%, p90 "
+                    f"{data.get('p90_abs_error_pct', float('nan')):.1f}% -> model/compare.h5")
+            except tools.ToolError as e:
+                info["errors"].append(f"compare: {e}")
+                say(f"model: compare failed: {e}")
+
+    for pr in m.get("predict", []):
+        for name, options in predict_calls(pr):
+            out = os.path.join(mdir, f"{name}.h5")
+            try:
+                args = ["predict"] + predict_args(options, calibrated, declared) + ["--json", "--out", out]
+                stdout, data = tools.run_model(bindir, args, mlog, want_json=True)
+                with open(os.path.join(mdir, f"{name}.json"), "w") as fh:
+                    fh.write(stdout)
+                info["predict_files"].append(os.path.relpath(out, out_dir))
+                say(f"model: predict {name} -> model/{name}.h5")
+            except tools.ToolError as e:
+                info["errors"].append(f"predict {name}: {e}")
+                say(f"model: predict {name} failed: {e}")
+
+    with open(os.path.join(mdir, "calibrated.json"), "w") as fh:
+        json.dump({k: os.path.relpath(v, out_dir) for k, v in calibrated.items()}, fh, indent=1)
+    return info
+
+
+def calibrated_files(out_dir) -> dict:
+    """name -> TOML of what the [model] stage calibrated (model/calibrated.json)."""
+    try:
+        with open(os.path.join(out_dir, "model", "calibrated.json")) as fh:
+            return {k: os.path.join(out_dir, v) for k, v in json.load(fh).items()}
+    except (OSError, json.JSONDecodeError):
+        return {}

@@ -1,0 +1,159 @@
+"""Readers of the result files (schemas: results/README.md, the gradsync-train contract,
+gradsync-model's --out files) and the key metrics a study table keeps of each."""
+from __future__ import annotations
+
+import math
+
+import h5py
+import numpy as np
+
+# Metrics of a train point (medians over steps after warmup_steps), in this order.
+TRAIN_METRICS = [
+    ("step_time_s", "median step time, s"),
+    ("comm_exposed_s", "median exposed communication, s"),
+    ("comm_total_s", "median total communication, s"),
+    ("data_s", "median data wait, s"),
+    ("forward_s", "median forward, s"),
+    ("backward_s", "median backward, s"),
+    ("optimizer_s", "median optimizer, s"),
+    ("encode_s", "median encode, s"),
+    ("decode_s", "median decode, s"),
+    ("bytes_sent", "median bytes sent per step and rank"),
+    ("final_loss", "loss of the last step"),
+    ("final_eval_accuracy", "evaluation accuracy at the end (NaN for emulated compute)"),
+    ("compression_ratio", "gradient bytes / wire bytes"),
+    ("num_buckets", "buckets per step"),
+]
+BENCH_METRICS = [
+    ("avg_busbw_GBps", "mean busbw over sizes (pingpong: bandwidth), GB/s"),
+    ("max_busbw_GBps", "largest busbw over sizes, GB/s"),
+    ("nwrong", "wrong elements over the run (-1: not checked)"),
+]
+
+
+def _s(v):
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, np.ndarray) and v.dtype.kind in "OS":
+        return [x.decode() if isinstance(x, bytes) else str(x) for x in v]
+    return v
+
+
+def attrs(f) -> dict:
+    return {k: _s(v) for k, v in f.attrs.items()}
+
+
+def program_of(path: str) -> str:
+    with h5py.File(path, "r") as f:
+        return _s(f.attrs.get("program", ""))
+
+
+# ---- gradsync-bench ----------------------------------------------------------------------
+class Bench:
+    """One gradsync-bench file: sizes, busbw (pingpong: bw) and median times."""
+
+    def __init__(self, path: str):
+        self.path = path
+        with h5py.File(path, "r") as f:
+            self.attrs = attrs(f)
+            self.op = self.attrs.get("op", "")
+            self.size = f["size_bytes"][:].astype(np.int64)
+            if self.op == "pingpong":
+                g = f["pingpong"]
+                raw = g["half_rtt_us"][:]
+                self.busbw = g["bw_GBps"][:]
+                self.time_us_avg = g["half_rtt_us_avg"][:]
+                nw = g["nwrong"][:]
+            else:
+                g = f["oop"]
+                raw = g["time_us"][:]
+                self.busbw = g["busbw_GBps"][:]
+                self.time_us_avg = g["time_us_avg"][:]
+                nw = g["nwrong"][:]
+            self.time_us_median = np.median(raw, axis=1) if raw.size else np.full(len(self.size), np.nan)
+            bf = float(self.attrs.get("bus_factor", 1.0))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                # busbw from the median time: robust against one slow iteration
+                self.busbw_median = np.where(self.time_us_median > 0,
+                                             self.size / (self.time_us_median * 1e3) * bf, np.nan)
+            self.nwrong = int(np.sum(nw)) if np.all(nw >= 0) else -1
+
+    def metrics(self) -> dict:
+        bw = self.busbw[np.isfinite(self.busbw)]
+        return {
+            "avg_busbw_GBps": float(self.attrs.get("avg_busbw_GBps", np.nan)),
+            "max_busbw_GBps": float(bw.max()) if bw.size else math.nan,
+            "nwrong": float(self.nwrong),
+        }
+
+
+# ---- gradsync-train ----------------------------------------------------------------------
+class Train:
+    """One gradsync-train file: per-step, per-bucket, per-epoch tables and root attributes."""
+
+    def __init__(self, path: str):
+        self.path = path
+        with h5py.File(path, "r") as f:
+            self.attrs = attrs(f)
+            self.steps = {k: f["steps"][k][:] for k in f["steps"]} if "steps" in f else {}
+            self.buckets = {k: f["buckets"][k][:] for k in f["buckets"]} if "buckets" in f else {}
+            self.epochs = {k: f["epochs"][k][:] for k in f["epochs"]} if "epochs" in f else {}
+        self.warmup = int(self.attrs.get("warmup_steps", 0))
+
+    def steady(self, key: str) -> np.ndarray:
+        """Values of /steps/<key> after the warm-up steps (all of them if that leaves none)."""
+        v = self.steps.get(key)
+        if v is None:
+            return np.array([])
+        return v[self.warmup:] if len(v) > self.warmup else v
+
+    def median(self, key: str) -> float:
+        v = self.steady(key)
+        return float(np.median(v)) if v.size else math.nan
+
+    def median_step(self) -> int:
+        """The step (value of /steps/step) whose step time is the median of the steady ones."""
+        st = self.steady("step_time_s")
+        steps = self.steady("step")
+        if not st.size:
+            return -1
+        i = int(np.argsort(st)[len(st) // 2])
+        return int(steps[i])
+
+    def buckets_of(self, step: int) -> dict:
+        b = self.buckets
+        if not b:
+            return {}
+        m = b["step"] == step
+        return {k: v[m] for k, v in b.items()}
+
+    def metrics(self) -> dict:
+        out = {k: self.median(k) for k, _ in TRAIN_METRICS
+               if k not in ("final_loss", "final_eval_accuracy", "compression_ratio", "num_buckets")}
+        loss = self.steps.get("loss")
+        out["final_loss"] = float(loss[-1]) if loss is not None and len(loss) else math.nan
+        acc = self.attrs.get("final_eval_accuracy", math.nan)
+        if (acc is None or not np.isfinite(acc)) and self.epochs.get("eval_accuracy") is not None \
+                and len(self.epochs["eval_accuracy"]):
+            acc = self.epochs["eval_accuracy"][-1]
+        out["final_eval_accuracy"] = float(acc) if acc is not None else math.nan
+        out["compression_ratio"] = float(self.attrs.get("compression_ratio", math.nan))
+        out["num_buckets"] = float(self.attrs.get("num_buckets", math.nan))
+        return out
+
+
+def metrics_of(path: str, program: str) -> dict:
+    return Bench(path).metrics() if program == "bench" else Train(path).metrics()
+
+
+def metric_names(program: str) -> list:
+    return [k for k, _ in (BENCH_METRICS if program == "bench" else TRAIN_METRICS)]
+
+
+# ---- gradsync-model --out files -----------------------------------------------------------
+def read_table(path: str, group: str) -> dict:
+    """A table group of a gradsync-model file (/compare, /grid): name -> array (strings decoded)."""
+    with h5py.File(path, "r") as f:
+        g = f[group]
+        return {k: np.array(_s(g[k][:])) if g[k].dtype.kind in "OS" else g[k][:]
+                for k in g if isinstance(g[k], h5py.Dataset)}

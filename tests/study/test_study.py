@@ -1,0 +1,328 @@
+#!/usr/bin/python3
+"""End-to-end tests of scripts/study and scripts/plots.py (CTest label "study").
+
+  test_study.py --case spec|bench|train [--keep DIR]
+
+GRADSYNC_BIN names the build's bin folder (gradsync-bench, gradsync-model, gradsync-train).
+  spec   every experiments/*.toml loads (and its --quick scale), point labels are unique,
+         --dry-run prints one line per point with its command and writes nothing, a bad
+         study file exits 2 naming the key (no MPI needed)
+  bench  a tiny bench study: a failing point is recorded (status, exit status, stderr tail in
+         study.h5 and study.log) while the study goes on; resume (a second run reuses every
+         finished point; deleting one result reruns only that point); --dry-run marks done
+         points; --stop-on-failure leaves the rest pending; calibrate runs; analyze writes
+         valid PNGs and conclusions.md
+  train  a tiny train study (emulated resnet50, two bucket sizes, one unknown compressor)
+         with calibrate + compare; analyze makes the breakdown, timeline (with a predicted
+         panel), compare and compression plots; scripts/plots.py commands on its files
+Exit status 0 on success, 1 on a failed check, 77 when a needed program is missing.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+STUDY = os.path.join(REPO, "scripts", "study")
+PLOTS = os.path.join(REPO, "scripts", "plots.py")
+PY = sys.executable
+FAILS = []
+
+
+def check(cond, msg):
+    if not cond:
+        FAILS.append(msg)
+        print(f"FAIL: {msg}", flush=True)
+    return cond
+
+
+def study(*args, expect=None):
+    p = subprocess.run([PY, STUDY] + [str(a) for a in args], capture_output=True, text=True, cwd=REPO)
+    if expect is not None:
+        check(p.returncode == expect, f"study {' '.join(map(str, args[:2]))}: exit {p.returncode}, expected {expect}\n"
+                                      f"stdout:\n{p.stdout[-3000:]}\nstderr:\n{p.stderr[-3000:]}")
+    return p
+
+
+def table(path):
+    with h5py.File(path, "r") as f:
+        g = f["points"]
+        out = {}
+        for k in g:
+            v = g[k][...]
+            if v.dtype.kind == "O":
+                v = np.array([x.decode() if isinstance(x, bytes) else x for x in v], dtype=object)
+            out[k] = v
+        out["_attrs"] = dict(f.attrs)
+        out["_size_bytes"] = f["size_bytes"][:]
+        return out
+
+
+def check_pngs(paths):
+    check(len(paths) > 0, "no PNG written")
+    for p in paths:
+        if not check(os.path.exists(p), f"{p} missing"):
+            continue
+        with open(p, "rb") as fh:
+            sig = fh.read(8)
+        check(sig == b"\x89PNG\r\n\x1a\n", f"{p} is not a PNG (signature {sig!r})")
+        check(os.path.getsize(p) > 8000, f"{p} is suspiciously small ({os.path.getsize(p)} bytes)")
+
+
+# ---- spec -------------------------------------------------------------------------------------
+def case_spec(tmp):
+    sys.path.insert(0, os.path.join(REPO, "scripts"))
+    from gradsync_analysis import spec
+    exps = sorted(f for f in os.listdir(os.path.join(REPO, "experiments")) if f.endswith(".toml"))
+    check(len(exps) >= 7, f"expected flagship + 6 seed studies in experiments/, found {exps}")
+    for f in exps:
+        path = os.path.join(REPO, "experiments", f)
+        for scale in (None, "quick"):
+            try:
+                s = spec.load(path, scale)
+            except spec.SpecError as e:
+                check(False, f"{f} (scale {scale}): {e}")
+                continue
+            pts = s.points()
+            check(len(pts) > 0, f"{f}: no points")
+            ids = [p.result_relpath() for p in pts]
+            check(len(set(ids)) == len(ids), f"{f}: duplicate point labels {ids}")
+            check(bool(s.description), f"{f}: no description")
+    # dry run: one line per point with its command, nothing written
+    out = os.path.join(tmp, "dry")
+    p = study("run", os.path.join(REPO, "experiments", "seed-bucketing.toml"), "--out", out, "--dry-run", expect=0)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("[")]
+    n = len(spec.load(os.path.join(REPO, "experiments", "seed-bucketing.toml")).points())
+    check(len(lines) == n, f"dry run printed {len(lines)} point lines, expected {n}")
+    check(all("mpirun" in ln and "--out" in ln for ln in lines), "dry-run lines lack the command")
+    check(any("--bucket-mb 0.5" in ln and "--no-overlap" in ln for ln in lines), "dry run: swept options missing")
+    check(not os.path.exists(out), "dry run created the output folder")
+    # --ranks and --launcher change the commands
+    p = study("run", os.path.join(REPO, "experiments", "seed-bucketing.toml"), "--out", out, "--dry-run",
+              "--ranks", "3", "--launcher", "testbed", expect=0)
+    check("testbed.sh" in p.stdout and "--np 3" in p.stdout, "--launcher testbed --ranks 3 not in the plan")
+    # bad study files: exit 2 with the key named
+    bad = os.path.join(tmp, "bad.toml")
+    for text, word in (('program = "bench"\nlauncher = "ssh"\n', "launcher"),
+                       ('program = "bench"\n[sweep]\nalgo = "ring"\n', "algo"),
+                       ('program = "nope"\n', "program"),
+                       ('program = "bench"\nbogus = 1\n', "bogus"),
+                       ('program = "bench"\n[fixed]\nout = "x.h5"\n', "out")):
+        with open(bad, "w") as fh:
+            fh.write(text)
+        p = study("run", bad, "--dry-run", expect=2)
+        check(word in p.stderr, f"bad study ({text!r}): message does not name '{word}': {p.stderr}")
+    p = study("run", os.path.join(tmp, "missing.toml"), expect=2)
+    check("no such file" in p.stderr, f"missing study file: {p.stderr}")
+
+
+# ---- bench ------------------------------------------------------------------------------------
+BENCH_TOML = """
+name = "tiny-bench"
+description = "test: two algorithms, one unknown algorithm (fails), a ping-pong"
+ranks = 2
+timeout_s = 90
+[[grid]]
+name = "ar"
+program = "bench"
+fixed = { op = "allreduce", b = "1K", e = "256K", f = 16, n = 3, w = 1 }
+sweep = { algo = ["ring", "nosuch", "rd"] }
+[[grid]]
+name = "pp"
+program = "bench"
+fixed = { op = "pingpong", b = "1", e = "4M", f = 16, n = 5, w = 1 }
+[[model.calibrate]]
+name = "local"
+base = "shm-local"
+"""
+
+
+def case_bench(tmp):
+    toml = os.path.join(tmp, "tiny-bench.toml")
+    with open(toml, "w") as fh:
+        fh.write(BENCH_TOML)
+    out = os.path.join(tmp, "out")
+    p = study("run", toml, "--out", out, expect=1)   # 1: a point failed
+    check("FAILED ar/algo_nosuch" in p.stdout, f"failure not reported:\n{p.stdout}")
+    check("/4 done" in p.stderr and "ETA" in p.stderr, f"no progress line:\n{p.stderr}")
+    t = table(os.path.join(out, "study.h5"))
+    ids = list(t["id"])
+    check(ids == ["ar/algo_ring", "ar/algo_nosuch", "ar/algo_rd", "pp/run"], f"points {ids}")
+    st = dict(zip(ids, t["status"]))
+    check(st == {"ar/algo_ring": "ok", "ar/algo_nosuch": "failed", "ar/algo_rd": "ok", "pp/run": "ok"}, f"status {st}")
+    i = ids.index("ar/algo_nosuch")
+    check(t["exit_status"][i] != 0, "failed point has exit status 0")
+    check("nosuch" in t["stderr_tail"][i], f"stderr tail lacks the program's message: {t['stderr_tail'][i]!r}")
+    check(list(t["algo"]) == ["ring", "nosuch", "rd", ""], f"axis column algo: {list(t['algo'])}")
+    check(t["_attrs"]["points_failed"] == 1 and t["_attrs"]["points_ok"] == 3, "point counts in attributes")
+    j = ids.index("ar/algo_ring")
+    check(np.isfinite(t["busbw_GBps"][j]).sum() >= 2 and np.isfinite(t["avg_busbw_GBps"][j]),
+          "bench metrics missing for ar/algo_ring")
+    check(np.all(np.isnan(t["busbw_GBps"][i])), "failed point has busbw values")
+    check(len(t["_size_bytes"]) >= 3, "size_bytes column")
+    with open(os.path.join(out, "study.log")) as fh:
+        log = fh.read()
+    check("ar/algo_nosuch FAILED" in log and "nosuch" in log.split("FAILED", 1)[1], "study.log lacks the failure")
+    # calibration on a shared 2-core machine can be refused by gradsync-model (noisy times, e.g.
+    # "fitted bandwidth is not positive"); the runner must then record why and go on
+    with h5py.File(os.path.join(out, "study.h5"), "r") as f:
+        errors = [e.decode() if isinstance(e, bytes) else e for e in f["model"].attrs["errors"]]
+    check(os.path.exists(os.path.join(out, "model", "local.toml"))
+          or any(e.startswith("calibrate local:") for e in errors),
+          f"calibrate neither wrote model/local.toml nor recorded why: {errors}")
+
+    # resume: nothing finished runs again
+    mtimes = {k: os.path.getmtime(os.path.join(out, k.replace("/", os.sep) + ".h5")) for k in ids if st[k] == "ok"}
+    p = study("run", toml, "--out", out, expect=1)
+    t2 = table(os.path.join(out, "study.h5"))
+    reused = dict(zip(t2["id"], t2["reused"]))
+    check(reused == {"ar/algo_ring": 1, "ar/algo_nosuch": 0, "ar/algo_rd": 1, "pp/run": 1}, f"reused {reused}")
+    for k, m in mtimes.items():
+        check(os.path.getmtime(os.path.join(out, k + ".h5")) == m, f"{k} was run again")
+    # deleting one result reruns exactly that point
+    os.remove(os.path.join(out, "ar", "algo_rd.h5"))
+    p = study("run", toml, "--out", out, "--dry-run", expect=0)
+    plan = {ln.split()[2]: ln.split()[1] for ln in p.stdout.splitlines() if ln.startswith("[")}
+    check(plan == {"ar/algo_ring:": "done", "ar/algo_nosuch:": "run", "ar/algo_rd:": "run", "pp/run:": "done"},
+          f"dry-run plan after deleting one result: {plan}")
+    p = study("run", toml, "--out", out, expect=1)
+    t3 = table(os.path.join(out, "study.h5"))
+    reused = dict(zip(t3["id"], t3["reused"]))
+    status = dict(zip(t3["id"], t3["status"]))
+    check(reused == {"ar/algo_ring": 1, "ar/algo_nosuch": 0, "ar/algo_rd": 0, "pp/run": 1} and status["ar/algo_rd"] == "ok",
+          f"after deleting ar/algo_rd: reused {reused}, status {status}")
+    for k in ("ar/algo_ring", "pp/run"):
+        check(os.path.getmtime(os.path.join(out, k + ".h5")) == mtimes[k], f"{k} was run again")
+
+    # --stop-on-failure: the points after the failure stay pending
+    out2 = os.path.join(tmp, "stop")
+    study("run", toml, "--out", out2, "--stop-on-failure", "--no-model", expect=1)
+    t4 = table(os.path.join(out2, "study.h5"))
+    check(list(t4["status"]) == ["ok", "failed", "pending", "pending"], f"--stop-on-failure: {list(t4['status'])}")
+
+    # analyze: plots and conclusions
+    p = study("analyze", out, expect=0)
+    check("## Failed points" in p.stdout and "algo_nosuch" in p.stdout, "conclusions lack the failed point")
+    check(os.path.exists(os.path.join(out, "conclusions.md")), "no conclusions.md")
+    check_pngs([os.path.join(out, "plots", n) for n in ("busbw-ar.png", "busbw-pp.png")])
+
+
+# ---- train ------------------------------------------------------------------------------------
+TRAIN_TOML = """
+name = "tiny-train"
+description = "test: emulated resnet50, two bucket sizes, an unknown compressor"
+ranks = 2
+timeout_s = 120
+[[grid]]
+name = "pp"
+program = "bench"
+fixed = { op = "pingpong", b = "1", e = "4M", f = 16, n = 3, w = 1 }
+[[grid]]
+name = "ar"
+program = "bench"
+fixed = { op = "allreduce", algo = "ring", b = "1K", e = "16M", f = 16, n = 3, w = 1 }
+[[grid]]
+name = "train"
+program = "train"
+fixed = { model = "resnet50", compute-profile = "a100", batch-per-rank = 4, steps = 4, warmup-steps = 1 }
+sweep = { bucket-mb = [5, 25], compress = ["none", "nosuch-compressor"] }
+[[model.calibrate]]
+name = "local"
+grids = ["pp", "ar"]
+base = "shm-local"
+[[model.calibrate]]
+name = "local-compute"
+compute = true
+grids = ["train"]
+[model.compare]
+fabric = "local"
+compute_profile = "local-compute"
+[plots]
+timeline = { bucket-mb = 25 }
+"""
+
+
+def case_train(tmp):
+    toml = os.path.join(tmp, "tiny-train.toml")
+    with open(toml, "w") as fh:
+        fh.write(TRAIN_TOML)
+    out = os.path.join(tmp, "out")
+    p = study("run", toml, "--out", out, expect=1)
+    t = table(os.path.join(out, "study.h5"))
+    st = dict(zip(t["id"], t["status"]))
+    for k, v in st.items():
+        want = "failed" if "nosuch" in k else "ok"
+        check(v == want, f"{k}: status {v}, expected {want}")
+    ok = [i for i, s in enumerate(t["status"]) if s == "ok" and t["program"][i] == "train"]
+    check(len(ok) == 2, f"finished train points: {len(ok)}")
+    for i in ok:
+        for m in ("step_time_s", "comm_exposed_s", "bytes_sent", "backward_s"):
+            check(np.isfinite(t[m][i]) and t[m][i] > 0, f"{t['id'][i]}: metric {m} = {t[m][i]}")
+    with h5py.File(os.path.join(out, "study.h5"), "r") as f:
+        errors = [e.decode() if isinstance(e, bytes) else e for e in f["model"].attrs["errors"]]
+    compared = os.path.exists(os.path.join(out, "model", "compare.h5"))
+    # the fabric fit can be refused on a noisy shared machine; then the runner must say why
+    check(compared or any(e.startswith("calibrate local:") for e in errors),
+          f"no compare.h5 and no recorded calibration failure: {errors}\n{p.stdout}")
+    if not compared:
+        print(f"NOTE: calibration refused on this run ({errors}); compare/timeline prediction not checked")
+    p = study("analyze", out, expect=0)
+    names = ["busbw-pp.png", "busbw-ar.png", "breakdown-train.png", "timeline-train.png", "compression-train.png"]
+    if compared:
+        names.append("compare.png")
+        check("timeline: no prediction" not in p.stdout, "timeline has no predicted panel")
+    check_pngs([os.path.join(out, "plots", n) for n in names])
+    # scripts/plots.py on the same files
+    tr = os.path.join(out, "train", "bucket-mb_25__compress_none.h5")
+    pl = os.path.join(tmp, "pl")
+    os.makedirs(pl)
+    fab = os.path.join(out, "model", "local.toml") if compared else "shm-local"
+    cmds = [["busbw", os.path.join(out, "ar", "run.h5"), "--fabric", fab],
+            ["breakdown", tr, os.path.join(out, "train", "bucket-mb_5__compress_none.h5")],
+            ["timeline", tr, "--fabric", fab],
+            ["compression", tr]]
+    if compared:
+        cmds += [["scatter", os.path.join(out, "model", "compare.h5")]]
+    pngs = []
+    for c in cmds:
+        png = os.path.join(pl, c[0] + ".png")
+        r = subprocess.run([PY, PLOTS] + c + ["-o", png], capture_output=True, text=True)
+        check(r.returncode == 0, f"plots.py {c[0]}: exit {r.returncode}: {r.stderr[-2000:]}")
+        pngs.append(png)
+    check_pngs(pngs)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--case", required=True, choices=["spec", "bench", "train"])
+    ap.add_argument("--keep", help="work in this folder and keep it")
+    a = ap.parse_args()
+    bindir = os.environ.get("GRADSYNC_BIN", "")
+    need = {"spec": [], "bench": ["gradsync-bench", "gradsync-model"],
+            "train": ["gradsync-bench", "gradsync-model", "gradsync-train"]}[a.case]
+    missing = [n for n in need if not os.access(os.path.join(bindir, n), os.X_OK)]
+    if missing or (need and not shutil.which("mpirun")):
+        print(f"SKIP: missing {missing or ['mpirun']} (GRADSYNC_BIN={bindir!r})")
+        return 77
+    tmp = a.keep or tempfile.mkdtemp(prefix="gs-study-test-")
+    os.makedirs(tmp, exist_ok=True)
+    try:
+        {"spec": case_spec, "bench": case_bench, "train": case_train}[a.case](tmp)
+    finally:
+        if not a.keep and not FAILS:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if FAILS:
+        print(f"{len(FAILS)} check(s) failed; files kept in {tmp}")
+        return 1
+    print(f"ok: study {a.case}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
