@@ -104,7 +104,7 @@ CompressStats runtime_stats(const std::string& spec, const std::vector<Shape>& s
   std::size_t off = 0;
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     TensorView t;
-    t.name = "t" + std::to_string(i);
+    t.name = std::string("t").append(std::to_string(i));
     t.shape = shapes[i].dims;
     t.offset = off;
     t.count = static_cast<std::size_t>(shapes[i].numel());
