@@ -52,9 +52,11 @@ class Progress {
       if (!last && done % every != 0) return;
     }
     const double eta = elapsed_s / static_cast<double>(done) * static_cast<double>(total_ - done);
-    std::fprintf(stderr, "%sstep %lld/%lld  loss %.4f  step %.2f ms  exposed comm %.2f ms  ETA %.1f s%s",
-                 tty_ ? "\r" : "", static_cast<long long>(done), static_cast<long long>(total_), loss, step_s * 1e3,
-                 exposed_s * 1e3, eta, tty_ ? (last ? "\n" : "\x1b[K") : "\n");
+    char loss_text[32] = "-";  // emulated compute has no loss
+    if (std::isfinite(loss)) std::snprintf(loss_text, sizeof loss_text, "%.4f", loss);
+    std::fprintf(stderr, "%sstep %lld/%lld  loss %s  step %.2f ms  exposed comm %.2f ms  ETA %.1f s%s",
+                 tty_ ? "\r" : "", static_cast<long long>(done), static_cast<long long>(total_), loss_text,
+                 step_s * 1e3, exposed_s * 1e3, eta, tty_ ? (last ? "\n" : "\x1b[K") : "\n");
     std::fflush(stderr);
   }
 
