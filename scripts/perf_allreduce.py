@@ -36,9 +36,10 @@ def memcpy_GBps(build):
         return None
     out = subprocess.run([kb, "--benchmark_filter=memcpy", "--benchmark_format=json"],
                          check=True, capture_output=True, text=True).stdout
-    rates = [b["bytes_per_second"] for b in json.loads(out)["benchmarks"] if "memcpy" in b["name"]
+    # the 16 MiB case: the same size as the all-reduce, out of cache like it
+    rates = [b["bytes_per_second"] for b in json.loads(out)["benchmarks"] if b["name"].startswith("memcpy/MiB:16/")
              and b.get("run_type", "iteration") == "iteration"]
-    return max(rates) / 1e9 if rates else None
+    return rates[0] / 1e9 if rates else None
 
 
 def main():
@@ -67,7 +68,7 @@ def main():
     if mc:
         # A 2-rank all-reduce of n bytes moves, per rank, n/2 in and out of the peer plus a
         # reduction reading 2 x n/2 and writing n/2: several memcpy-equivalents of traffic.
-        print(f"memcpy {mc:.2f} GB/s on one core; ring busbw is {ring / mc:.2f} x memcpy")
+        print(f"memcpy of 16 MiB {mc:.2f} GB/s on one core; ring busbw is {ring / mc:.2f} x memcpy")
     ok = ring / mpi >= 0.9 and rd / mpi_small <= 1.5
     print("targets met" if ok else "targets NOT met")
     return 0
