@@ -99,9 +99,25 @@ class Train:
             self.buckets = {k: f["buckets"][k][:] for k in f["buckets"]} if "buckets" in f else {}
             self.epochs = {k: f["epochs"][k][:] for k in f["epochs"]} if "epochs" in f else {}
         self.warmup = int(self.attrs.get("warmup_steps", 0))
+        # PowerSGD sends plain all-reduces before step `start` (start_powerSGD_iter): like
+        # gradsync-model compare (netmodel/train_file.cpp), leave those steps out too when
+        # the run has steps after them, so the medians are the compressed steady state.
+        comp = str(self.attrs.get("compress") or "")
+        if comp.startswith("powersgd"):
+            for part in comp.split(":", 1)[-1].split(","):
+                k, _, v = part.partition("=")
+                if k.strip() == "start":
+                    try:
+                        start = int(v)
+                    except ValueError:
+                        break
+                    n = len(self.steps.get("step_time_s", []))
+                    if self.warmup < start < n:
+                        self.warmup = start
 
     def steady(self, key: str) -> np.ndarray:
-        """Values of /steps/<key> after the warm-up steps (all of them if that leaves none)."""
+        """Values of /steps/<key> after the warm-up steps (all of them if that leaves none);
+        for PowerSGD runs also after its uncompressed `start` steps (see __init__)."""
         v = self.steps.get(key)
         if v is None:
             return np.array([])
