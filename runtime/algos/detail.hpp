@@ -18,6 +18,7 @@
 
 #include "comm/communicator.hpp"
 #include "core/dtype.hpp"
+#include "core/reduce.hpp"
 
 namespace gradsync::algos {
 
@@ -147,5 +148,47 @@ inline int floor_pow2(int p) {
   while (q * 2 <= p) q *= 2;
   return q;
 }
+
+// The non-power-of-two step rd and rabenseifner share (Thakur, Rabenseifner & Gropp 2005):
+// with p' the largest power of two <= p and rem = p - p', each even rank among the first
+// 2 rem folds its vector into its odd neighbour and sits out; the odd ones (new rank
+// rank/2) and the ranks >= 2 rem (new rank rank - rem) run the power-of-two algorithm;
+// afterwards every odd rank < 2 rem sends the result back to its even neighbour.
+class PowerOfTwoFold {
+ public:
+  PowerOfTwoFold(int p, int r) : r_(r), pof2_(floor_pow2(p)), rem_(p - pof2_) {
+    if (r < 2 * rem_) newrank_ = (r % 2 == 0) ? -1 : r / 2;
+    else newrank_ = r - rem_;
+  }
+  int pof2() const { return pof2_; }
+  // This rank's rank among the p' participants, or -1 if it sits out.
+  int newrank() const { return newrank_; }
+  // Communicator rank of participant nr.
+  int real_rank(int nr) const { return nr < rem_ ? nr * 2 + 1 : nr + rem_; }
+
+  // Returns where this rank's partial sum now is: sendbuf, or recvbuf after a fold
+  // (recv = send + neighbour's, through `tmp` of `count` elements).
+  const void* fold(Communicator& comm, const void* sendbuf, void* recvbuf, void* tmp, std::size_t count,
+                   DType t, int tag) const {
+    if (r_ >= 2 * rem_) return sendbuf;
+    const std::size_t bytes = count * dtype_size(t);
+    if (newrank_ < 0) {
+      comm.send(sendbuf, bytes, r_ + 1, tag);
+      return sendbuf;
+    }
+    comm.recv(tmp, bytes, r_ - 1, tag);
+    reduce_out(recvbuf, sendbuf, tmp, count, t);
+    return recvbuf;
+  }
+  // The result goes back to the ranks that sat out.
+  void unfold(Communicator& comm, void* recvbuf, std::size_t bytes, int tag) const {
+    if (r_ >= 2 * rem_) return;
+    if (newrank_ < 0) comm.recv(recvbuf, bytes, r_ + 1, tag);
+    else comm.send(recvbuf, bytes, r_ - 1, tag);
+  }
+
+ private:
+  int r_, pof2_, rem_, newrank_ = 0;
+};
 
 }  // namespace gradsync::algos

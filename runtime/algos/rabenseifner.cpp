@@ -43,14 +43,8 @@ using algos::at;
 
 class Rabenseifner final : public AllreduceAlgorithm {
  public:
-  explicit Rabenseifner(Communicator& comm) : comm_(comm) {
-    p_ = comm.size();
-    r_ = comm.rank();
-    pof2_ = algos::floor_pow2(p_);
-    rem_ = p_ - pof2_;
-    if (r_ < 2 * rem_) newrank_ = (r_ % 2 == 0) ? -1 : r_ / 2;
-    else newrank_ = r_ - rem_;
-  }
+  explicit Rabenseifner(Communicator& comm)
+      : comm_(comm), p_(comm.size()), fold_(p_, comm.rank()), pof2_(fold_.pof2()), newrank_(fold_.newrank()) {}
 
   std::string name() const override { return "rabenseifner"; }
 
@@ -66,15 +60,7 @@ class Rabenseifner final : public AllreduceAlgorithm {
     const void* mine = sendbuf;  // holds our partial sums of the current window
 
     // Pre-step: fold the first 2 rem ranks pairwise.
-    if (r_ < 2 * rem_) {
-      if (newrank_ < 0) {
-        comm_.send(sendbuf, bytes, r_ + 1, algos::kTagRabFold);
-      } else {
-        comm_.recv(tmp, bytes, r_ - 1, algos::kTagRabFold);
-        reduce_out(recvbuf, sendbuf, tmp, count, t);
-        mine = recvbuf;
-      }
-    }
+    mine = fold_.fold(comm_, sendbuf, recvbuf, tmp, count, t, algos::kTagRabFold);
 
     if (newrank_ >= 0) {
       // Block b of the p' blocks is elements [block(b), block(b+1)).
@@ -123,17 +109,16 @@ class Rabenseifner final : public AllreduceAlgorithm {
     }
 
     // Post-step: the result goes back to the ranks that sat out.
-    if (r_ < 2 * rem_) {
-      if (newrank_ < 0) comm_.recv(recvbuf, bytes, r_ + 1, algos::kTagRabUnfold);
-      else comm_.send(recvbuf, bytes, r_ - 1, algos::kTagRabUnfold);
-    }
+    fold_.unfold(comm_, recvbuf, bytes, algos::kTagRabUnfold);
   }
 
  private:
-  int real_rank(int nr) const { return nr < rem_ ? nr * 2 + 1 : nr + rem_; }
+  int real_rank(int nr) const { return fold_.real_rank(nr); }
 
   Communicator& comm_;
-  int p_ = 1, r_ = 0, pof2_ = 1, rem_ = 0, newrank_ = 0;
+  int p_;
+  algos::PowerOfTwoFold fold_;
+  int pof2_, newrank_;
   algos::Scratch scratch_;
 };
 

@@ -36,14 +36,8 @@ namespace {
 
 class RecursiveDoubling final : public AllreduceAlgorithm {
  public:
-  explicit RecursiveDoubling(Communicator& comm) : comm_(comm) {
-    p_ = comm.size();
-    r_ = comm.rank();
-    pof2_ = algos::floor_pow2(p_);
-    rem_ = p_ - pof2_;
-    if (r_ < 2 * rem_) newrank_ = (r_ % 2 == 0) ? -1 : r_ / 2;
-    else newrank_ = r_ - rem_;
-  }
+  explicit RecursiveDoubling(Communicator& comm)
+      : comm_(comm), p_(comm.size()), fold_(p_, comm.rank()), pof2_(fold_.pof2()), newrank_(fold_.newrank()) {}
 
   std::string name() const override { return "rd"; }
 
@@ -58,15 +52,7 @@ class RecursiveDoubling final : public AllreduceAlgorithm {
     const void* mine = sendbuf;  // our current partial sum: the input until the first reduction
 
     // Fold: even ranks among the first 2 rem hand their vector to the odd neighbour.
-    if (r_ < 2 * rem_) {
-      if (newrank_ < 0) {
-        comm_.send(sendbuf, bytes, r_ + 1, algos::kTagRdFold);
-      } else {
-        comm_.recv(tmp, bytes, r_ - 1, algos::kTagRdFold);
-        reduce_out(recvbuf, sendbuf, tmp, count, t);
-        mine = recvbuf;
-      }
-    }
+    mine = fold_.fold(comm_, sendbuf, recvbuf, tmp, count, t, algos::kTagRdFold);
 
     // lg p' rounds of full-vector exchange with the partner at distance mask.
     if (newrank_ >= 0) {
@@ -81,18 +67,16 @@ class RecursiveDoubling final : public AllreduceAlgorithm {
     }
 
     // Unfold: the result goes back to the ranks that sat out.
-    if (r_ < 2 * rem_) {
-      if (newrank_ < 0) comm_.recv(recvbuf, bytes, r_ + 1, algos::kTagRdUnfold);
-      else comm_.send(recvbuf, bytes, r_ - 1, algos::kTagRdUnfold);
-    }
+    fold_.unfold(comm_, recvbuf, bytes, algos::kTagRdUnfold);
   }
 
  private:
-  // Rank in the communicator of the participant with power-of-two rank nr.
-  int real_rank(int nr) const { return nr < rem_ ? nr * 2 + 1 : nr + rem_; }
+  int real_rank(int nr) const { return fold_.real_rank(nr); }
 
   Communicator& comm_;
-  int p_ = 1, r_ = 0, pof2_ = 1, rem_ = 0, newrank_ = 0;
+  int p_;
+  algos::PowerOfTwoFold fold_;
+  int pof2_, newrank_;
   algos::Scratch scratch_;
 };
 
