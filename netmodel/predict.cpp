@@ -47,7 +47,7 @@ const Workload& Predictor::workload(const PredictConfig& c) {
   auto& slot = models_[c.model];
   if (!slot) slot = std::make_shared<models::ModelSpec>(models::zoo_model(c.model));
   const auto& model = *std::static_pointer_cast<models::ModelSpec>(slot);
-  const models::ComputeProfile prof = models::load_profile(c.compute_profile);
+  const models::ComputeProfile& prof = profile(c.compute_profile);
   const bool half = precision_bytes(c.precision) == 2;
   const models::LayerTimes lt = models::layer_times(model, prof, c.batch_per_rank, half);
   Workload w;
@@ -74,21 +74,25 @@ const Workload& Predictor::workload(const PredictConfig& c) {
   return workloads_.emplace(key, std::move(w)).first->second;
 }
 
+const models::ComputeProfile& Predictor::profile(const std::string& name_or_path) {
+  auto it = profiles_.find(name_or_path);
+  if (it == profiles_.end()) it = profiles_.emplace(name_or_path, models::load_profile(name_or_path)).first;
+  return it->second;
+}
+
 const std::vector<Bucket>& Predictor::buckets(const PredictConfig& c, int nranks) {
   const Compressor comp(c.compress);
-  // Wire bytes depend on the rank count for every compressor (2(p-1)/p for all-reduce).
-  auto key = std::make_tuple(c.model, c.compute_profile + "/" + c.kernels, c.batch_per_rank, c.precision + "/" + c.optimizer,
-                             c.bucket_mb, c.first_bucket_mb, comp.spec(), nranks);
-  auto it = buckets_.find(key);
-  if (it != buckets_.end()) return it->second;
-  const Workload& w = workload(c);
-  std::vector<Bucket> bs = make_buckets(w.grads, c.bucket_mb, c.first_bucket_mb);
-  const models::ComputeProfile prof = models::load_profile(c.compute_profile);
-  DeviceRates rates = device_rates(prof);
+  const LayoutKey key{c.model, c.compute_profile, c.batch_per_rank, c.precision + "/" + c.optimizer, c.bucket_mb,
+                      c.first_bucket_mb};
+  auto it = layouts_.find(key);
+  if (it == layouts_.end()) it = layouts_.emplace(key, make_buckets(workload(c).grads, c.bucket_mb, c.first_bucket_mb)).first;
+  DeviceRates rates = device_rates(profile(c.compute_profile));
   rates.kernels = kernels(c.kernels);
   const int e = precision_bytes(c.precision);
-  for (auto& b : bs) b.plan = comp.plan(b.tensors, e, nranks, rates);
-  return buckets_.emplace(key, std::move(bs)).first->second;
+  // Wire bytes depend on the rank count for every compressor (2(p-1)/p for all-reduce).
+  planned_ = it->second;
+  for (auto& b : planned_) b.plan = comp.plan(b.tensors, e, nranks, rates);
+  return planned_;
 }
 
 StepResult Predictor::predict(const PredictConfig& c, bool keep_buckets) {

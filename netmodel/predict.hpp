@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "models/compute_profile.hpp"
 #include "netmodel/fabric.hpp"
 #include "netmodel/timeline.hpp"
 
@@ -68,9 +69,14 @@ class Predictor {
 
  private:
   std::map<std::tuple<std::string, std::string, int64_t, std::string, std::string>, Workload> workloads_;
-  std::map<std::tuple<std::string, std::string, int64_t, std::string, double, double, std::string, int>,
-           std::vector<Bucket>>
-      buckets_;
+  const models::ComputeProfile& profile(const std::string& name_or_path);
+  std::map<std::string, models::ComputeProfile> profiles_;
+  // Bucket layouts (tensors per bucket) do not depend on the rank count or the compressor;
+  // the compressor's plan does, and costs little, so it is made per call into `planned_`
+  // (a grid over nodes x bucket sizes would otherwise cache one copy per configuration).
+  using LayoutKey = std::tuple<std::string, std::string, int64_t, std::string, double, double>;
+  std::map<LayoutKey, std::vector<Bucket>> layouts_;
+  std::vector<Bucket> planned_;
 };
 
 }  // namespace gradsync::netmodel
