@@ -46,14 +46,37 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
     prof = models::builtin_profile("cpu");
   }
   const DeviceRates rates{prof.peak_flops * prof.efficiency, prof.optimizer_bytes_per_s, predictor.kernels(c.kernels)};
+  // With /model (tensor shapes and their buckets) each bucket holds its real tensors, in
+  // gradient-ready (descending forward) order as the reducer's assign_buckets; without it
+  // (older files) a bucket is one 1-D tensor of its measured bytes at fp32.
+  const std::size_t nb = run.bucket_bytes.size();
+  bool shapes = !run.tensors.empty();
+  for (const auto& t : run.tensors)
+    shapes = shapes && t.bucket >= 0 && static_cast<std::size_t>(t.bucket) < nb;
+  std::vector<std::vector<GradShape>> per_bucket(nb);
+  if (shapes) {
+    for (std::size_t i = run.tensors.size(); i-- > 0;) {
+      const auto& t = run.tensors[i];
+      GradShape g;
+      g.numel = t.numel;
+      g.ndim = static_cast<int>(t.shape.size());
+      g.rows = t.shape.empty() ? 1 : t.shape[0];
+      per_bucket[static_cast<std::size_t>(t.bucket)].push_back(g);
+    }
+    for (const auto& v : per_bucket) shapes = shapes && !v.empty();
+  }
   std::vector<Bucket> buckets;
-  for (std::size_t i = 0; i < run.bucket_bytes.size(); ++i) {
+  for (std::size_t i = 0; i < nb; ++i) {
     Bucket b;
-    GradShape g;
-    g.numel = static_cast<int64_t>(run.bucket_bytes[i] / 4);  // bucket bytes at fp32 (shapes unknown: 1-D)
-    g.rows = g.numel;
-    b.tensors.push_back(g);
-    b.grad_bytes = g.numel * 4;
+    if (shapes) {
+      b.tensors = per_bucket[i];
+    } else {
+      GradShape g;
+      g.numel = static_cast<int64_t>(run.bucket_bytes[i] / 4);  // bucket bytes at fp32 (shapes unknown: 1-D)
+      g.rows = g.numel;
+      b.tensors.push_back(g);
+    }
+    for (const auto& g : b.tensors) b.grad_bytes += g.numel * 4;
     b.ready_s = std::clamp(run.bucket_ready_s[i] - bwd_start, 0.0, w.backward_s);
     b.plan = comp.plan(b.tensors, e, c.nodes * c.ranks_per_node, rates);
     buckets.push_back(std::move(b));

@@ -127,6 +127,34 @@ TrainRun read_train_file(const std::string& path) {
       run.bucket_end_s.push_back(median(end[k]));
     }
   }
+  if (r.exists("/model/tensor_numel") && r.exists("/model/tensor_ndim") && r.exists("/model/tensor_shape")) {
+    const auto numel = r.read_int("/model/tensor_numel");
+    const auto ndim = r.read_int("/model/tensor_ndim");
+    const auto shape = r.read_int("/model/tensor_shape");
+    const auto names = r.exists("/model/tensor_names") ? r.read_strings("/model/tensor_names") : std::vector<std::string>{};
+    const auto bucket = r.exists("/model/tensor_bucket") ? r.read_int("/model/tensor_bucket") : std::vector<int64_t>{};
+    GS_USAGE_CHECK(ndim.size() == numel.size(), path, ": /model/tensor_ndim has ", ndim.size(),
+                   " entries, /model/tensor_numel ", numel.size());
+    std::size_t pos = 0;
+    for (std::size_t i = 0; i < numel.size(); ++i) {
+      TrainTensor t;
+      t.name = i < names.size() ? names[i] : "";
+      t.numel = numel[i];
+      t.bucket = i < bucket.size() ? bucket[i] : -1;
+      GS_USAGE_CHECK(ndim[i] >= 0 && pos + static_cast<std::size_t>(ndim[i]) <= shape.size(), path,
+                     ": /model/tensor_shape is too short for /model/tensor_ndim");
+      int64_t prod = 1;
+      for (int64_t d = 0; d < ndim[i]; ++d) {
+        t.shape.push_back(shape[pos]);
+        prod *= shape[pos++];
+      }
+      GS_USAGE_CHECK(prod == t.numel, path, ": /model tensor ", i, " (", t.name, ") has numel ", t.numel,
+                     " but its shape holds ", prod);
+      run.tensors.push_back(std::move(t));
+    }
+    GS_USAGE_CHECK(pos == shape.size(), path, ": /model/tensor_shape has ", shape.size(), " entries, tensor_ndim sums to ",
+                   pos);
+  }
   return run;
 }
 

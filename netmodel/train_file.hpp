@@ -3,7 +3,8 @@
 // Schema (results/README.md, issue 4): /steps/{step, loss, step_time_s, data_s, forward_s,
 // backward_s, comm_exposed_s, optimizer_s, bytes_sent[, encode_s, decode_s, loss_scale]},
 // /buckets/{step, bucket, bytes, ready_s, start_s, end_s} (relative to the step start),
-// /epochs/{epoch, epoch_time_s, loss, eval_accuracy}; root attributes (program =
+// /epochs/{epoch, epoch_time_s, loss, eval_accuracy}, optionally /model/{tensor_names,
+// tensor_numel, tensor_ndim, tensor_shape, tensor_bucket}; root attributes (program =
 // "gradsync-train"): model, compute, compute_profile, device, nranks, nnodes,
 // ranks_per_node, batch_per_rank, bucket_mb, first_bucket_mb, overlap, accumulate, algo,
 // chunk_bytes, channels, compress, precision, loader_workers, prefetch, data_time_s,
@@ -18,6 +19,14 @@
 #include "netmodel/predict.hpp"
 
 namespace gradsync::netmodel {
+
+// One parameter tensor from /model (forward order).
+struct TrainTensor {
+  std::string name;
+  int64_t numel = 0;
+  std::vector<int64_t> shape;  // empty for a scalar
+  int64_t bucket = -1;         // /model/tensor_bucket (-1 when absent)
+};
 
 struct TrainRun {
   std::string path;
@@ -35,6 +44,9 @@ struct TrainRun {
   double epoch_time_s = 0;  // median of /epochs/epoch_time_s, NaN if absent
   // Per bucket index, medians over steps after warmup.
   std::vector<double> bucket_bytes, bucket_ready_s, bucket_start_s, bucket_end_s;
+  // /model (files written since the group was added; empty for older files): the model's
+  // parameter tensors in forward order, with the bucket each went to.
+  std::vector<TrainTensor> tensors;
 };
 
 // Throws UsageError when the file is not a gradsync-train file or lacks /steps/step_time_s.

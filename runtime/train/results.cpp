@@ -127,6 +127,28 @@ void write_train_results(const std::string& path, const TrainOptions& o, const R
   w.write("/buckets/end_s", end);
   w.attr("/buckets", "timeline", std::string("rank 0; seconds from the start of the step"));
 
+  // ---- /model: the parameter tensors, forward (registration) order --------------------------
+  {
+    std::vector<std::string> tname;
+    std::vector<I> tnumel, tndim, tshape, tbucket;
+    for (std::size_t i = 0; i < r.tensors.size(); ++i) {
+      const auto& t = r.tensors[i];
+      tname.push_back(t.name);
+      tnumel.push_back(static_cast<I>(t.numel()));
+      tndim.push_back(static_cast<I>(t.shape.size()));
+      for (auto d : t.shape) tshape.push_back(static_cast<I>(d));
+      tbucket.push_back(i < r.tensor_bucket.size() ? r.tensor_bucket[i] : I{-1});
+    }
+    w.group("/model");
+    w.write("/model/tensor_names", tname);
+    w.write("/model/tensor_numel", tnumel);
+    w.write("/model/tensor_ndim", tndim);
+    w.write("/model/tensor_shape", tshape);
+    w.write("/model/tensor_bucket", tbucket);
+    w.attr("/model", "order", std::string("forward (registration) order; tensor_shape: the shapes concatenated "
+                                          "(tensor_ndim entries each); tensor_bucket: index into /buckets"));
+  }
+
   // ---- /epochs ------------------------------------------------------------------------------
   std::vector<I> ep;
   std::vector<double> et, el, ea;

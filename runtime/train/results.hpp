@@ -53,6 +53,13 @@
 //                     step's start
 //   /epochs/{epoch, epoch_time_s, loss, eval_accuracy}
 //                     one row per completed epoch (eval_accuracy NaN for emulated compute)
+//   /model/{tensor_names, tensor_numel, tensor_ndim, tensor_shape, tensor_bucket}
+//                     the model's parameter tensors (real and emulated), one row per tensor
+//                     in forward (registration) order: PyTorch-style name, element count,
+//                     rank (0 for a scalar), and the bucket (index as in /buckets/bucket)
+//                     the reducer assigned it to; tensor_shape holds the shapes
+//                     concatenated (sum of tensor_ndim entries). gradsync-model compare
+//                     uses them to plan compressors (PowerSGD's matrix view) on real shapes.
 #pragma once
 
 #include <string>

@@ -236,6 +236,10 @@ struct Trainer::Impl {
     res.ranks_per_node = static_cast<int>(world.max_int64(world.local_size()));
     res.hostnames = world.allgather_strings(world.hostname());
     res.bucket_bytes = reducer->bucket_bytes();
+    res.tensors = tensors;
+    res.tensor_bucket.assign(tensors.size(), -1);
+    for (std::size_t b = 0; b < reducer->assignment().size(); ++b)
+      for (std::size_t i : reducer->assignment()[b]) res.tensor_bucket[i] = static_cast<std::int64_t>(b);
     res.compress_spec = user_compress;
     res.compress_effective = compressor->spec();
     res.precision = precision_name(precision);

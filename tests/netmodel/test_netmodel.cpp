@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 
 #include "core/error.hpp"
@@ -865,7 +866,8 @@ namespace {
 
 // A synthetic gradsync-train file whose steps take `step_s` x (1 + noise).
 std::string train_file(const std::string& name, const PredictConfig& c, const std::string& compute,
-                       const StepResult& truth, double noise, unsigned seed) {
+                       const StepResult& truth, double noise, unsigned seed,
+                       const std::function<void(h5::Writer&)>& extra = {}) {
   const std::string path = tmp_path(name);
   h5::Writer w(path);
   Provenance prov;
@@ -939,6 +941,7 @@ std::string train_file(const std::string& name, const PredictConfig& c, const st
   w.attr("/", "optimizer", c.optimizer);
   w.attr("/", "samples_per_epoch", c.samples_per_epoch);
   w.attr("/", "warmup_steps", static_cast<int64_t>(warmup));
+  if (extra) extra(w);
   w.commit();
   return path;
 }
@@ -994,4 +997,99 @@ TEST(Compare, RealComputeUsesMeasuredComputeAndBuckets) {
   EXPECT_TRUE(rep.rows[0].compute_measured);
   EXPECT_NEAR(rep.rows[0].predicted.step_time_s / truth.step_time_s, 1.0, 0.02);
   EXPECT_NE(compare_table(rep).find("compute=real"), std::string::npos);
+}
+
+TEST(Compare, RealComputeUsesRecordedTensorShapes) {
+  // A compute=real PowerSGD run with /model: the plan sees the real shapes (and the recorded
+  // bucket of each tensor), so the predicted bytes follow the runtime's rule per tensor:
+  // M = shape[0] x rest, r = min(n, m, rank), compressed when (n + m) r min_rate < n m.
+  struct T {
+    const char* name;
+    std::vector<int64_t> shape;
+    int64_t bucket;
+  };
+  const std::vector<T> ts = {{"conv.weight", {16, 3, 3, 3}, 1}, {"conv.bias", {16}, 1},
+                             {"fc1.weight", {256, 784}, 1},     {"fc1.bias", {256}, 1},
+                             {"small.weight", {4, 4}, 0},       {"fc2.weight", {10, 256}, 0},
+                             {"fc2.bias", {10}, 0}};
+  const int rank = 2, p = 2;
+  const double min_rate = 2;
+  std::vector<double> plain(2, 0), pe(2, 0), qe(2, 0), numel(2, 0);
+  for (const auto& t : ts) {
+    int64_t n = 1;
+    for (auto d : t.shape) n *= d;
+    const auto b = static_cast<std::size_t>(t.bucket);
+    numel[b] += static_cast<double>(n);
+    const double rows = static_cast<double>(t.shape[0]), cols = static_cast<double>(n) / rows;
+    const double r = std::min({rows, cols, static_cast<double>(rank)});
+    if (t.shape.size() >= 2 && (rows + cols) * r * min_rate < rows * cols) {
+      pe[b] += rows * r;
+      qe[b] += cols * r;
+    } else {
+      plain[b] += static_cast<double>(n);
+    }
+  }
+  auto sent = [&](double bytes) { return std::round(2.0 * (p - 1) / p * bytes); };
+  double expected = 0;
+  for (std::size_t b = 0; b < 2; ++b) expected += sent(4 * plain[b]) + sent(4 * pe[b]) + sent(4 * qe[b]);
+
+  PredictConfig c;
+  c.model = "mlp";
+  c.fabric = "shm-local";
+  c.compute_profile = "cpu";
+  c.nodes = 1;
+  c.ranks_per_node = p;
+  c.samples_per_epoch = 10000;
+  c.compress = "powersgd:rank=2";
+  StepResult truth;
+  truth.data_s = 0.001;
+  truth.forward_s = 0.002;
+  truth.backward_s = 0.004;
+  truth.optimizer_s = 0.001;
+  truth.comm_exposed_s = 0.001;
+  truth.step_time_s = 0.009;
+  truth.epoch_time_s = 1;
+  truth.bytes_sent = expected;
+  for (std::size_t b = 0; b < 2; ++b) {
+    BucketTiming bt;
+    bt.grad_bytes = static_cast<int64_t>(4 * numel[b]);
+    bt.ready_s = truth.data_s + truth.forward_s + 0.002 * static_cast<double>(b + 1);
+    bt.start_s = bt.ready_s;
+    bt.end_s = bt.ready_s + 0.0005;
+    truth.buckets.push_back(bt);
+  }
+  const std::string with = train_file("model.h5", c, "real", truth, 0.0, 3, [&](h5::Writer& w) {
+    std::vector<std::string> names;
+    std::vector<int64_t> tn, nd, sh, bk;
+    for (const auto& t : ts) {
+      names.push_back(t.name);
+      int64_t n = 1;
+      for (auto d : t.shape) n *= d, sh.push_back(d);
+      tn.push_back(n);
+      nd.push_back(static_cast<int64_t>(t.shape.size()));
+      bk.push_back(t.bucket);
+    }
+    w.group("/model");
+    w.write("/model/tensor_names", names);
+    w.write("/model/tensor_numel", tn);
+    w.write("/model/tensor_ndim", nd);
+    w.write("/model/tensor_shape", sh);
+    w.write("/model/tensor_bucket", bk);
+  });
+  const std::string without = train_file("nomodel.h5", c, "real", truth, 0.0, 3);
+
+  const TrainRun run = read_train_file(with);
+  ASSERT_EQ(run.tensors.size(), ts.size());
+  EXPECT_EQ(run.tensors[2].name, "fc1.weight");
+  EXPECT_EQ(run.tensors[0].shape, (std::vector<int64_t>{16, 3, 3, 3}));
+  EXPECT_EQ(run.tensors[5].bucket, 0);
+  EXPECT_TRUE(read_train_file(without).tensors.empty());
+
+  const CompareReport rep = compare_runs({with, without}, "shm-local", "", "");
+  ASSERT_EQ(rep.rows.size(), 2u);
+  EXPECT_TRUE(rep.rows[0].compute_measured);
+  EXPECT_DOUBLE_EQ(rep.rows[0].predicted.bytes_sent, expected);
+  // Without /model each bucket is one 1-D tensor: PowerSGD sends it uncompressed.
+  EXPECT_DOUBLE_EQ(rep.rows[1].predicted.bytes_sent, sent(4 * numel[0]) + sent(4 * numel[1]));
+  EXPECT_LT(rep.rows[0].predicted.bytes_sent, 0.1 * rep.rows[1].predicted.bytes_sent);
 }

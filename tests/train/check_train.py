@@ -20,7 +20,7 @@ Cases:
                with a message naming the option and rank 1
   usage        bad options exit 2 with "gradsync-train: error: ..." naming the option and
                leave no result file; --help and --list-models need no mpirun
-  schema       root attributes, /steps, /buckets, /epochs as documented (real and emulated)
+  schema       root attributes, /steps, /buckets, /epochs, /model as documented (real and emulated)
   precision    --precision fp16 / bf16 (mlp, 2 ranks, 3 epochs at default settings): eval
                accuracy within 1 percentage point of fp32; bytes_sent exactly half of fp32's;
                compression_ratio 2.0; precision / loss-scale attributes; emulated resnet18-cifar
@@ -258,6 +258,9 @@ def attr_type_ok(v, t):
     return isinstance(v, (np.ndarray, list))
 
 
+MODEL_COLS = ("tensor_names", "tensor_numel", "tensor_ndim", "tensor_shape", "tensor_bucket")
+
+
 def check_schema(f, real):
     for k, t in ROOT_ATTRS.items():
         check(k in f.attrs, f"root attribute {k} missing")
@@ -271,6 +274,24 @@ def check_schema(f, real):
     for c in EPOCH_COLS:
         check(f"epochs/{c}" in f and f[f"epochs/{c}"].shape == (int(f.attrs["epochs"]),), f"/epochs/{c}")
     check(len(f.attrs["bucket_bytes"]) == nb, "bucket_bytes length")
+    # /model: the parameter tensors in forward order and the bucket each went to.
+    for c in MODEL_COLS:
+        check(f"model/{c}" in f, f"/model/{c} missing")
+    m = f["model"]
+    nt = len(m["tensor_numel"])
+    check(nt > 0 and all(len(m[c]) == nt for c in ("tensor_names", "tensor_ndim", "tensor_bucket")),
+          "/model columns should have one row per tensor")
+    ndim, numel, shape = m["tensor_ndim"][:], m["tensor_numel"][:], m["tensor_shape"][:]
+    check(len(shape) == int(np.sum(ndim)), "/model/tensor_shape should hold sum(tensor_ndim) entries")
+    pos = 0
+    for i in range(nt):
+        check(int(np.prod(shape[pos:pos + ndim[i]])) == numel[i], f"/model tensor {i}: shape vs numel")
+        pos += ndim[i]
+    tb = m["tensor_bucket"][:]
+    check(np.all((tb >= 0) & (tb < nb)), "/model/tensor_bucket out of range")
+    per_bucket = [4 * int(np.sum(numel[tb == k])) for k in range(nb)]
+    check(per_bucket == [int(x) for x in f.attrs["bucket_bytes"]], f"/model tensors per bucket {per_bucket} "
+          f"vs bucket_bytes {list(f.attrs['bucket_bytes'])}")
     b = f["buckets"]
     check(np.array_equal(b["bytes"][:nb], f.attrs["bucket_bytes"]), "bucket bytes disagree with bucket_bytes")
     check(np.all(b["ready_s"][:] <= b["start_s"][:] + 1e-9) and np.all(b["start_s"][:] <= b["end_s"][:]),
