@@ -472,18 +472,6 @@ class GpuReducer {
   std::thread thread_;
 };
 
-// Rows as raw bytes, for allgather_strings (binary-safe).
-std::string pack(const std::vector<StepRow>& rows) {
-  std::string s(rows.size() * sizeof(StepRow), '\0');
-  if (!rows.empty()) std::memcpy(s.data(), rows.data(), s.size());
-  return s;
-}
-std::vector<StepRow> unpack(const std::string& s) {
-  std::vector<StepRow> rows(s.size() / sizeof(StepRow));
-  if (!rows.empty()) std::memcpy(rows.data(), s.data(), rows.size() * sizeof(StepRow));
-  return rows;
-}
-
 }  // namespace
 
 // ---- the trainer ------------------------------------------------------------------------------
@@ -834,46 +822,10 @@ struct GpuTrainer::Impl {
     }
     res.gpu_memory_used_bytes = static_cast<std::int64_t>(gpu_memory_info().used_bytes());
 
-    // ---- statistics over ranks (as Trainer) -------------------------------------------------
-    const std::vector<std::string> all = world.allgather_strings(pack(mine));
-    res.steps.assign(mine.size(), StepRow{});
-    for (const auto& blob : all) {
-      const std::vector<StepRow> r = unpack(blob);
-      GS_CHECK(r.size() == mine.size(), "ranks ran different numbers of steps");
-      for (std::size_t i = 0; i < r.size(); ++i) {
-        StepRow& a = res.steps[i];
-        a.step_time_s = std::max(a.step_time_s, r[i].step_time_s);
-        a.loss += r[i].loss / nranks;
-        a.data_s += r[i].data_s / nranks;
-        a.forward_s += r[i].forward_s / nranks;
-        a.backward_s += r[i].backward_s / nranks;
-        a.comm_exposed_s += r[i].comm_exposed_s / nranks;
-        a.optimizer_s += r[i].optimizer_s / nranks;
-        a.bytes_sent += r[i].bytes_sent / nranks;
-        a.comm_total_s += r[i].comm_total_s / nranks;
-        a.encode_s += r[i].encode_s / nranks;
-        a.decode_s += r[i].decode_s / nranks;
-        a.reducer_s += r[i].reducer_s / nranks;
-        a.reducer_launch_wall_s += r[i].reducer_launch_wall_s / nranks;
-        a.unscale_s += r[i].unscale_s / nranks;
-      }
-    }
-    for (std::size_t i = 0; i < mine.size(); ++i) {
-      res.steps[i].loss_scale = mine[i].loss_scale;
-      res.steps[i].skipped = mine[i].skipped;
-    }
+    // ---- statistics over ranks (shared with Trainer) ---------------------------------------
+    combine_step_statistics(world, mine, epoch_eval, steps_per_epoch, res);
     res.skipped_steps = scaler ? scaler->skipped_steps() : 0;
     const auto epochs_done = static_cast<std::int64_t>(epoch_eval.size());
-    for (std::int64_t e = 0; e < epochs_done; ++e) {
-      EpochRow er;
-      er.epoch = e;
-      er.eval_accuracy = epoch_eval[static_cast<std::size_t>(e)];
-      for (std::int64_t s = e * steps_per_epoch; s < (e + 1) * steps_per_epoch; ++s) {
-        er.epoch_time_s += res.steps[static_cast<std::size_t>(s)].step_time_s;
-        er.loss += res.steps[static_cast<std::size_t>(s)].loss / static_cast<double>(steps_per_epoch);
-      }
-      res.epochs.push_back(er);
-    }
     res.steps_run = steps;
     res.epochs_done = epochs_done;
     const bool last_was_epoch_end = steps > 0 && steps % steps_per_epoch == 0;

@@ -109,6 +109,49 @@ std::vector<StepRow> unpack(const std::string& s) {
 
 }  // namespace
 
+void combine_step_statistics(Communicator& world, const std::vector<StepRow>& mine,
+                             const std::vector<double>& epoch_eval, std::int64_t steps_per_epoch, RunResult& res) {
+  const double nranks = static_cast<double>(world.size());
+  const std::vector<std::string> all = world.allgather_strings(pack(mine));
+  res.steps.assign(mine.size(), StepRow{});
+  for (const auto& blob : all) {
+    const std::vector<StepRow> r = unpack(blob);
+    GS_CHECK(r.size() == mine.size(), "ranks ran different numbers of steps");
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      StepRow& a = res.steps[i];
+      a.step_time_s = std::max(a.step_time_s, r[i].step_time_s);
+      a.loss += r[i].loss / nranks;
+      a.data_s += r[i].data_s / nranks;
+      a.forward_s += r[i].forward_s / nranks;
+      a.backward_s += r[i].backward_s / nranks;
+      a.comm_exposed_s += r[i].comm_exposed_s / nranks;
+      a.optimizer_s += r[i].optimizer_s / nranks;
+      a.bytes_sent += r[i].bytes_sent / nranks;
+      a.comm_total_s += r[i].comm_total_s / nranks;
+      a.encode_s += r[i].encode_s / nranks;
+      a.decode_s += r[i].decode_s / nranks;
+      a.reducer_s += r[i].reducer_s / nranks;
+      a.reducer_launch_wall_s += r[i].reducer_launch_wall_s / nranks;
+      a.unscale_s += r[i].unscale_s / nranks;
+    }
+  }
+  for (std::size_t i = 0; i < mine.size(); ++i) {  // equal on all ranks (agreed flag)
+    res.steps[i].loss_scale = mine[i].loss_scale;
+    res.steps[i].skipped = mine[i].skipped;
+  }
+  for (std::size_t e = 0; e < epoch_eval.size(); ++e) {
+    EpochRow er;
+    er.epoch = static_cast<std::int64_t>(e);
+    er.eval_accuracy = epoch_eval[e];
+    for (std::int64_t s = static_cast<std::int64_t>(e) * steps_per_epoch;
+         s < static_cast<std::int64_t>(e + 1) * steps_per_epoch; ++s) {
+      er.epoch_time_s += res.steps[static_cast<std::size_t>(s)].step_time_s;
+      er.loss += res.steps[static_cast<std::size_t>(s)].loss / static_cast<double>(steps_per_epoch);
+    }
+    res.epochs.push_back(er);
+  }
+}
+
 struct Trainer::Impl {
   TrainOptions o;
   Communicator& world;
@@ -326,44 +369,8 @@ struct Trainer::Impl {
     }
 
     // ---- statistics over ranks ---------------------------------------------------------------
-    const std::vector<std::string> all = world.allgather_strings(pack(mine));
-    res.steps.assign(mine.size(), StepRow{});
-    for (const auto& blob : all) {
-      const std::vector<StepRow> r = unpack(blob);
-      GS_CHECK(r.size() == mine.size(), "ranks ran different numbers of steps");
-      for (std::size_t i = 0; i < r.size(); ++i) {
-        StepRow& a = res.steps[i];
-        a.step_time_s = std::max(a.step_time_s, r[i].step_time_s);
-        a.loss += r[i].loss / nranks;
-        a.data_s += r[i].data_s / nranks;
-        a.forward_s += r[i].forward_s / nranks;
-        a.backward_s += r[i].backward_s / nranks;
-        a.comm_exposed_s += r[i].comm_exposed_s / nranks;
-        a.optimizer_s += r[i].optimizer_s / nranks;
-        a.bytes_sent += r[i].bytes_sent / nranks;
-        a.comm_total_s += r[i].comm_total_s / nranks;
-        a.encode_s += r[i].encode_s / nranks;
-        a.decode_s += r[i].decode_s / nranks;
-        a.reducer_s += r[i].reducer_s / nranks;
-        a.reducer_launch_wall_s += r[i].reducer_launch_wall_s / nranks;
-        a.unscale_s += r[i].unscale_s / nranks;
-      }
-    }
-    for (std::size_t i = 0; i < mine.size(); ++i) {  // equal on all ranks (agreed flag)
-      res.steps[i].loss_scale = mine[i].loss_scale;
-      res.steps[i].skipped = mine[i].skipped;
-    }
+    combine_step_statistics(world, mine, epoch_eval, steps_per_epoch, res);
     res.skipped_steps = scaler ? scaler->skipped_steps() : 0;
-    for (std::size_t e = 0; e < epoch_eval.size(); ++e) {
-      EpochRow er;
-      er.epoch = static_cast<std::int64_t>(e);
-      er.eval_accuracy = epoch_eval[e];
-      for (std::int64_t s = static_cast<std::int64_t>(e) * steps_per_epoch; s < static_cast<std::int64_t>(e + 1) * steps_per_epoch; ++s) {
-        er.epoch_time_s += res.steps[static_cast<std::size_t>(s)].step_time_s;
-        er.loss += res.steps[static_cast<std::size_t>(s)].loss / static_cast<double>(steps_per_epoch);
-      }
-      res.epochs.push_back(er);
-    }
     res.steps_run = steps;
     res.epochs_done = static_cast<std::int64_t>(epoch_eval.size());
     const bool last_was_epoch_end = steps > 0 && steps % steps_per_epoch == 0;

@@ -99,6 +99,13 @@ struct RunResult {
   std::int64_t gpu_memory_used_bytes = -1;
 };
 
+// The end of a run, shared by the CPU and GPU trainers (collective): fills res.steps from
+// every rank's rows (step_time_s the max over ranks; loss_scale and skipped this rank's,
+// which all ranks agreed on; every other column the mean over ranks) and res.epochs from
+// those steps and the per-epoch evaluations.
+void combine_step_statistics(Communicator& world, const std::vector<StepRow>& mine,
+                             const std::vector<double>& epoch_eval, std::int64_t steps_per_epoch, RunResult& res);
+
 class Trainer {
  public:
   Trainer(const TrainOptions& opts, Communicator& world);
