@@ -635,14 +635,7 @@ struct GpuTrainer::Impl {
 
     // ---- data loading (emulated: no data set; --data-time-us is spent in the loader) --------
     sampler = std::make_unique<DistributedSampler>(samples_per_epoch, nranks, rank, o.seed);
-    LoaderOptions lo;
-    lo.batch = o.batch_per_rank;
-    lo.batches_per_epoch = steps_per_epoch * o.accumulate;
-    lo.total_batches = steps * o.accumulate;
-    lo.workers = static_cast<int>(o.loader_workers);
-    lo.prefetch = static_cast<int>(o.prefetch);
-    lo.data_time_s = o.data_time_us * 1e-6;
-    loader = std::make_unique<Loader>(*sampler, dataset.get(), lo);
+    loader = std::make_unique<Loader>(*sampler, dataset.get(), loader_options(o, steps_per_epoch, steps));
   }
 
   // Accuracy on the held-out set (real compute), each rank evaluating positions rank,

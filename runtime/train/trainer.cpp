@@ -109,6 +109,17 @@ std::vector<StepRow> unpack(const std::string& s) {
 
 }  // namespace
 
+LoaderOptions loader_options(const TrainOptions& o, std::int64_t steps_per_epoch, std::int64_t steps) {
+  LoaderOptions lo;
+  lo.batch = o.batch_per_rank;
+  lo.batches_per_epoch = steps_per_epoch * o.accumulate;
+  lo.total_batches = steps * o.accumulate;
+  lo.workers = static_cast<int>(o.loader_workers);
+  lo.prefetch = static_cast<int>(o.prefetch);
+  lo.data_time_s = o.data_time_us * 1e-6;
+  return lo;
+}
+
 void combine_step_statistics(Communicator& world, const std::vector<StepRow>& mine,
                              const std::vector<double>& epoch_eval, std::int64_t steps_per_epoch, RunResult& res) {
   const double nranks = static_cast<double>(world.size());
@@ -255,14 +266,7 @@ struct Trainer::Impl {
 
     // ---- data loading ---------------------------------------------------------------------
     sampler = std::make_unique<DistributedSampler>(samples_per_epoch, nranks, rank, o.seed);
-    LoaderOptions lo;
-    lo.batch = o.batch_per_rank;
-    lo.batches_per_epoch = steps_per_epoch * o.accumulate;
-    lo.total_batches = steps * o.accumulate;
-    lo.workers = static_cast<int>(o.loader_workers);
-    lo.prefetch = static_cast<int>(o.prefetch);
-    lo.data_time_s = o.data_time_us * 1e-6;
-    loader = std::make_unique<Loader>(*sampler, dataset.get(), lo);
+    loader = std::make_unique<Loader>(*sampler, dataset.get(), loader_options(o, steps_per_epoch, steps));
   }
 
   // Accuracy on the held-out set, each rank evaluating positions rank, rank+N, ...

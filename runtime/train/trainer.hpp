@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "train/loader.hpp"
 #include "train/options.hpp"
 #include "train/reducer.hpp"
 #include "train/workload.hpp"
@@ -105,6 +106,9 @@ struct RunResult {
 // those steps and the per-epoch evaluations.
 void combine_step_statistics(Communicator& world, const std::vector<StepRow>& mine,
                              const std::vector<double>& epoch_eval, std::int64_t steps_per_epoch, RunResult& res);
+
+// The loader settings of a run (one batch per micro-step: accumulate x steps in all).
+LoaderOptions loader_options(const TrainOptions& o, std::int64_t steps_per_epoch, std::int64_t steps);
 
 class Trainer {
  public:
