@@ -16,6 +16,8 @@ namespace gradsync {
 
 std::vector<std::pair<std::string, std::string>> communication_environment() {
   static const char* prefixes[] = {"NCCL_", "OMPI_MCA_", "GRADSYNC_", "UCX_", "CUDA_VISIBLE_DEVICES"};
+  static const char* launch_internal[] = {"OMPI_MCA_orte_", "OMPI_MCA_ess", "OMPI_MCA_pmix",
+                                          "OMPI_MCA_initial_wdir", "OMPI_MCA_shmem_RUNTIME_QUERY_hint"};
   std::vector<std::pair<std::string, std::string>> out;
   for (char** e = environ; e && *e; ++e) {
     const std::string kv(*e);
@@ -24,6 +26,9 @@ std::vector<std::pair<std::string, std::string>> communication_environment() {
     const std::string key = kv.substr(0, eq);
     bool keep = key == "SLURM_JOB_ID" || key == "SLURM_ARRAY_JOB_ID" || key == "SLURM_ARRAY_TASK_ID";
     for (const char* p : prefixes) keep = keep || key.rfind(p, 0) == 0;
+    // mpirun hands every process its own launch plumbing as OMPI_MCA_* too (daemon URIs,
+    // job ids, session dirs): per-run values, not communication tuning; leave them out.
+    for (const char* p : launch_internal) keep = keep && key.rfind(p, 0) != 0;
     if (keep) out.emplace_back(key, kv.substr(eq + 1));
   }
   std::sort(out.begin(), out.end());

@@ -2,7 +2,8 @@
 //
 // Root attributes: schema_version, program, argv, git_revision, created_utc, hostnames,
 // nranks, nnodes, slurm_job_id (when set). Group /environment: one string attribute per
-// communication-tuning variable that was set (NCCL_*, OMPI_MCA_*, GRADSYNC_*, UCX_*, SLURM_JOB_ID).
+// communication-tuning variable that was set (NCCL_*, OMPI_MCA_* less mpirun's own launch
+// plumbing, GRADSYNC_*, UCX_*, SLURM_JOB_ID).
 // Group /params: every registered gradsync knob with its effective value.
 #pragma once
 
