@@ -69,16 +69,66 @@ std::vector<BenchPoint> read_bench_file(const std::string& path) {
     t_us = r.read_double("/oop/time_us_avg");
   }
   GS_USAGE_CHECK(t_us.size() == sizes.size(), path, ": ", t_us.size(), " timings for ", sizes.size(), " sizes");
+  const auto tdims = r.dims(proto.op == Op::Pingpong ? "/pingpong/half_rtt_us" : (r.exists("/oop/time_us") ? "/oop/time_us" : "/oop/time_us_avg"));
+  const double iters = tdims.size() == 2 ? static_cast<double>(tdims[1]) : static_cast<double>(geti("iters", 1));
+  const double warmup = static_cast<double>(geti("warmup", 0));
+  // Out-of-place and in-place runs each take warm-up + iterations per size (pingpong: one).
+  const double runs = proto.op == Op::Pingpong || !r.exists("/ip") ? 1.0 : 2.0;
+  double sent = 0;
   std::vector<BenchPoint> out;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     BenchPoint p = proto;
     p.bytes = sizes[i];
     p.time_s = t_us[i] * 1e-6;
+    const double per_iter = busbw_factor(p.op, proto.topo.ranks()) * p.bytes;
+    p.link_bytes_before = sent + per_iter * (warmup + iters / 2);
+    sent += per_iter * (warmup + iters) * runs;
     if (i < used.size() && !used[i].empty()) p.algo = used[i];
     p.algo = resolve_algo(p.algo, p.op, p.bytes, p.topo);
     if (p.bytes > 0 && p.time_s > 0) out.push_back(p);
   }
   return out;
+}
+
+std::vector<BenchPoint> read_train_collectives(const std::string& path, std::vector<std::string>& skipped) {
+  const TrainRun run = read_train_file(path);
+  const PredictConfig& c = run.config;
+  std::vector<BenchPoint> out;
+  if (c.compress != "none" || c.precision != "fp32") {
+    skipped.push_back(path + ": compress " + c.compress + ", precision " + c.precision +
+                      " (only plain fp32 all-reduces of whole buckets calibrate a fabric)");
+    return out;
+  }
+  if (c.overlap) {
+    skipped.push_back(path + ": overlap on (its all-reduces share the host with backward; use --no-overlap runs)");
+    return out;
+  }
+  BenchPoint proto;
+  proto.file = path;
+  proto.op = Op::Allreduce;
+  proto.topo = Topology{c.nodes, c.ranks_per_node};
+  proto.opt.chunk_bytes = c.chunk_bytes;
+  proto.opt.channels = std::max(1, c.channels);
+  proto.link_bytes_before = kInf;  // steps are far apart in a shaper's terms: no burst detection
+  for (std::size_t b = 0; b < run.bucket_bytes.size() && b < run.bucket_comm_s.size(); ++b) {
+    BenchPoint p = proto;
+    p.bytes = run.bucket_bytes[b];
+    p.time_s = run.bucket_comm_s[b];
+    p.algo = resolve_algo(c.algo, p.op, p.bytes, p.topo);
+    if (p.bytes > 0 && p.time_s > 0) out.push_back(p);
+  }
+  if (out.empty()) skipped.push_back(path + ": no /buckets timings");
+  return out;
+}
+
+std::vector<BenchPoint> read_collective_points(const std::string& path, std::vector<std::string>& skipped) {
+  std::string program;
+  {
+    h5::Reader r(path);
+    program = r.has_attr("/", "program") ? r.attr_string("/", "program") : "";
+  }
+  if (program == "gradsync-train") return read_train_collectives(path, skipped);
+  return read_bench_file(path);
 }
 
 // ---- fabric fit ------------------------------------------------------------------------------
@@ -295,7 +345,9 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
       sb = s2;
     }
   }
-  if (sz.size() >= 9 && best.breaks.size() == 1) {
+  // Pairs are tried even when no single breakpoint paid off: a cache hump (fast in the
+  // middle, slower on both sides) needs two breakpoints before either helps.
+  if (sz.size() >= 9) {
     Model b3;
     Solved s3;
     s3.wsse = kInf;
@@ -406,11 +458,17 @@ LevelFit fit_level(const std::string& level, const std::vector<BenchPoint>& pts)
 
 }  // namespace
 
-FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::string& name, const std::string& base) {
+FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::string& name, const std::string& base,
+                           const Shaper& shaper) {
   std::vector<BenchPoint> intra, inter;
   FabricFit out;
   for (const auto& p : points) {
     if (p.topo.ranks() < 2) out.skipped.push_back(p.file + ": 1 rank, nothing communicated");
+    else if (shaper.burst_bytes > 0 && p.topo.nodes > 1 && p.link_bytes_before <= shaper.burst_bytes)
+      out.skipped.push_back(p.file + ": " + op_name(p.op) + "/" + p.algo + " " + std::to_string(static_cast<long long>(p.bytes)) +
+                            " B ran on the shaper's burst (" + std::to_string(static_cast<long long>(p.link_bytes_before)) +
+                            " B sent before it <= burst " + std::to_string(static_cast<long long>(shaper.burst_bytes)) +
+                            " B): it measures the burst, not the link");
     else if (p.topo.nodes == 1) intra.push_back(p);
     else if (p.topo.ranks_per_node == 1) inter.push_back(p);
     else out.skipped.push_back(p.file + ": " + std::to_string(p.topo.nodes) + " nodes x " +
@@ -425,6 +483,15 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
   if (!intra.empty()) out.levels.push_back(fit_level("intra", intra));
   if (!inter.empty()) out.levels.push_back(fit_level("inter", inter));
   for (const auto& l : out.levels) (l.level == "intra" ? f.intra : f.inter) = l.params;
+  if (shaper.burst_bytes > 0) {
+    if (inter.empty()) {
+      out.skipped.push_back("shaper: no inter-node points, so no shaped level (the burst applies between nodes)");
+    } else {
+      f.inter.burst_bytes = shaper.burst_bytes;
+      f.inter.peak_bw_Bps = shaper.peak_bw_Bps;
+      desc += "; inter level shaped (token bucket: burst " + std::to_string(static_cast<long long>(shaper.burst_bytes)) + " B)";
+    }
+  }
   if (intra.empty() || inter.empty()) {
     const std::string missing = intra.empty() ? "intra" : "inter";
     Level& m = intra.empty() ? f.intra : f.inter;

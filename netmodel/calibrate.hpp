@@ -58,10 +58,24 @@ struct BenchPoint {
   CollOptions opt;
   double bytes = 0;
   double time_s = 0;  // median over iterations (max over ranks per iteration)
+  // Bytes one rank had sent through its link (bus factor x size x iterations, warm-up
+  // included) in this file's sweep before this point's median iteration started.
+  double link_bytes_before = 0;
 };
 
 // Reads a gradsync-bench file (results/README.md). UsageError if it is not one.
 std::vector<BenchPoint> read_bench_file(const std::string& path);
+
+// The all-reduces a gradsync-train run measured: one point per bucket (its bytes, the
+// median over the steps after warm-up of its end - start), with the run's algorithm,
+// topology, chunk and channels. Only runs that all-reduce the bucket as it is (compress
+// none, fp32) and with overlap off (with overlap on, the collective shares the host with
+// backward's work, which is not the link); other runs give no points and a reason in
+// `skipped`. UsageError if the file is not a gradsync-train file.
+std::vector<BenchPoint> read_train_collectives(const std::string& path, std::vector<std::string>& skipped);
+
+// Bench or train file, by its `program` attribute.
+std::vector<BenchPoint> read_collective_points(const std::string& path, std::vector<std::string>& skipped);
 
 struct PointFit {
   BenchPoint point;
@@ -90,9 +104,19 @@ struct FabricFit {
   std::vector<std::string> skipped;  // points not used, with why
 };
 
+// A token-bucket shaper on the inter-node link (fabric.hpp), known from how the link was
+// set up (scripts/testbed.sh: tbf burst): not fitted, it is written to the fitted inter
+// level, and the points that ran on the burst (link_bytes_before <= burst_bytes: the
+// sweep had not yet drained the bucket) are left out of the fit and named in `skipped`.
+struct Shaper {
+  double burst_bytes = 0;  // 0: no shaper
+  double peak_bw_Bps = kInf;
+};
+
 // Fits the levels present in the data. `base` fills a level the data do not cover (if
 // empty, the fitted level is copied and the description says so).
-FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::string& name, const std::string& base = "");
+FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::string& name, const std::string& base = "",
+                           const Shaper& shaper = {});
 
 struct ComputeFit {
   models::ComputeProfile profile;

@@ -292,6 +292,8 @@ std::pair<std::string, std::string> level_problem(const Level& l) {
   if (!(l.gamma_Bps > 0) || std::isnan(l.gamma_Bps)) return {"gamma_GBps", "must be > 0, got " + num(l.gamma_Bps / GBps)};
   if (!(l.conn_bw_Bps > 0) || std::isnan(l.conn_bw_Bps)) return {"conn_bw_GBps", "must be > 0, got " + num(l.conn_bw_Bps / GBps)};
   if (l.connections < 1) return {"connections", "must be an integer >= 1, got " + std::to_string(l.connections)};
+  if (!(std::isfinite(l.burst_bytes) && l.burst_bytes >= 0)) return {"burst_bytes", "must be a finite number >= 0, got " + num(l.burst_bytes)};
+  if (!(l.peak_bw_Bps > 0) || std::isnan(l.peak_bw_Bps)) return {"peak_bw_GBps", "must be > 0, got " + num(l.peak_bw_Bps / GBps)};
   double prev = 0;
   for (std::size_t i = 0; i < l.regimes.size(); ++i) {
     const Regime& r = l.regimes[i];
@@ -409,7 +411,8 @@ class FabricReader {
   Level read_level(const toml::node& node, const std::string& name) const {
     if (!node.is_table()) fail(line_of(node), name, "must be a table ([" + name + "]), got " + type_name(node));
     const toml::table& t = *node.as_table();
-    check_keys(t, name + ".", {"alpha_us", "bw_GBps", "gamma_GBps", "conn_bw_GBps", "connections", "source", "regime"});
+    check_keys(t, name + ".", {"alpha_us", "bw_GBps", "gamma_GBps", "conn_bw_GBps", "connections", "burst_bytes", "peak_bw_GBps",
+                           "source", "regime"});
     Level l;
     l.source = get_string(t, "source", false);
     const bool has_regimes = t.get("regime") != nullptr;
@@ -420,6 +423,9 @@ class FabricReader {
     const double c = get_number(t, "conn_bw_GBps", name + ".conn_bw_GBps", false, 0, positive, "a finite number > 0");
     l.conn_bw_Bps = c > 0 ? c * GBps : kInf;
     l.connections = static_cast<int>(get_number(t, "connections", name + ".connections", false, 1, at_least_one, "an integer >= 1"));
+    l.burst_bytes = get_number(t, "burst_bytes", name + ".burst_bytes", false, 0, nonneg, "a size in bytes >= 0");
+    const double pk = get_number(t, "peak_bw_GBps", name + ".peak_bw_GBps", false, 0, positive, "a finite number > 0");
+    l.peak_bw_Bps = pk > 0 ? pk * GBps : kInf;
     if (const toml::node* rn = t.get("regime")) {
       const toml::array* arr = rn->as_array();
       if (!arr || arr->empty() || !arr->is_array_of_tables())
@@ -479,6 +485,8 @@ void level_toml(std::ostringstream& os, const std::string& name, const Level& l)
   if (std::isfinite(l.gamma_Bps)) os << "gamma_GBps = " << toml_num(l.gamma_Bps / GBps) << "\n";
   if (std::isfinite(l.conn_bw_Bps)) os << "conn_bw_GBps = " << toml_num(l.conn_bw_Bps / GBps) << "\n";
   if (l.connections != 1) os << "connections = " << l.connections << "\n";
+  if (l.burst_bytes > 0) os << "burst_bytes = " << toml_num(l.burst_bytes) << "\n";
+  if (std::isfinite(l.peak_bw_Bps)) os << "peak_bw_GBps = " << toml_num(l.peak_bw_Bps / GBps) << "\n";
   for (const auto& r : l.regimes) {
     os << "[[" << name << ".regime]]\n";
     if (std::isfinite(r.up_to_bytes)) os << "up_to_bytes = " << toml_num(r.up_to_bytes) << "\n";

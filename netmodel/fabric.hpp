@@ -18,6 +18,14 @@
 // traffic of reading two operands and writing one): reducing r bytes costs r / gamma.
 // gamma = +inf (0 in files means "absent") makes the model the plain Hockney formula.
 //
+// Token-bucket shaping (burst_bytes > 0; inter level only): the link is a shaper, as a
+// Linux tbf qdisc, a cloud VM's burstable network allowance or a policed port. bw is
+// the sustained rate; up to burst_bytes of tokens pass at peak_bw (default: unlimited,
+// i.e. only alpha is paid), and tokens refill at bw while the link is idle or busy. A
+// back-to-back benchmark loop sees bw once the bucket is drained; a training step whose
+// traffic per step is below bw x step time finds the bucket (partly) refilled by the
+// compute between steps. timeline.hpp says how a step spends the tokens.
+//
 // Size regimes make alpha and bw piecewise in the message size (eager vs rendezvous,
 // protocol switches): regime i covers sizes <= up_to_bytes[i]; the last is unbounded.
 //
@@ -32,6 +40,8 @@
 //   gamma_GBps = 10.0                    # optional, > 0
 //   conn_bw_GBps = 1.5                   # optional per-connection cap, > 0
 //   connections = 2                      # optional, >= 1 (default 1)
+//   burst_bytes = 65536                  # optional, >= 0: token-bucket burst (inter level)
+//   peak_bw_GBps = 5.0                   # optional, > 0: rate of the burst (default unlimited)
 //   source = "..."                       # optional, per level
 //   [[inter.regime]]                     # optional; overrides alpha/bw per size range
 //   up_to_bytes = 65536                  # all but the last regime; increasing
@@ -64,6 +74,8 @@ struct Level {
   double gamma_Bps = kInf;       // reduction throughput, bytes/s (inf: free)
   double conn_bw_Bps = kInf;     // per-connection cap (inf: none)
   int connections = 1;           // connections per peer stream
+  double burst_bytes = 0;        // token-bucket burst (0: the link is not a shaper)
+  double peak_bw_Bps = kInf;     // rate while tokens last (inf: only alpha is paid)
   std::vector<Regime> regimes;   // empty: one regime (alpha_s, bw_Bps)
 
   // Regime parameters for a message of m bytes (alpha, raw link bandwidth).

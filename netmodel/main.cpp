@@ -448,6 +448,8 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       "strict", "exit 1 when the fit is poor (R^2 < 0.9 or a relative residual above 50%)")("name", po::value<std::string>(),
                                                                            "name in the written file (default: its stem)")(
       "base", po::value<std::string>(), "fabric that supplies a level the data do not cover")(
+      "burst-bytes", po::value<std::string>(), "the inter-node link is a token-bucket shaper with this burst (e.g. the testbed's tbf burst, 64KiB): written to the fabric; points that ran on the burst are not fitted")(
+      "peak-bw-GBps", po::value<double>(), "rate of the shaper's burst (default unlimited: only alpha is paid)")(
       "json", "print one JSON object")("files", po::value<std::vector<std::string>>(), "input files");
   po::positional_options_description pos;
   pos.add("files", -1);
@@ -512,12 +514,25 @@ int cmd_calibrate(const std::vector<std::string>& args) {
     return 0;
   }
   std::vector<BenchPoint> pts;
+  std::vector<std::string> unread;
   for (const auto& f : files) {
-    auto v = read_bench_file(f);
+    auto v = read_collective_points(f, unread);
     pts.insert(pts.end(), v.begin(), v.end());
   }
   const std::string base = vm.count("base") ? vm["base"].as<std::string>() : "";
-  const FabricFit fit = calibrate_fabric(pts, name, base);
+  Shaper shaper;
+  if (vm.count("burst-bytes")) {
+    shaper.burst_bytes = static_cast<double>(parse_size(vm["burst-bytes"].as<std::string>(), "--burst-bytes"));
+    GS_USAGE_CHECK(shaper.burst_bytes > 0, "option --burst-bytes must be > 0");
+  }
+  if (vm.count("peak-bw-GBps")) {
+    const double pk = vm["peak-bw-GBps"].as<double>();
+    GS_USAGE_CHECK(std::isfinite(pk) && pk > 0, "option --peak-bw-GBps must be > 0, got ", pk);
+    GS_USAGE_CHECK(shaper.burst_bytes > 0, "option --peak-bw-GBps needs --burst-bytes");
+    shaper.peak_bw_Bps = pk * 1e9;
+  }
+  FabricFit fit = calibrate_fabric(pts, name, base, shaper);
+  fit.skipped.insert(fit.skipped.begin(), unread.begin(), unread.end());
   bool poor = false;
   for (const auto& l : fit.levels)
     for (const auto& w : l.warnings) {

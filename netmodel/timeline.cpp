@@ -42,6 +42,23 @@ struct Event {
 
 }  // namespace
 
+namespace {
+
+// Token state of a shaped inter-node link (fabric.hpp): tokens at time t_s.
+struct Tokens {
+  double bytes = 0, t_s = 0;
+};
+
+// The shaped link's peak: the inter level with every bandwidth at peak_bw.
+Fabric peak_fabric(const Fabric& f) {
+  Fabric p = f;
+  p.inter.bw_Bps = f.inter.peak_bw_Bps;
+  for (auto& r : p.inter.regimes) r.bw_Bps = f.inter.peak_bw_Bps;
+  return p;
+}
+
+}  // namespace
+
 StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, const Fabric& fabric,
                          const NetConfig& net, const StepConfig& st, int64_t samples_per_epoch, bool keep) {
   GS_USAGE_CHECK(net.nodes >= 1, "option --nodes must be >= 1, got ", net.nodes);
@@ -52,73 +69,111 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
   GS_USAGE_CHECK(st.data_time_s >= 0, "option --data-time-us must be >= 0");
   const Topology topo{net.nodes, net.ranks_per_node};
   const CollOptions copt{net.chunk_bytes, net.channels};
-  StepResult r;
   const double k = st.accumulate;
-  r.forward_s = k * w.forward_s;
-  r.backward_s = k * w.backward_s;
-  r.optimizer_s = w.optimizer_s;
   // Micro-steps before the synchronized one: forward + backward without communication.
   const double bwd_start = (k - 1) * (w.forward_s + w.backward_s) + w.forward_s;
   const double bwd_end = bwd_start + w.backward_s;
-
-  // Event loop: buckets become ready (compute stream); the comm stream takes them in
-  // bucket order, one at a time.
-  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
   const int nb = static_cast<int>(buckets.size());
-  for (int b = 0; b < nb; ++b)
-    events.push({st.overlap ? bwd_start + buckets[b].ready_s : bwd_end, 0, b});
-  if (keep) r.buckets.resize(nb);
-  std::vector<char> ready(nb, 0);
-  int next = 0;          // next bucket the comm stream will take
-  bool busy = false;
-  double last_end = bwd_end;
-  while (!events.empty()) {
-    const Event e = events.top();
-    events.pop();
-    if (e.kind == 0) ready[e.bucket] = 1;
-    else busy = false;
-    if (busy || next >= nb || !ready[next]) continue;
-    // Start bucket `next` now.
-    const Bucket& bk = buckets[next];
-    double comm = 0, codec = bk.plan.tail_s;
-    for (const Phase& ph : bk.plan.phases) {
-      codec += ph.compute_s;
-      comm += collective_time(fabric, ph.op, net.algo, topo, ph.bytes, copt);
-    }
-    const double start = e.t, end = start + codec + comm;
-    r.comm_total_s += codec + comm;
-    r.bytes_sent += bk.plan.wire_bytes;
-    if (keep) {
-      BucketTiming& bt = r.buckets[next];
-      bt.grad_bytes = bk.grad_bytes;
-      bt.wire_bytes = bk.plan.wire_bytes;
-      bt.ntensors = static_cast<int>(bk.tensors.size());
-      bt.ready_s = bwd_start + bk.ready_s;
-      bt.start_s = start;
-      bt.end_s = end;
-      bt.comm_s = comm;
-      bt.codec_s = codec;
-    }
-    last_end = end;
-    busy = true;
-    ++next;
-    events.push({end, 1, -1});
-  }
-  r.comm_exposed_s = std::max(0.0, last_end - bwd_end);
-  const double compute_part = bwd_end + r.comm_exposed_s + r.optimizer_s;
 
-  // Data loading (per micro-step batch x data_time_s of work).
-  const double load = k * static_cast<double>(st.batch_per_rank) * st.data_time_s;
-  if (st.loader_workers == 0) r.data_s = load;
-  else r.data_s = std::max(0.0, load / st.loader_workers - compute_part);
-  // Shift the timings by the exposed data time at the start of the step.
-  if (keep && r.data_s > 0)
-    for (auto& bt : r.buckets) {
-      bt.ready_s += r.data_s;
-      bt.start_s += r.data_s;
-      bt.end_s += r.data_s;
+  // A shaped inter-node link: collectives spend tokens (the bytes one rank sends, nccl-tests'
+  // bus factor x size), which refill at the sustained rate.
+  const bool shaped = net.nodes > 1 && fabric.inter.burst_bytes > 0;
+  const Fabric peak = shaped ? peak_fabric(fabric) : Fabric{};
+  const double burst = fabric.inter.burst_bytes, rate = fabric.inter.bw(kInf);
+  auto collective = [&](const Phase& ph, double t, Tokens& tok) {
+    const double sustained = collective_time(fabric, ph.op, net.algo, topo, ph.bytes, copt);
+    const double x = busbw_factor(ph.op, topo.ranks()) * ph.bytes;
+    if (!shaped || x <= 0) return sustained;
+    tok.bytes = std::min(burst, tok.bytes + rate * std::max(0.0, t - tok.t_s));
+    const bool fits = x <= tok.bytes;
+    const double d = fits ? collective_time(peak, ph.op, net.algo, topo, ph.bytes, copt) : sustained;
+    tok.bytes = std::clamp(tok.bytes - x + rate * d, 0.0, burst);
+    tok.t_s = t + d;
+    return d;
+  };
+
+  // One step from `tok` (tokens at the step's start); leaves the tokens after its last collective.
+  auto run = [&](Tokens& tok) {
+    StepResult r;
+    r.forward_s = k * w.forward_s;
+    r.backward_s = k * w.backward_s;
+    r.optimizer_s = w.optimizer_s;
+    // Event loop: buckets become ready (compute stream); the comm stream takes them in
+    // bucket order, one at a time.
+    std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
+    for (int b = 0; b < nb; ++b)
+      events.push({st.overlap ? bwd_start + buckets[b].ready_s : bwd_end, 0, b});
+    if (keep) r.buckets.resize(nb);
+    std::vector<char> ready(nb, 0);
+    int next = 0;  // next bucket the comm stream will take
+    bool busy = false;
+    double last_end = bwd_end;
+    while (!events.empty()) {
+      const Event e = events.top();
+      events.pop();
+      if (e.kind == 0) ready[e.bucket] = 1;
+      else busy = false;
+      if (busy || next >= nb || !ready[next]) continue;
+      // Start bucket `next` now: its phases (local work, then a collective) in order.
+      const Bucket& bk = buckets[next];
+      double comm = 0, codec = bk.plan.tail_s, t = e.t;
+      for (const Phase& ph : bk.plan.phases) {
+        codec += ph.compute_s;
+        t += ph.compute_s;
+        const double c = collective(ph, t, tok);
+        comm += c;
+        t += c;
+      }
+      const double start = e.t, end = start + codec + comm;
+      r.comm_total_s += codec + comm;
+      r.bytes_sent += bk.plan.wire_bytes;
+      if (keep) {
+        BucketTiming& bt = r.buckets[next];
+        bt.grad_bytes = bk.grad_bytes;
+        bt.wire_bytes = bk.plan.wire_bytes;
+        bt.ntensors = static_cast<int>(bk.tensors.size());
+        bt.ready_s = bwd_start + bk.ready_s;
+        bt.start_s = start;
+        bt.end_s = end;
+        bt.comm_s = comm;
+        bt.codec_s = codec;
+      }
+      last_end = end;
+      busy = true;
+      ++next;
+      events.push({end, 1, -1});
     }
-  r.step_time_s = r.data_s + compute_part;
+    r.comm_exposed_s = std::max(0.0, last_end - bwd_end);
+    const double compute_part = bwd_end + r.comm_exposed_s + r.optimizer_s;
+
+    // Data loading (per micro-step batch x data_time_s of work).
+    const double load = k * static_cast<double>(st.batch_per_rank) * st.data_time_s;
+    if (st.loader_workers == 0) r.data_s = load;
+    else r.data_s = std::max(0.0, load / st.loader_workers - compute_part);
+    // Shift the timings by the exposed data time at the start of the step.
+    if (keep && r.data_s > 0)
+      for (auto& bt : r.buckets) {
+        bt.ready_s += r.data_s;
+        bt.start_s += r.data_s;
+        bt.end_s += r.data_s;
+      }
+    r.step_time_s = r.data_s + compute_part;
+    return r;
+  };
+
+  double b0 = burst;
+  Tokens tok{b0, 0};
+  StepResult r = run(tok);
+  // Steady state of a shaped link: the tokens a step starts with are what the previous
+  // step left plus the refill until it ended. Iterate (damped) to the fixed point: a full
+  // bucket when the step's traffic is below rate x step time, else the balance point.
+  for (int it = 0; shaped && it < 60; ++it) {
+    const double left = std::min(burst, tok.bytes + rate * std::max(0.0, r.step_time_s - tok.t_s));
+    if (std::abs(left - b0) <= 1e-6 * burst) break;
+    b0 = it < 4 ? left : 0.5 * (b0 + left);
+    tok = Tokens{b0, 0};
+    r = run(tok);
+  }
   const double global_batch = static_cast<double>(st.batch_per_rank) * topo.ranks() * k;
   r.steps_per_epoch = samples_per_epoch > 0 ? static_cast<int64_t>(std::ceil(samples_per_epoch / global_batch)) : 0;
   r.epoch_time_s = r.steps_per_epoch * r.step_time_s;

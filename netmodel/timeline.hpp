@@ -22,6 +22,10 @@
 // * Data loading: each micro-step loads batch x data_time_s seconds of work. With 0 loader
 //   workers it is serial with compute; with w workers it runs in the background w at a
 //   time (prefetch) and only max(0, load/w - rest of the step) is exposed.
+// * Shaped inter-node link (fabric.hpp, burst_bytes > 0, nodes > 1): each collective spends
+//   tokens (the bytes one rank sends); one that fits in the tokens at its start runs at the
+//   peak, else at the sustained rate; tokens refill at the rate. The step is iterated to the
+//   steady state of the bucket across steps.
 // * Epoch = ceil(samples_per_epoch / (batch_per_rank x ranks x accumulate)) steps.
 #pragma once
 

@@ -125,6 +125,9 @@ TrainRun read_train_file(const std::string& path) {
       run.bucket_ready_s.push_back(median(ready[k]));
       run.bucket_start_s.push_back(median(start[k]));
       run.bucket_end_s.push_back(median(end[k]));
+      std::vector<double> d(end[k].size());
+      for (std::size_t i = 0; i < d.size(); ++i) d[i] = end[k][i] - start[k][i];
+      run.bucket_comm_s.push_back(median(d));
     }
   }
   if (r.exists("/model/tensor_numel") && r.exists("/model/tensor_ndim") && r.exists("/model/tensor_shape")) {

@@ -44,6 +44,7 @@ struct TrainRun {
   double epoch_time_s = 0;  // median of /epochs/epoch_time_s, NaN if absent
   // Per bucket index, medians over steps after warmup.
   std::vector<double> bucket_bytes, bucket_ready_s, bucket_start_s, bucket_end_s;
+  std::vector<double> bucket_comm_s;  // median over steps of end - start (not end median - start median)
   // /model (files written since the group was added; empty for older files): the model's
   // parameter tensors in forward order, with the bucket each went to.
   std::vector<TrainTensor> tensors;

@@ -166,6 +166,24 @@ TEST(Fabric, SaveLoadFile) {
   EXPECT_DOUBLE_EQ(f.inter.alpha(1e6), builtin_fabric("roce-100g").inter.alpha(1e6));
 }
 
+TEST(Fabric, ShaperFieldsRoundTripAndValidate) {
+  Fabric f = simple_fabric(10e-6, 12.5e6);
+  f.name = "tbf";
+  f.inter.burst_bytes = 65536;
+  f.inter.peak_bw_Bps = 2e9;
+  const Fabric g = parse_fabric(fabric_to_toml(f), "round trip");
+  EXPECT_DOUBLE_EQ(g.inter.burst_bytes, 65536);
+  EXPECT_DOUBLE_EQ(g.inter.peak_bw_Bps, 2e9);
+  EXPECT_EQ(g.intra.burst_bytes, 0);
+  try {
+    parse_fabric("name = \"x\"\n[inter]\nalpha_us = 1\nbw_GBps = 1\nburst_bytes = -5\n", "bad.toml");
+    FAIL() << "a negative burst was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("inter.burst_bytes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bad.toml:5:"), std::string::npos) << e.what();
+  }
+}
+
 // ---- collective formulas: hand-computed values -----------------------------------------------
 
 TEST(Collectives, HockneyExactOneLevel) {
@@ -529,6 +547,37 @@ TEST(Timeline, DataLoading) {
   EXPECT_EQ(r.data_s, 0);
 }
 
+TEST(Timeline, ShapedLinkBurstThenSustainedRate) {
+  // 2 nodes x 1 rank over a token bucket: sustained 1e5 B/s, burst 1000 B, unlimited peak,
+  // alpha 0. Two buckets of 700 B (2-rank ring: each rank sends 700 B) ready 1 ms apart at
+  // the end of a 1 s backward. The first fits in the full bucket (0 s; 300 B left); 1 ms
+  // refills 100 B, so the second (700 > 400) goes at the rate: 7 ms. Between steps the
+  // bucket refills: every step is the same.
+  Fabric f = simple_fabric(0, 1e5);
+  f.inter.burst_bytes = 1000;
+  Workload w;
+  w.backward_s = 1.0;
+  std::vector<Bucket> bs(2);
+  for (int b = 0; b < 2; ++b) {
+    bs[b].tensors = {GradShape{175, 175, 1}};
+    bs[b].grad_bytes = 700;
+    bs[b].ready_s = 0.999 + 1e-3 * b;
+    bs[b].plan.phases = {Phase{0, Op::Allreduce, 700}};
+  }
+  const StepConfig st{32, true, 1, 4, 0};
+  StepResult r = simulate_step(w, bs, f, NetConfig{2, 1, "ring", 0, 1}, st, 0);
+  EXPECT_NEAR(r.buckets[0].end_s - r.buckets[0].start_s, 0, 1e-12);
+  EXPECT_NEAR(r.buckets[1].end_s - r.buckets[1].start_s, 7e-3, 1e-12);
+  EXPECT_NEAR(r.step_time_s, 1.007, 1e-12);
+  // One node: the shaper (an inter-node link) is not on the path; both take 7 ms, queued.
+  r = simulate_step(w, bs, f, NetConfig{1, 2, "ring", 0, 1}, st, 0);
+  EXPECT_NEAR(r.step_time_s, 0.999 + 2 * 7e-3, 1e-12);
+  // No burst: the same queueing across nodes.
+  f.inter.burst_bytes = 0;
+  r = simulate_step(w, bs, f, NetConfig{2, 1, "ring", 0, 1}, st, 0);
+  EXPECT_NEAR(r.step_time_s, 0.999 + 2 * 7e-3, 1e-12);
+}
+
 TEST(Predict, ResNet50Sanity) {
   Predictor p;
   PredictConfig c;
@@ -705,6 +754,30 @@ TEST(Calibrate, RecoversAlphaBetaGammaWithinOnePercent) {
   const std::string out = tmp_path("fitted.toml");
   save_fabric(fit.fabric, out);
   EXPECT_NEAR(load_fabric(out).inter.bw_Bps / 3.0e9, 1.0, 0.01);
+}
+
+TEST(Calibrate, ShaperLeavesOutPointsThatRanOnTheBurst) {
+  // 2 hosts x 1 rank, ring all-reduce 1 KiB .. 1 MiB, 5 warm-up + 20 iterations, out of
+  // place and in place: 1 KiB's median iteration starts after 15 KiB (<= 64 KiB burst),
+  // 2 KiB's after 50 KiB + 30 KiB: only 1 KiB is left out.
+  Fabric planted = simple_fabric(30e-6, 12.5e6);
+  planted.name = "planted";
+  const auto f = bench_file("tbf.h5", "allreduce", "ring", 2, 1, pow2_sizes(1024, 1 << 20), planted, 0.01, 7);
+  const auto pts = read_bench_file(f);
+  const FabricFit fit = calibrate_fabric(pts, "shaped", "tcp-10g", Shaper{65536, kInf});
+  ASSERT_EQ(fit.levels.size(), 1u);
+  ASSERT_EQ(fit.levels[0].points.size(), pts.size() - 1);
+  bool named = false;
+  for (const auto& s : fit.skipped) named = named || (s.find("1024 B ran on the shaper's burst") != std::string::npos);
+  EXPECT_TRUE(named);
+  EXPECT_DOUBLE_EQ(fit.fabric.inter.burst_bytes, 65536);
+  EXPECT_EQ(fit.fabric.intra.burst_bytes, 0);
+  EXPECT_NEAR(fit.fabric.inter.bw(1e6) / 12.5e6, 1.0, 0.02);
+  // Without inter-node points there is no shaped level, and the fit says so.
+  const auto g = bench_file("tbf1.h5", "allreduce", "ring", 1, 2, pow2_sizes(1024, 1 << 20), planted, 0.01, 8);
+  const FabricFit fit1 = calibrate_fabric(read_bench_file(g), "local", "tcp-10g", Shaper{65536, kInf});
+  EXPECT_EQ(fit1.fabric.inter.burst_bytes, 0);
+  EXPECT_EQ(fit1.levels[0].points.size(), read_bench_file(g).size());
 }
 
 TEST(Calibrate, FindsPlantedBreakpoint) {
@@ -997,6 +1070,47 @@ TEST(Compare, RealComputeUsesMeasuredComputeAndBuckets) {
   EXPECT_TRUE(rep.rows[0].compute_measured);
   EXPECT_NEAR(rep.rows[0].predicted.step_time_s / truth.step_time_s, 1.0, 0.02);
   EXPECT_NE(compare_table(rep).find("compute=real"), std::string::npos);
+}
+
+TEST(Calibrate, FromTheBucketsOfNoOverlapTrainRuns) {
+  // Runs predicted on a planted 2-node link, written as train files: their buckets'
+  // all-reduces (end - start) are calibration points; the fit recovers the link.
+  Fabric planted = simple_fabric(40e-6, 60e6);
+  planted.name = "planted";
+  const std::string fab = tmp_path("planted-link.toml");
+  save_fabric(planted, fab);
+  Predictor p;
+  std::vector<BenchPoint> pts;
+  std::vector<std::string> skipped;
+  for (double mb : {0.5, 5.0, 25.0}) {
+    PredictConfig c;
+    c.model = "resnet50";
+    c.fabric = fab;
+    c.compute_profile = "a100";
+    c.nodes = 2;
+    c.ranks_per_node = 1;
+    c.algo = "ring";
+    c.bucket_mb = mb;
+    c.overlap = false;
+    const StepResult truth = p.predict(c);
+    const std::string f = train_file("nov-" + std::to_string(static_cast<int>(mb * 10)) + ".h5", c, "emulated", truth, 0.0, 3);
+    const auto v = read_collective_points(f, skipped);
+    EXPECT_EQ(v.size(), truth.buckets.size());
+    pts.insert(pts.end(), v.begin(), v.end());
+    c.overlap = true;  // overlap on, and a compressor: no points, each with its reason
+    EXPECT_TRUE(read_collective_points(train_file("ov.h5", c, "emulated", p.predict(c), 0.0, 4), skipped).empty());
+    c.overlap = false;
+    c.compress = "fp16";
+    EXPECT_TRUE(read_collective_points(train_file("fp16.h5", c, "emulated", p.predict(c), 0.0, 5), skipped).empty());
+  }
+  ASSERT_EQ(skipped.size(), 6u);
+  EXPECT_NE(skipped[0].find("overlap on"), std::string::npos) << skipped[0];
+  EXPECT_NE(skipped[1].find("compress fp16"), std::string::npos) << skipped[1];
+  const FabricFit fit = calibrate_fabric(pts, "from-train", "shm-local");
+  ASSERT_EQ(fit.levels.size(), 1u);
+  EXPECT_EQ(fit.levels[0].level, "inter");
+  EXPECT_NEAR(fit.fabric.inter.bw(1e6) / 60e6, 1.0, 0.01);
+  EXPECT_NEAR(fit.fabric.inter.alpha(1e6) / 40e-6, 1.0, 0.05);
 }
 
 TEST(Compare, RealComputeUsesRecordedTensorShapes) {
