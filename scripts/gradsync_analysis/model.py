@@ -3,9 +3,12 @@ compare its train points with the model, predict configurations. Everything goes
 DIR/model/ (TOML fabrics, --json outputs as .json, --out tables as .h5, model.log).
 
   [[model.calibrate]]     name (writes model/<name>.toml), grids (default: every bench grid;
-                          with compute = true every train grid), where = {key = value | [values]}
+                          with compute = true every train grid; a fabric may also name train
+                          grids: their no-overlap, uncompressed runs' bucket all-reduces), where = {key = value | [values]}
                           (points whose option has that value), base (a fabric for the level the
-                          points do not cover), compute (true: calibrate --compute from train points)
+                          points do not cover), compute (true: calibrate --compute from train points),
+                          burst_bytes (the inter-node link is a token-bucket shaper with this burst,
+                          e.g. the testbed's tbf burst; ignored by calibrate when no point crossed nodes)
   [model.compare]         fabric, compute_profile, intra (names of [[model.calibrate]] entries,
                           built-ins or files), grids (default: every train grid)
   [[model.predict]]       name, options = {predict option = value or list}; "@name" (or a bare
@@ -81,9 +84,10 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
     declared = {c["name"] for c in m.get("calibrate", [])}
 
     def ok_points(program, grids=None, where=None):
+        programs = program if isinstance(program, tuple) else (program,)
         out = []
         for p, r in zip(points, records):
-            if p.program != program or r.get("status") != "ok":
+            if p.program not in programs or r.get("status") != "ok":
                 continue
             if grids and p.grid not in grids:
                 continue
@@ -100,7 +104,10 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
     for c in m.get("calibrate", []):
         name = c["name"]
         compute = bool(c.get("compute", False))
-        files = ok_points("train" if compute else "bench", c.get("grids"), c.get("where"))
+        if compute:
+            files = ok_points("train", c.get("grids"), c.get("where"))
+        else:  # bench sweeps; train points only where grids name them
+            files = ok_points(("bench", "train") if c.get("grids") else "bench", c.get("grids"), c.get("where"))
         if not files:
             info["errors"].append(f"calibrate {name}: no finished {'train' if compute else 'bench'} points selected")
             say(f"model: calibrate {name}: skipped, no finished points selected")
@@ -111,6 +118,8 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
             args += ["--base", resolve(c["base"], calibrated, declared)]
         if not compute:
             args += ["--name", name]
+            if c.get("burst_bytes"):
+                args += ["--burst-bytes", spec.fmt_value(c["burst_bytes"])]
         try:
             stdout, data = tools.run_model(bindir, args, mlog, want_json=True)
             with open(os.path.join(mdir, f"{name}.calibrate.json"), "w") as fh:
