@@ -200,7 +200,7 @@ def predict_run(ctx, tr: results.Train, fabric: str, compute_profile=None):
     """gradsync-model predict --json for exactly the configuration of a train file."""
     a = tr.attrs
     if a.get("compute") == "real":
-        return None, "compute=real (a trainable model outside the zoo): predict has no workload for it"
+        return compare_run(ctx, tr, fabric, compute_profile)
     nnodes = int(a.get("nnodes", 1))
     rpn = int(a.get("ranks_per_node", int(a.get("nranks", 1)) // max(1, nnodes)))
     args = ["predict", "--model", a["model"], "--fabric", fabric, "--nodes", nnodes, "--ranks-per-node", rpn,
@@ -218,6 +218,25 @@ def predict_run(ctx, tr: results.Train, fabric: str, compute_profile=None):
     except tools.ToolError as e:
         return None, str(e)
     return data, None
+
+
+def compare_run(ctx, tr: results.Train, fabric: str, compute_profile=None):
+    """A compute=real run (no zoo workload): gradsync-model compare --json predicts it from
+    its measured compute and buckets; returns its run entry in predict's shape."""
+    args = ["compare", tr.path, "--fabric", fabric, "--json"]
+    if compute_profile:
+        args += ["--compute-profile", compute_profile]
+    try:
+        _, data = tools.run_model(ctx.bindir, args, os.path.join(ctx.dir, "model", "analyze.log"), want_json=True)
+    except tools.ToolError as e:
+        return None, str(e)
+    runs = data.get("runs") or []
+    if not runs:
+        return None, "compare returned no run"
+    r = runs[0]
+    return dict(step_time_s=r["predicted_step_time_s"], data_s=r.get("predicted_data_s", 0.0),
+                forward_s=r.get("predicted_forward_s", 0.0), backward_s=r.get("predicted_backward_s", 0.0),
+                buckets=r.get("predicted_buckets", []), tool="compare"), None
 
 
 # ---- generic plots -------------------------------------------------------------------------
@@ -305,7 +324,7 @@ def plot_timeline(ctx, grid, idx):
             pb = data.get("buckets", [])
             f0 = float(data.get("data_s", 0.0)) + float(data.get("forward_s", 0.0))
             predicted = dict(
-                label=f"predicted: gradsync-model predict on {os.path.basename(fabric)}"
+                label=f"predicted: gradsync-model {data.get('tool', 'predict')} on {os.path.basename(fabric)}"
                       f"{' + compute ' + os.path.basename(ctx.compute_profile_for_model()) if ctx.compute_profile_for_model() else ''}"
                       f", step time {1e3 * data['step_time_s']:.1f} ms",
                 buckets=[(k, int(x.get("wire_bytes", x.get("grad_bytes", 0))), x["ready_s"], x["start_s"], x["end_s"])
