@@ -18,6 +18,7 @@ GRADSYNC_BIN names the build's bin folder (gradsync-bench, gradsync-model, grads
 Exit status 0 on success, 1 on a failed check, 77 when a needed program is missing.
 """
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -232,9 +233,18 @@ name = "train"
 program = "train"
 fixed = { model = "resnet50", compute-profile = "a100", batch-per-rank = 4, steps = 4, warmup-steps = 1 }
 sweep = { bucket-mb = [5, 25], compress = ["none", "nosuch-compressor"] }
+[[grid]]
+name = "nov"
+program = "train"
+fixed = { model = "resnet50", compute-profile = "a100", batch-per-rank = 4, steps = 4, warmup-steps = 1, bucket-mb = 5, no-overlap = true }
 [[model.calibrate]]
 name = "local"
 grids = ["pp", "ar"]
+base = "shm-local"
+[[model.calibrate]]
+name = "from-runs"
+grids = ["nov"]
+where = { no-overlap = true }
 base = "shm-local"
 [[model.calibrate]]
 name = "local-compute"
@@ -259,13 +269,21 @@ def case_train(tmp):
     for k, v in st.items():
         want = "failed" if "nosuch" in k else "ok"
         check(v == want, f"{k}: status {v}, expected {want}")
-    ok = [i for i, s in enumerate(t["status"]) if s == "ok" and t["program"][i] == "train"]
+    ok = [i for i, s in enumerate(t["status"]) if s == "ok" and t["program"][i] == "train" and t["grid"][i] == "train"]
     check(len(ok) == 2, f"finished train points: {len(ok)}")
     for i in ok:
         for m in ("step_time_s", "comm_exposed_s", "bytes_sent", "backward_s"):
             check(np.isfinite(t[m][i]) and t[m][i] > 0, f"{t['id'][i]}: metric {m} = {t[m][i]}")
     with h5py.File(os.path.join(out, "study.h5"), "r") as f:
         errors = [e.decode() if isinstance(e, bytes) else e for e in f["model"].attrs["errors"]]
+    # a fabric fitted to the no-overlap run's own bucket all-reduces (calibrate reads train files)
+    fr = os.path.join(out, "model", "from-runs.calibrate.json")
+    if os.path.exists(fr):
+        with open(fr) as fh:
+            pts = json.load(fh)["levels"][0]["points"]
+        check(len(pts) >= 3 and all("/nov/" in x["file"] for x in pts), f"from-runs points: {pts[:2]}")
+    else:
+        check(any(e.startswith("calibrate from-runs:") for e in errors), f"no from-runs fabric and no reason: {errors}")
     compared = os.path.exists(os.path.join(out, "model", "compare.h5"))
     # the fabric fit can be refused on a noisy shared machine; then the runner must say why
     check(compared or any(e.startswith("calibrate local:") for e in errors),
