@@ -103,6 +103,24 @@ def failures(ctx):
     return "\n".join(out)
 
 
+def also_compare_lines(study_dir):
+    """One line per [model.compare] `also` fabric (model/compare-<name>.json)."""
+    out = []
+    mdir = os.path.join(study_dir, "model")
+    for fn in sorted(os.listdir(mdir)) if os.path.isdir(mdir) else []:
+        if not (fn.startswith("compare-") and fn.endswith(".json")):
+            continue
+        try:
+            with open(os.path.join(mdir, fn)) as fh:
+                d = json.load(fh)
+        except (OSError, json.JSONDecodeError):
+            continue
+        out.append(f"the same {len(d.get('runs', []))} runs with fabric `{fn[8:-5]}`: step time |error| median "
+                   f"{d.get('median_abs_error_pct', float('nan')):.1f}%, p90 {d.get('p90_abs_error_pct', float('nan')):.1f}% "
+                   f"(model/{fn[:-5]}.h5)")
+    return out
+
+
 def model_summary(ctx):
     out = []
     for name in ctx.t.model.get("fabrics", []) or []:
@@ -126,6 +144,8 @@ def model_summary(ctx):
         if err.size:
             out.append(f"- compare: {err.size} runs, step time |error| median {np.median(np.abs(err)):.1f}%, "
                        f"p90 {np.percentile(np.abs(err), 90):.1f}% (model/compare.h5)")
+    for line in also_compare_lines(ctx.dir):
+        out.append(f"- {line}")
     for e in ctx.t.model.get("errors", []) or []:
         out.append(f"- could not: {e}")
     return "\n".join(out)

@@ -1,7 +1,8 @@
 """`scripts/study flagship`: the main job on localhost, in a few minutes.
 
   1. gradsync-bench: ping-pong and ring all-reduce sweeps on 2 local ranks
-  2. gradsync-model calibrate: a fabric for this machine (and a compute profile from step 3)
+  2. gradsync-model calibrate: a fabric for this machine from the sweeps, one from three
+     no-overlap training runs' own all-reduces (and a compute profile from step 3)
   3. gradsync-train: emulated ResNet-50 (A100 profile), bucket size x overlap
   4. gradsync-model compare: every training run predicted with exactly its configuration
   5. plots and conclusions; a predicted-vs-measured table at the end
@@ -18,6 +19,7 @@ import time
 import numpy as np
 
 from . import analyze, spec, tools
+from . import conclusions as conclusions_mod
 from .runner import Runner
 
 TOML = os.path.join(tools.REPO, "experiments", "flagship.toml")
@@ -65,13 +67,16 @@ def run(out_dir, bindir, quick=False) -> int:
     concl = concl.split("```", 1)[0].strip()   # the table comes below
     if concl:
         print("\n" + concl)
-    print("\nPredicted vs measured step time (gradsync-model compare on the calibrated fabric "
-          "and compute profile):\n")
+    print("\nPredicted vs measured step time (gradsync-model compare on the fabric fitted to three "
+          "no-overlap runs' all-reduces, and the fitted compute profile):\n")
     print(prediction_table(ctx))
+    for line in conclusions_mod.also_compare_lines(out):
+        print(line[0].upper() + line[1:])
     print(f"\nFiles ({time.monotonic() - t0:.0f} s):")
     print(f"  study table      {os.path.join(out, 'study.h5')}")
     print(f"  results          {out}/{{pingpong,allreduce,train}}/*.h5")
-    print(f"  fitted fabric    {os.path.join(out, 'model', 'local.toml')}")
+    print(f"  fitted fabrics   {os.path.join(out, 'model', 'runs.toml')} (compared), "
+          f"{os.path.join(out, 'model', 'local.toml')} (sweeps only)")
     print(f"  compute profile  {os.path.join(out, 'model', 'local-compute.toml')}")
     print(f"  comparison       {os.path.join(out, 'model', 'compare.h5')}")
     print(f"  plots            {', '.join(os.path.relpath(p, out) for p in ctx.pngs)}")

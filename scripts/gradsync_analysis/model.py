@@ -10,7 +10,8 @@ DIR/model/ (TOML fabrics, --json outputs as .json, --out tables as .h5, model.lo
                           burst_bytes (the inter-node link is a token-bucket shaper with this burst,
                           e.g. the testbed's tbf burst; ignored by calibrate when no point crossed nodes)
   [model.compare]         fabric, compute_profile, intra (names of [[model.calibrate]] entries,
-                          built-ins or files), grids (default: every train grid)
+                          built-ins or files), grids (default: every train grid), also (more
+                          fabrics to compare the same runs with: model/compare-<name>.{h5,json})
   [[model.predict]]       name, options = {predict option = value or list}; "@name" (or a bare
                           calibrated name) in a value stands for model/<name>.toml; optional
                           each = {option = [values]}: one call per value (model/<name>-<value>.*)
@@ -161,6 +162,22 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
             except tools.ToolError as e:
                 info["errors"].append(f"compare: {e}")
                 say(f"model: compare failed: {e}")
+            for other in cmp_.get("also", []) or []:
+                label = os.path.splitext(os.path.basename(str(other)))[0]
+                out = os.path.join(mdir, f"compare-{label}.h5")
+                try:
+                    args = ["compare"] + files + ["--fabric", resolve(other, calibrated, declared), "--json", "--out", out]
+                    if cmp_.get("compute_profile"):
+                        args += ["--compute-profile", resolve(cmp_["compute_profile"], calibrated, declared)]
+                    stdout, data = tools.run_model(bindir, args, mlog, want_json=True)
+                    with open(os.path.join(mdir, f"compare-{label}.json"), "w") as fh:
+                        fh.write(stdout)
+                    say(f"model: compare with fabric {label}: step time |error| median "
+                        f"{data.get('median_abs_error_pct', float('nan')):.1f}%, p90 "
+                        f"{data.get('p90_abs_error_pct', float('nan')):.1f}% -> model/compare-{label}.h5")
+                except tools.ToolError as e:
+                    info["errors"].append(f"compare ({label}): {e}")
+                    say(f"model: compare with fabric {label} failed: {e}")
 
     for pr in m.get("predict", []):
         for name, options in predict_calls(pr):

@@ -11,7 +11,7 @@ import os
 import numpy as np
 
 from . import analyze, plots, tools
-from .conclusions import by, grid_of, ms, writer
+from .conclusions import also_compare_lines, by, grid_of, ms, writer
 
 
 def _pct(a, b):
@@ -664,6 +664,8 @@ def worst_predictions(ctx, k=2):
 
 
 # ---- flagship ----------------------------------------------------------------------------------
+
+
 @writer("flagship")
 def flagship(ctx):
     from .flagship import prediction_table
@@ -672,8 +674,16 @@ def flagship(ctx):
     if os.path.exists(cal):
         with open(cal) as fh:
             lv = json.load(fh)["levels"][0]
-        lines.append(f"Calibrated from ping-pong and ring all-reduce on this machine: {describe_level(lv)} "
-                     f"(R^2 {lv['r2']:.3f}, largest |residual| {100 * lv['max_abs_rel_residual']:.0f}%).")
+        lines.append(f"Fabric `local`, calibrated from ping-pong and ring all-reduce on this machine: "
+                     f"{describe_level(lv)} (R^2 {lv['r2']:.3f}, largest |residual| "
+                     f"{100 * lv['max_abs_rel_residual']:.0f}%).")
+    cal = os.path.join(ctx.dir, "model", "runs.calibrate.json")
+    if os.path.exists(cal):
+        with open(cal) as fh:
+            lv = json.load(fh)["levels"][0]
+        lines.append(f"Fabric `runs`, calibrated from the {len(lv.get('points', []))} bucket all-reduces of the "
+                     f"no-overlap runs named in the study file: {describe_level(lv)} (R^2 {lv['r2']:.3f}); the "
+                     f"comparison below uses it.")
     grid = grid_of(ctx, "train")
     on = by(ctx, grid, "bucket-mb", "step_time_s", where={"no-overlap": False})
     off = by(ctx, grid, "bucket-mb", "step_time_s", where={"no-overlap": True})
@@ -686,7 +696,8 @@ def flagship(ctx):
     if c:
         err = np.asarray(c["step_error_pct"], float)
         lines.append(f"Predicted vs measured step time: |error| median {np.median(np.abs(err)):.0f}%, "
-                     f"p90 {np.percentile(np.abs(err), 90):.0f}%, mean signed {np.mean(err):+.0f}% over {err.size} runs.")
+                     f"p90 {np.percentile(np.abs(err), 90):.0f}%, mean signed {np.mean(err):+.0f}% over {err.size} runs"
+                     + "".join(f"; {x}" for x in also_compare_lines(ctx.dir)) + ".")
         for extra in (worst_predictions(ctx), timeline_contention(ctx, grid)):
             if extra:
                 lines.append(extra)
