@@ -20,11 +20,11 @@
 //
 // Token-bucket shaping (burst_bytes > 0; inter level only): the link is a shaper, as a
 // Linux tbf qdisc, a cloud VM's burstable network allowance or a policed port. bw is
-// the sustained rate; up to burst_bytes of tokens pass at peak_bw (default: unlimited,
-// i.e. only alpha is paid), and tokens refill at bw while the link is idle or busy. A
-// back-to-back benchmark loop sees bw once the bucket is drained; a training step whose
-// traffic per step is below bw x step time finds the bucket (partly) refilled by the
-// compute between steps. timeline.hpp says how a step spends the tokens.
+// the sustained rate; the bytes a collective finds tokens for (up to burst_bytes) pass at
+// peak_bw (default: unlimited, i.e. only alpha is paid), the rest at bw, and tokens refill
+// at bw. A back-to-back benchmark loop sees bw once the bucket is drained; a training step
+// finds the bucket refilled by the compute between steps (fully when its traffic per step
+// is below bw x step time). timeline.hpp says how a step spends the tokens.
 //
 // Size regimes make alpha and bw piecewise in the message size (eager vs rendezvous,
 // protocol switches): regime i covers sizes <= up_to_bytes[i]; the last is unbounded.

@@ -85,9 +85,12 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
     const double x = busbw_factor(ph.op, topo.ranks()) * ph.bytes;
     if (!shaped || x <= 0) return sustained;
     tok.bytes = std::min(burst, tok.bytes + rate * std::max(0.0, t - tok.t_s));
-    const bool fits = x <= tok.bytes;
-    const double d = fits ? collective_time(peak, ph.op, net.algo, topo, ph.bytes, copt) : sustained;
-    tok.bytes = std::clamp(tok.bytes - x + rate * d, 0.0, burst);
+    // The first `used` bytes go at the peak; the rest at the rate, which is also what the
+    // bucket refills at: it ends empty unless the whole collective fitted.
+    const double used = std::min(tok.bytes, x), f = used / x;
+    const double at_peak = f * collective_time(peak, ph.op, net.algo, topo, ph.bytes, copt);
+    const double d = at_peak + (1 - f) * sustained;
+    tok.bytes = f < 1 ? 0.0 : std::min(burst, tok.bytes - used + rate * at_peak);
     tok.t_s = t + d;
     return d;
   };

@@ -23,9 +23,10 @@
 //   workers it is serial with compute; with w workers it runs in the background w at a
 //   time (prefetch) and only max(0, load/w - rest of the step) is exposed.
 // * Shaped inter-node link (fabric.hpp, burst_bytes > 0, nodes > 1): each collective spends
-//   tokens (the bytes one rank sends); one that fits in the tokens at its start runs at the
-//   peak, else at the sustained rate; tokens refill at the rate. The step is iterated to the
-//   steady state of the bucket across steps.
+//   tokens (the bytes one rank sends): the part the tokens at its start cover runs at the
+//   peak, the rest at the sustained rate (and leaves the bucket empty); tokens refill at the
+//   rate. The step is iterated to the steady state of the bucket across steps, so a step
+//   whose traffic exceeds rate x (step time) settles where the link's rate sets its length.
 // * Epoch = ceil(samples_per_epoch / (batch_per_rank x ranks x accumulate)) steps.
 #pragma once
 

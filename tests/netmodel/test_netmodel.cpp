@@ -551,8 +551,8 @@ TEST(Timeline, ShapedLinkBurstThenSustainedRate) {
   // 2 nodes x 1 rank over a token bucket: sustained 1e5 B/s, burst 1000 B, unlimited peak,
   // alpha 0. Two buckets of 700 B (2-rank ring: each rank sends 700 B) ready 1 ms apart at
   // the end of a 1 s backward. The first fits in the full bucket (0 s; 300 B left); 1 ms
-  // refills 100 B, so the second (700 > 400) goes at the rate: 7 ms. Between steps the
-  // bucket refills: every step is the same.
+  // refills 100 B, so the second sends 400 B on tokens (0 s) and 300 B at the rate: 3 ms,
+  // leaving the bucket empty. Between steps it refills: every step is the same.
   Fabric f = simple_fabric(0, 1e5);
   f.inter.burst_bytes = 1000;
   Workload w;
@@ -567,8 +567,16 @@ TEST(Timeline, ShapedLinkBurstThenSustainedRate) {
   const StepConfig st{32, true, 1, 4, 0};
   StepResult r = simulate_step(w, bs, f, NetConfig{2, 1, "ring", 0, 1}, st, 0);
   EXPECT_NEAR(r.buckets[0].end_s - r.buckets[0].start_s, 0, 1e-12);
-  EXPECT_NEAR(r.buckets[1].end_s - r.buckets[1].start_s, 7e-3, 1e-12);
-  EXPECT_NEAR(r.step_time_s, 1.007, 1e-12);
+  EXPECT_NEAR(r.buckets[1].end_s - r.buckets[1].start_s, 3e-3, 1e-12);
+  EXPECT_NEAR(r.step_time_s, 1.003, 1e-12);
+  // A short step cannot refill the bucket: the link's rate sets the step time. One 700 B
+  // bucket per step after 1 ms of backward: in steady state the step lasts 700 B / rate.
+  Workload ws;
+  ws.backward_s = 1e-3;
+  std::vector<Bucket> one(1, bs[0]);
+  one[0].ready_s = 1e-3;
+  r = simulate_step(ws, one, f, NetConfig{2, 1, "ring", 0, 1}, st, 0);
+  EXPECT_NEAR(r.step_time_s, 700 / 1e5, 1e-6);
   // One node: the shaper (an inter-node link) is not on the path; both take 7 ms, queued.
   r = simulate_step(w, bs, f, NetConfig{1, 2, "ring", 0, 1}, st, 0);
   EXPECT_NEAR(r.step_time_s, 0.999 + 2 * 7e-3, 1e-12);
