@@ -144,37 +144,33 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
             info["errors"].append("compare: no finished train points")
             say("model: compare skipped, no finished train points")
         else:
-            out = os.path.join(mdir, "compare.h5")
-            try:
-                args = ["compare"] + files + ["--fabric", resolve(cmp_["fabric"], calibrated, declared), "--json",
-                                              "--out", out]
+            def compare(fabric, label=""):
+                """The selected train runs predicted on `fabric`: model/compare[-label].{h5,json}."""
+                stem = f"compare-{label}" if label else "compare"
+                out = os.path.join(mdir, f"{stem}.h5")
+                args = ["compare"] + files + ["--fabric", resolve(fabric, calibrated, declared), "--json", "--out", out]
                 for key, opt in (("compute_profile", "--compute-profile"), ("intra", "--intra")):
                     if cmp_.get(key):
                         args += [opt, resolve(cmp_[key], calibrated, declared)]
                 stdout, data = tools.run_model(bindir, args, mlog, want_json=True)
-                with open(os.path.join(mdir, "compare.json"), "w") as fh:
+                with open(os.path.join(mdir, f"{stem}.json"), "w") as fh:
                     fh.write(stdout)
+                say(f"model: compare of {len(files)} run(s)" + (f" with fabric {label}" if label else "")
+                    + f": step time |error| median {data.get('median_abs_error_pct', float('nan')):.1f}%, p90 "
+                    f"{data.get('p90_abs_error_pct', float('nan')):.1f}% -> model/{stem}.h5")
+                return out
+
+            try:
+                out = compare(cmp_["fabric"])
                 info["compare_file"] = os.path.relpath(out, out_dir)
                 info["compare_table"] = results.read_table(out, "compare")
-                say(f"model: compare of {len(files)} run(s): step time |error| median "
-                    f"{data.get('median_abs_error_pct', float('nan')):.1f}%, p90 "
-                    f"{data.get('p90_abs_error_pct', float('nan')):.1f}% -> model/compare.h5")
             except tools.ToolError as e:
                 info["errors"].append(f"compare: {e}")
                 say(f"model: compare failed: {e}")
             for other in cmp_.get("also", []) or []:
                 label = os.path.splitext(os.path.basename(str(other)))[0]
-                out = os.path.join(mdir, f"compare-{label}.h5")
                 try:
-                    args = ["compare"] + files + ["--fabric", resolve(other, calibrated, declared), "--json", "--out", out]
-                    if cmp_.get("compute_profile"):
-                        args += ["--compute-profile", resolve(cmp_["compute_profile"], calibrated, declared)]
-                    stdout, data = tools.run_model(bindir, args, mlog, want_json=True)
-                    with open(os.path.join(mdir, f"compare-{label}.json"), "w") as fh:
-                        fh.write(stdout)
-                    say(f"model: compare with fabric {label}: step time |error| median "
-                        f"{data.get('median_abs_error_pct', float('nan')):.1f}%, p90 "
-                        f"{data.get('p90_abs_error_pct', float('nan')):.1f}% -> model/compare-{label}.h5")
+                    compare(other, label)
                 except tools.ToolError as e:
                     info["errors"].append(f"compare ({label}): {e}")
                     say(f"model: compare with fabric {label} failed: {e}")

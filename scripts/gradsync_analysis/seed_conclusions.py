@@ -670,20 +670,16 @@ def worst_predictions(ctx, k=2):
 def flagship(ctx):
     from .flagship import prediction_table
     lines = []
-    cal = os.path.join(ctx.dir, "model", "local.calibrate.json")
-    if os.path.exists(cal):
-        with open(cal) as fh:
-            lv = json.load(fh)["levels"][0]
-        lines.append(f"Fabric `local`, calibrated from ping-pong and ring all-reduce on this machine: "
-                     f"{describe_level(lv)} (R^2 {lv['r2']:.3f}, largest |residual| "
-                     f"{100 * lv['max_abs_rel_residual']:.0f}%).")
-    cal = os.path.join(ctx.dir, "model", "runs.calibrate.json")
-    if os.path.exists(cal):
-        with open(cal) as fh:
-            lv = json.load(fh)["levels"][0]
-        lines.append(f"Fabric `runs`, calibrated from the {len(lv.get('points', []))} bucket all-reduces of the "
-                     f"no-overlap runs named in the study file: {describe_level(lv)} (R^2 {lv['r2']:.3f}); the "
-                     f"comparison below uses it.")
+    for name, source, tail in (("local", "ping-pong and ring all-reduce on this machine", ""),
+                               ("runs", "the bucket all-reduces of the no-overlap runs named in the study file",
+                                "; the comparison below uses it")):
+        cal = os.path.join(ctx.dir, "model", f"{name}.calibrate.json")
+        if os.path.exists(cal):
+            with open(cal) as fh:
+                lv = json.load(fh)["levels"][0]
+            lines.append(f"Fabric `{name}`, calibrated from {source} ({len(lv.get('points', []))} points): "
+                         f"{describe_level(lv)} (R^2 {lv['r2']:.3f}, largest |residual| "
+                         f"{100 * lv['max_abs_rel_residual']:.0f}%){tail}.")
     grid = grid_of(ctx, "train")
     on = by(ctx, grid, "bucket-mb", "step_time_s", where={"no-overlap": False})
     off = by(ctx, grid, "bucket-mb", "step_time_s", where={"no-overlap": True})
