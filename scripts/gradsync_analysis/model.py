@@ -8,8 +8,10 @@ DIR/model/ (TOML fabrics, --json outputs as .json, --out tables as .h5, model.lo
                           (points whose option has that value), base (a fabric for the level the
                           points do not cover), compute (true: calibrate --compute from train points),
                           burst_bytes (the inter-node link is a token-bucket shaper with this burst,
-                          e.g. the testbed's tbf burst; ignored by calibrate when no point crossed nodes)
-  [model.compare]         fabric, compute_profile, intra (names of [[model.calibrate]] entries,
+                          e.g. the testbed's tbf burst; ignored by calibrate when no point crossed nodes),
+                          kernels (true: run gradsync-kernels-bench here, on the runner's host, and
+                          calibrate --kernels: model/<name>.toml holds the codec rates; min_time, s)
+  [model.compare]         fabric, compute_profile, intra, kernels (names of [[model.calibrate]] entries,
                           built-ins or files), grids (default: every train grid), also (more
                           fabrics to compare the same runs with: model/compare-<name>.{h5,json})
   [[model.predict]]       name, options = {predict option = value or list}; "@name" (or a bare
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 from . import results, spec, tools
 
@@ -102,8 +105,33 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
         if stream:
             print(msg, file=stream)
 
+    def kernel_rates(c, name):
+        """gradsync-kernels-bench (Google Benchmark JSON) -> calibrate --kernels -> model/<name>.toml."""
+        bench_json = os.path.join(mdir, f"{name}.bench.json")
+        out = os.path.join(mdir, f"{name}.toml")
+        try:
+            exe = tools.need(tools.program("gradsync-kernels-bench", bindir), "gradsync-kernels-bench")
+            argv = [exe, "--benchmark_format=json", f"--benchmark_min_time={float(c.get('min_time', 0.2))}"]
+            with open(bench_json, "w") as fh:
+                p = subprocess.run(argv, stdout=fh, stderr=subprocess.PIPE, text=True)
+            log(f"model: $ {tools.quote(argv)} > {bench_json} -> exit {p.returncode}")
+            if p.returncode != 0:
+                raise tools.ToolError(f"gradsync-kernels-bench failed (exit {p.returncode}): {p.stderr.strip()[-300:]}")
+            stdout, _ = tools.run_model(bindir, ["calibrate", "--kernels", bench_json, "-o", out, "--name", name,
+                                                 "--json"], mlog, want_json=True)
+            with open(os.path.join(mdir, f"{name}.calibrate.json"), "w") as fh:
+                fh.write(stdout)
+            calibrated[name] = out
+            say(f"model: measured compression-kernel rates {name} -> {os.path.relpath(out, out_dir)}")
+        except tools.ToolError as e:
+            info["errors"].append(f"calibrate {name}: {e}")
+            say(f"model: kernel rates {name} failed: {e}")
+
     for c in m.get("calibrate", []):
         name = c["name"]
+        if c.get("kernels"):
+            kernel_rates(c, name)
+            continue
         compute = bool(c.get("compute", False))
         if compute:
             files = ok_points("train", c.get("grids"), c.get("where"))
@@ -149,7 +177,7 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
                 stem = f"compare-{label}" if label else "compare"
                 out = os.path.join(mdir, f"{stem}.h5")
                 args = ["compare"] + files + ["--fabric", resolve(fabric, calibrated, declared), "--json", "--out", out]
-                for key, opt in (("compute_profile", "--compute-profile"), ("intra", "--intra")):
+                for key, opt in (("compute_profile", "--compute-profile"), ("intra", "--intra"), ("kernels", "--kernels")):
                     if cmp_.get(key):
                         args += [opt, resolve(cmp_[key], calibrated, declared)]
                 stdout, data = tools.run_model(bindir, args, mlog, want_json=True)
