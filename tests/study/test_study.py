@@ -247,12 +247,17 @@ grids = ["nov"]
 where = { no-overlap = true }
 base = "shm-local"
 [[model.calibrate]]
+name = "kernels"
+kernels = true
+min_time = 0.01
+[[model.calibrate]]
 name = "local-compute"
 compute = true
 grids = ["train"]
 [model.compare]
 fabric = "local"
 compute_profile = "local-compute"
+kernels = "kernels"
 [plots]
 timeline = { bucket-mb = 25 }
 """
@@ -284,6 +289,9 @@ def case_train(tmp):
         check(len(pts) >= 3 and all("/nov/" in x["file"] for x in pts), f"from-runs points: {pts[:2]}")
     else:
         check(any(e.startswith("calibrate from-runs:") for e in errors), f"no from-runs fabric and no reason: {errors}")
+    # codec rates measured by the study itself (gradsync-kernels-bench -> calibrate --kernels)
+    kt = os.path.join(out, "model", "kernels.toml")
+    check(os.path.exists(kt) and "qsgd_encode" in open(kt).read(), f"no kernel rates: {errors}")
     compared = os.path.exists(os.path.join(out, "model", "compare.h5"))
     # the fabric fit can be refused on a noisy shared machine; then the runner must say why
     check(compared or any(e.startswith("calibrate local:") for e in errors),
