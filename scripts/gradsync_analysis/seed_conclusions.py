@@ -640,9 +640,10 @@ def timeline_contention(ctx, grid):
     if during and sum(x[1] for x in during) > 0:
         r = sum(x[0] for x in during) / sum(x[1] for x in during)
         if r > 1.2:
-            txt += (" During backward the all-reduce ran slower than the model, which is calibrated on idle ranks and "
-                    "assumes communication and compute do not interfere; on 2 shared cores it competes with "
-                    "gradient generation and the loader threads.")
+            txt += (" During backward the all-reduce ran slower than the model, whose fabric was measured while the "
+                    "ranks computed nothing (sweeps, or all-reduces after backward) and which assumes communication "
+                    "and compute do not interfere; on 2 shared cores it competes with gradient generation and the "
+                    "loader threads.")
     return txt
 
 
