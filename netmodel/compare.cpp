@@ -150,6 +150,17 @@ namespace {
 Json num_or_null(double v) { return std::isnan(v) ? Json(nullptr) : Json(v); }
 }  // namespace
 
+Json bucket_timings_json(const std::vector<BucketTiming>& buckets) {
+  Json bs = Json::array();
+  for (const auto& b : buckets) {
+    Json x = Json::object();
+    x.set("grad_bytes", static_cast<long long>(b.grad_bytes)).set("wire_bytes", b.wire_bytes).set("tensors", b.ntensors);
+    x.set("ready_s", b.ready_s).set("start_s", b.start_s).set("end_s", b.end_s).set("comm_s", b.comm_s).set("codec_s", b.codec_s);
+    bs.push(x);
+  }
+  return bs;
+}
+
 Json compare_json(const CompareReport& r) {
   Json runs = Json::array();
   for (const auto& row : r.rows) {
@@ -188,14 +199,7 @@ Json compare_json(const CompareReport& r) {
         .set("measured_bytes_sent", num_or_null(row.run.bytes_sent))
         .set("predicted_bytes_sent", row.predicted.bytes_sent)
         .set("steps_used", static_cast<long long>(row.run.steps_used));
-    Json bs = Json::array();  // the predicted step's buckets (times from the step start)
-    for (const auto& b : row.predicted.buckets) {
-      Json x = Json::object();
-      x.set("grad_bytes", static_cast<long long>(b.grad_bytes)).set("wire_bytes", b.wire_bytes);
-      x.set("ready_s", b.ready_s).set("start_s", b.start_s).set("end_s", b.end_s).set("comm_s", b.comm_s).set("codec_s", b.codec_s);
-      bs.push(x);
-    }
-    j.set("predicted_buckets", bs);
+    j.set("predicted_buckets", bucket_timings_json(row.predicted.buckets));
     runs.push(j);
   }
   Json out = Json::object();

@@ -39,6 +39,10 @@ CompareReport compare_runs(const std::vector<std::string>& files, const std::str
                            const std::string& compute_profile_override, const std::string& kernels = "");
 
 Json compare_json(const CompareReport& r);
+
+// A predicted step's buckets as a JSON array (times from the step start): predict --json's
+// "buckets" and compare --json's "predicted_buckets".
+Json bucket_timings_json(const std::vector<BucketTiming>& buckets);
 std::string compare_table(const CompareReport& r);
 void write_compare(const CompareReport& r, const std::string& path, const std::vector<std::string>& argv);
 

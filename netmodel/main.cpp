@@ -292,14 +292,7 @@ Json prediction_json(const PredictConfig& c, const StepResult& r) {
   j.set("comm_total_s", r.comm_total_s).set("data_s", r.data_s).set("forward_s", r.forward_s);
   j.set("backward_s", r.backward_s).set("optimizer_s", r.optimizer_s);
   j.set("steps_per_epoch", static_cast<long long>(r.steps_per_epoch)).set("bytes_sent", r.bytes_sent);
-  Json bs = Json::array();
-  for (const auto& b : r.buckets) {
-    Json x = Json::object();
-    x.set("grad_bytes", static_cast<long long>(b.grad_bytes)).set("wire_bytes", b.wire_bytes).set("tensors", b.ntensors);
-    x.set("ready_s", b.ready_s).set("start_s", b.start_s).set("end_s", b.end_s).set("comm_s", b.comm_s).set("codec_s", b.codec_s);
-    bs.push(x);
-  }
-  j.set("buckets", bs);
+  j.set("buckets", bucket_timings_json(r.buckets));
   return j;
 }
 
