@@ -727,22 +727,8 @@ struct GpuTrainer::Impl {
 
   RunResult run() {
     RunResult res;
-    res.nranks = nranks;
-    res.nnodes = world.node_count();
-    res.ranks_per_node = static_cast<int>(world.max_int64(world.local_size()));
-    res.hostnames = world.allgather_strings(world.hostname());
-    res.bucket_bytes = reducer->bucket_bytes();
-    res.tensors = tensors;
-    res.tensor_bucket.assign(tensors.size(), -1);
-    for (std::size_t b = 0; b < reducer->assignment().size(); ++b)
-      for (std::size_t i : reducer->assignment()[b]) res.tensor_bucket[i] = static_cast<std::int64_t>(b);
-    res.compress_spec = user_compress;
-    res.compress_effective = effective_compress;
-    res.precision = precision_name(precision);
-    if (scaler) {
-      res.loss_scale_mode = loss_scale_mode(scaler->options());
-      res.loss_scale_spec = scaler->spec();
-    }
+    describe_run(world, tensors, reducer->assignment(), reducer->bucket_bytes(), user_compress, effective_compress,
+                 precision, scaler ? &*scaler : nullptr, res);
     res.samples_per_epoch = samples_per_epoch;
     res.steps_per_epoch = steps_per_epoch;
     res.device = "cuda";
@@ -816,17 +802,9 @@ struct GpuTrainer::Impl {
     res.gpu_memory_used_bytes = static_cast<std::int64_t>(gpu_memory_info().used_bytes());
 
     // ---- statistics over ranks (shared with Trainer) ---------------------------------------
-    combine_step_statistics(world, mine, epoch_eval, steps_per_epoch, res);
-    res.skipped_steps = scaler ? scaler->skipped_steps() : 0;
-    const auto epochs_done = static_cast<std::int64_t>(epoch_eval.size());
-    res.steps_run = steps;
-    res.epochs_done = epochs_done;
-    const bool last_was_epoch_end = steps > 0 && steps % steps_per_epoch == 0;
-    res.final_eval_accuracy = last_was_epoch_end ? epoch_eval.back() : evaluate();
+    finish_run(world, mine, epoch_eval, steps, steps_per_epoch, scaler ? &*scaler : nullptr, uncompressed, compressed,
+               replay, [this] { return evaluate(); }, res);
     res.final_param_norm = param_norm();
-    res.compression_ratio = compressed > 0 ? static_cast<double>(uncompressed) / static_cast<double>(compressed) : 1.0;
-    res.replay.overruns = static_cast<std::int64_t>(world.sum_double(static_cast<double>(replay.overruns)));
-    res.replay.overrun_s = world.sum_double(replay.overrun_s);
     return res;
   }
 };

@@ -120,6 +120,9 @@ LoaderOptions loader_options(const TrainOptions& o, std::int64_t steps_per_epoch
   return lo;
 }
 
+namespace {
+
+// res.steps and res.epochs from every rank's rows (finish_run).
 void combine_step_statistics(Communicator& world, const std::vector<StepRow>& mine,
                              const std::vector<double>& epoch_eval, std::int64_t steps_per_epoch, RunResult& res) {
   const double nranks = static_cast<double>(world.size());
@@ -161,6 +164,45 @@ void combine_step_statistics(Communicator& world, const std::vector<StepRow>& mi
     }
     res.epochs.push_back(er);
   }
+}
+
+}  // namespace
+
+void describe_run(Communicator& world, const std::vector<models::TensorSpec>& tensors,
+                  const std::vector<std::vector<std::size_t>>& assignment, std::vector<std::int64_t> bucket_bytes,
+                  const std::string& compress_spec, const std::string& compress_effective, DType precision,
+                  const LossScaler* scaler, RunResult& res) {
+  res.nranks = world.size();
+  res.nnodes = world.node_count();
+  res.ranks_per_node = static_cast<int>(world.max_int64(world.local_size()));
+  res.hostnames = world.allgather_strings(world.hostname());
+  res.bucket_bytes = std::move(bucket_bytes);
+  res.tensors = tensors;
+  res.tensor_bucket.assign(tensors.size(), -1);
+  for (std::size_t b = 0; b < assignment.size(); ++b)
+    for (std::size_t i : assignment[b]) res.tensor_bucket[i] = static_cast<std::int64_t>(b);
+  res.compress_spec = compress_spec;
+  res.compress_effective = compress_effective;
+  res.precision = precision_name(precision);
+  if (scaler) {
+    res.loss_scale_mode = loss_scale_mode(scaler->options());
+    res.loss_scale_spec = scaler->spec();
+  }
+}
+
+void finish_run(Communicator& world, const std::vector<StepRow>& mine, const std::vector<double>& epoch_eval,
+                std::int64_t steps, std::int64_t steps_per_epoch, const LossScaler* scaler, std::uint64_t uncompressed,
+                std::uint64_t compressed, const ReplayStats& replay, const std::function<double()>& evaluate,
+                RunResult& res) {
+  combine_step_statistics(world, mine, epoch_eval, steps_per_epoch, res);
+  res.skipped_steps = scaler ? scaler->skipped_steps() : 0;
+  res.steps_run = steps;
+  res.epochs_done = static_cast<std::int64_t>(epoch_eval.size());
+  const bool last_was_epoch_end = steps > 0 && steps % steps_per_epoch == 0;
+  res.final_eval_accuracy = last_was_epoch_end ? epoch_eval.back() : evaluate();
+  res.compression_ratio = compressed > 0 ? static_cast<double>(uncompressed) / static_cast<double>(compressed) : 1.0;
+  res.replay.overruns = static_cast<std::int64_t>(world.sum_double(static_cast<double>(replay.overruns)));
+  res.replay.overrun_s = world.sum_double(replay.overrun_s);
 }
 
 struct Trainer::Impl {
@@ -278,22 +320,8 @@ struct Trainer::Impl {
 
   RunResult run() {
     RunResult res;
-    res.nranks = nranks;
-    res.nnodes = world.node_count();
-    res.ranks_per_node = static_cast<int>(world.max_int64(world.local_size()));
-    res.hostnames = world.allgather_strings(world.hostname());
-    res.bucket_bytes = reducer->bucket_bytes();
-    res.tensors = tensors;
-    res.tensor_bucket.assign(tensors.size(), -1);
-    for (std::size_t b = 0; b < reducer->assignment().size(); ++b)
-      for (std::size_t i : reducer->assignment()[b]) res.tensor_bucket[i] = static_cast<std::int64_t>(b);
-    res.compress_spec = user_compress;
-    res.compress_effective = compressor->spec();
-    res.precision = precision_name(precision);
-    if (scaler) {
-      res.loss_scale_mode = loss_scale_mode(scaler->options());
-      res.loss_scale_spec = scaler->spec();
-    }
+    describe_run(world, tensors, reducer->assignment(), reducer->bucket_bytes(), user_compress, compressor->spec(),
+                 precision, scaler ? &*scaler : nullptr, res);
     res.samples_per_epoch = samples_per_epoch;
     res.steps_per_epoch = steps_per_epoch;
     res.backend = o.backend;
@@ -373,17 +401,9 @@ struct Trainer::Impl {
     }
 
     // ---- statistics over ranks ---------------------------------------------------------------
-    combine_step_statistics(world, mine, epoch_eval, steps_per_epoch, res);
-    res.skipped_steps = scaler ? scaler->skipped_steps() : 0;
-    res.steps_run = steps;
-    res.epochs_done = static_cast<std::int64_t>(epoch_eval.size());
-    const bool last_was_epoch_end = steps > 0 && steps % steps_per_epoch == 0;
-    res.final_eval_accuracy = last_was_epoch_end ? epoch_eval.back() : evaluate();
+    finish_run(world, mine, epoch_eval, steps, steps_per_epoch, scaler ? &*scaler : nullptr, uncompressed, compressed,
+               workload->replay_stats(), [this] { return evaluate(); }, res);
     res.final_param_norm = param_norm(params);
-    res.compression_ratio = compressed > 0 ? static_cast<double>(uncompressed) / static_cast<double>(compressed) : 1.0;
-    const ReplayStats rs = workload->replay_stats();
-    res.replay.overruns = static_cast<std::int64_t>(world.sum_double(static_cast<double>(rs.overruns)));
-    res.replay.overrun_s = world.sum_double(rs.overrun_s);
     return res;
   }
 };

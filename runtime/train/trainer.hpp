@@ -32,11 +32,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "compress/loss_scaler.hpp"
+#include "core/dtype.hpp"
 #include "train/loader.hpp"
 #include "train/options.hpp"
 #include "train/reducer.hpp"
@@ -100,12 +103,25 @@ struct RunResult {
   std::int64_t gpu_memory_used_bytes = -1;
 };
 
-// The end of a run, shared by the CPU and GPU trainers (collective): fills res.steps from
+// The start of a run's result, shared by the CPU and GPU trainers (collective: topology and
+// host names): where it ran, the parameter tensors and the bucket each went to, the
+// compressor (as asked and as it runs), precision and loss scaling (scaler: null in fp32).
+void describe_run(Communicator& world, const std::vector<models::TensorSpec>& tensors,
+                  const std::vector<std::vector<std::size_t>>& assignment, std::vector<std::int64_t> bucket_bytes,
+                  const std::string& compress_spec, const std::string& compress_effective, DType precision,
+                  const LossScaler* scaler, RunResult& res);
+
+// What a run measured, at its end, shared by both trainers (collective). res.steps from
 // every rank's rows (step_time_s the max over ranks; loss_scale and skipped this rank's,
-// which all ranks agreed on; every other column the mean over ranks) and res.epochs from
-// those steps and the per-epoch evaluations.
-void combine_step_statistics(Communicator& world, const std::vector<StepRow>& mine,
-                             const std::vector<double>& epoch_eval, std::int64_t steps_per_epoch, RunResult& res);
+// which all ranks agreed on; every other column the mean over ranks), res.epochs from those
+// steps and the per-epoch evaluations, and the run totals: steps and epochs done, skipped
+// steps, final accuracy (the last epoch's, or evaluate() when the run did not end on an
+// epoch), compression ratio, replay overruns summed over ranks. final_param_norm is the
+// caller's (its parameters live on its device).
+void finish_run(Communicator& world, const std::vector<StepRow>& mine, const std::vector<double>& epoch_eval,
+                std::int64_t steps, std::int64_t steps_per_epoch, const LossScaler* scaler, std::uint64_t uncompressed,
+                std::uint64_t compressed, const ReplayStats& replay, const std::function<double()>& evaluate,
+                RunResult& res);
 
 // The loader settings of a run (one batch per micro-step: accumulate x steps in all).
 LoaderOptions loader_options(const TrainOptions& o, std::int64_t steps_per_epoch, std::int64_t steps);
