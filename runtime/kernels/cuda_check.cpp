@@ -1,6 +1,7 @@
 #include "kernels/cuda_check.hpp"
 
 #include "core/error.hpp"
+#include "core/units.hpp"
 
 namespace gradsync {
 
@@ -24,28 +25,10 @@ bool cuda_device_available(std::string* why) {
   return true;
 }
 
-DeviceBuffer::~DeviceBuffer() {
-  if (ptr_) cudaFree(ptr_);  // no throw from a destructor; a failing free leaks at worst
-}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    if (ptr_) cudaFree(ptr_);
-    ptr_ = o.ptr_;
-    bytes_ = o.bytes_;
-    o.ptr_ = nullptr;
-    o.bytes_ = 0;
-  }
-  return *this;
-}
-
-void DeviceBuffer::reserve(std::size_t bytes) {
-  if (bytes <= bytes_) return;
-  if (ptr_) GS_CUDA(cudaFree(ptr_));
-  ptr_ = nullptr;
-  bytes_ = 0;
-  GS_CUDA(cudaMalloc(&ptr_, bytes));
-  bytes_ = bytes;
+void cuda_alloc_fail(cudaError_t rc, const char* call, const char* what, std::size_t bytes) {
+  cudaGetLastError();  // clear it: the process may go on (and report) after this
+  throw Error(detail::concat(where(), ": ", call, " of ", format_bytes(static_cast<double>(bytes)), " of ", what,
+                             " failed: ", cudaGetErrorString(rc)));
 }
 
 }  // namespace gradsync
