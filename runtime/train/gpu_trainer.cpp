@@ -129,9 +129,7 @@ class GpuReducer {
     flag_.reserve(sizeof(int));
     GS_CUDA(cudaMemsetAsync(flag_.get(), 0, sizeof(int), s_.compute));
     GS_CUDA(cudaStreamSynchronize(s_.compute));
-    pending_.assign(nb, 0);
-    bucket_ready_.assign(nb, 0);
-    marked_.assign(tensors_.size(), 0);
+    readiness_ = BucketReadiness(assignment_, tensors_.size());
     records_.resize(nb);
     if (s_.staged) thread_ = std::thread([this] { comm_loop(); });
     GS_LOG(INFO) << "gpu reducer: " << tensors_.size() << " tensors in " << nb << " buckets on GPU " << s_.device
@@ -165,12 +163,7 @@ class GpuReducer {
 
   // As Reducer::layout (compared across ranks).
   std::string layout() const {
-    std::ostringstream os;
-    os << "bucket_bytes=" << s_.bucket_bytes << " first_bucket_bytes=" << s_.first_bucket_bytes
-       << " tensors=" << tensors_.size() << " buckets=" << count_.size() << ":";
-    for (std::size_t b = 0; b < count_.size(); ++b)
-      os << " [" << assignment_[b].front() << ".." << assignment_[b].back() << "]=" << count_[b] * sizeof(float);
-    return os.str();
+    return bucket_layout(s_.bucket_bytes, s_.first_bucket_bytes, tensors_.size(), assignment_, bucket_bytes());
   }
 
   // The step's time origin: recorded on the compute stream (idle at a step's start) at the
@@ -189,11 +182,7 @@ class GpuReducer {
     in_backward_ = true;
     step_ = step;
     sync_ = sync;
-    std::fill(marked_.begin(), marked_.end(), 0);
-    for (std::size_t b = 0; b < count_.size(); ++b) pending_[b] = assignment_[b].size();
-    std::fill(bucket_ready_.begin(), bucket_ready_.end(), 0);
-    next_launch_ = 0;
-    marked_count_ = 0;
+    readiness_.reset();
     launch_wall_s_ = 0;
     if (sync_) {
       // Ordered before every bucket's ready event, hence before any unscale kernel.
@@ -211,13 +200,8 @@ class GpuReducer {
   void mark_ready(std::size_t i) {
     const double t = now_s();
     GS_CHECK(in_backward_, "gpu reducer: mark_ready(", i, ") outside backward");
-    GS_CHECK(i < marked_.size() && !marked_[i], "gpu reducer: gradient of tensor ", i, " marked ready twice or unknown");
-    marked_[i] = 1;
-    ++marked_count_;
-    const std::size_t b = bucket_of_[i];
-    if (--pending_[b] == 0 && sync_) {
-      ready_[b].record(s_.compute);
-      bucket_ready_[b] = 1;
+    if (readiness_.mark(i, "gpu reducer") && sync_) {
+      ready_[bucket_of_[i]].record(s_.compute);
       overhead_s_ += now_s() - t;
       if (s_.overlap) launch_ready();
       return;
@@ -231,7 +215,7 @@ class GpuReducer {
     double t = now_s();
     GS_CHECK(in_backward_, "gpu reducer: finish_backward without begin_backward");
     in_backward_ = false;
-    GS_CHECK(marked_count_ == tensors_.size(), "gpu reducer: backward marked ", marked_count_, " of ",
+    GS_CHECK(readiness_.marked() == tensors_.size(), "gpu reducer: backward marked ", readiness_.marked(), " of ",
              tensors_.size(), " gradients ready");
     StepComm out;
     if (!sync_) {
@@ -300,8 +284,7 @@ class GpuReducer {
   void launch_ready() {
     const double w = now_s();
     bool any = false;
-    while (next_launch_ < count_.size() && bucket_ready_[next_launch_]) {
-      const std::size_t b = next_launch_++;
+    for (std::size_t b; readiness_.pop_launchable(b);) {
       any = true;
       if (s_.nccl) {
         enqueue_nccl(b);
@@ -454,9 +437,7 @@ class GpuReducer {
   // Training-thread state.
   std::int64_t step_ = 0;
   bool sync_ = false, in_backward_ = false;
-  std::vector<std::uint8_t> marked_, bucket_ready_;
-  std::vector<std::size_t> pending_;
-  std::size_t next_launch_ = 0, marked_count_ = 0;
+  BucketReadiness readiness_;
   double overhead_s_ = 0, launch_wall_s_ = 0;
 
   // Shared with the communication thread (mpi), guarded by mu_.

@@ -49,6 +49,38 @@ std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<std::int6
   return buckets;
 }
 
+BucketReadiness::BucketReadiness(const std::vector<std::vector<std::size_t>>& assignment, std::size_t ntensors)
+    : bucket_of_(ntensors, 0), marked_(ntensors, 0), pending_(assignment.size(), 0), complete_(assignment.size(), 0) {
+  for (std::size_t b = 0; b < assignment.size(); ++b) {
+    size_.push_back(assignment[b].size());
+    for (std::size_t i : assignment[b]) bucket_of_[i] = b;
+  }
+}
+
+void BucketReadiness::reset() {
+  std::fill(marked_.begin(), marked_.end(), 0);
+  pending_ = size_;
+  std::fill(complete_.begin(), complete_.end(), 0);
+  next_ = 0;
+  marked_count_ = 0;
+}
+
+bool BucketReadiness::mark(std::size_t i, const char* who) {
+  GS_CHECK(i < marked_.size() && !marked_[i], who, ": gradient of tensor ", i, " marked ready twice or unknown");
+  marked_[i] = 1;
+  ++marked_count_;
+  const std::size_t b = bucket_of_[i];
+  if (--pending_[b] != 0) return false;
+  complete_[b] = 1;
+  return true;
+}
+
+bool BucketReadiness::pop_launchable(std::size_t& b) {
+  if (!launchable()) return false;
+  b = next_++;
+  return true;
+}
+
 Reducer::Reducer(Communicator& comm, AllreduceAlgorithm& allreduce, Compressor& compressor,
                  std::vector<models::TensorSpec> tensors, ReducerOptions opts)
     : comm_(comm), allreduce_(allreduce), compressor_(compressor), tensors_(std::move(tensors)), opts_(opts) {
@@ -61,7 +93,6 @@ Reducer::Reducer(Communicator& comm, AllreduceAlgorithm& allreduce, Compressor& 
   storage_.resize(nb);
   views_.resize(nb);
   grad_ptr_.assign(tensors_.size(), nullptr);
-  bucket_of_.assign(tensors_.size(), 0);
   for (std::size_t b = 0; b < nb; ++b) {
     std::size_t count = 0;
     for (std::size_t i : assignment_[b]) count += static_cast<std::size_t>(tensors_[i].numel());
@@ -75,13 +106,10 @@ Reducer::Reducer(Communicator& comm, AllreduceAlgorithm& allreduce, Compressor& 
       const auto n = static_cast<std::size_t>(tensors_[i].numel());
       v.tensors.push_back(TensorView{tensors_[i].name, tensors_[i].shape, off, n});
       grad_ptr_[i] = v.data + off;
-      bucket_of_[i] = b;
       off += n;
     }
   }
-  marked_.assign(tensors_.size(), 0);
-  pending_.assign(nb, 0);
-  bucket_ready_.assign(nb, 0);
+  readiness_ = BucketReadiness(assignment_, tensors_.size());
   records_.resize(nb);
   stats_.resize(nb);
   GS_LOG(INFO) << "reducer: " << tensors_.size() << " tensors in " << nb << " buckets, overlap "
@@ -104,13 +132,19 @@ std::vector<std::int64_t> Reducer::bucket_bytes() const {
   return out;
 }
 
-std::string Reducer::layout() const {
+std::string bucket_layout(std::int64_t bucket_bytes, std::int64_t first_bucket_bytes, std::size_t ntensors,
+                          const std::vector<std::vector<std::size_t>>& assignment,
+                          const std::vector<std::int64_t>& bytes_per_bucket) {
   std::ostringstream os;
-  os << "bucket_bytes=" << opts_.bucket_bytes << " first_bucket_bytes=" << opts_.first_bucket_bytes
-     << " tensors=" << tensors_.size() << " buckets=" << views_.size() << ":";
-  for (std::size_t b = 0; b < views_.size(); ++b)
-    os << " [" << assignment_[b].front() << ".." << assignment_[b].back() << "]=" << views_[b].count * sizeof(float);
+  os << "bucket_bytes=" << bucket_bytes << " first_bucket_bytes=" << first_bucket_bytes << " tensors=" << ntensors
+     << " buckets=" << assignment.size() << ":";
+  for (std::size_t b = 0; b < assignment.size(); ++b)
+    os << " [" << assignment[b].front() << ".." << assignment[b].back() << "]=" << bytes_per_bucket[b];
   return os.str();
+}
+
+std::string Reducer::layout() const {
+  return bucket_layout(opts_.bucket_bytes, opts_.first_bucket_bytes, tensors_.size(), assignment_, bucket_bytes());
 }
 
 void Reducer::begin_backward(double t0, std::int64_t step, bool sync, float inv_scale) {
@@ -122,11 +156,7 @@ void Reducer::begin_backward(double t0, std::int64_t step, bool sync, float inv_
   t0_ = t0;
   step_ = step;
   sync_ = sync;
-  std::fill(marked_.begin(), marked_.end(), 0);
-  for (std::size_t b = 0; b < views_.size(); ++b) pending_[b] = assignment_[b].size();
-  std::fill(bucket_ready_.begin(), bucket_ready_.end(), 0);
-  next_launch_ = 0;
-  marked_count_ = 0;
+  readiness_.reset();
   launch_wall_s_ = 0;
   if (sync_) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -146,13 +176,8 @@ void Reducer::begin_backward(double t0, std::int64_t step, bool sync, float inv_
 void Reducer::mark_ready(std::size_t i) {
   const double t = now_s();
   GS_CHECK(in_backward_, "reducer: mark_ready(", i, ") outside backward");
-  GS_CHECK(i < marked_.size() && !marked_[i], "reducer: gradient of tensor ", i, " marked ready twice or unknown");
-  marked_[i] = 1;
-  ++marked_count_;
-  const std::size_t b = bucket_of_[i];
-  if (--pending_[b] == 0 && sync_) {
-    records_[b].ready_s = t - t0_;  // only this thread writes ready_s
-    bucket_ready_[b] = 1;
+  if (readiness_.mark(i, "reducer") && sync_) {
+    records_[readiness_.bucket_of(i)].ready_s = t - t0_;  // only this thread writes ready_s
     if (opts_.overlap) {
       train_overhead_s_ += now_s() - t;
       timed_launch();
@@ -163,7 +188,7 @@ void Reducer::mark_ready(std::size_t i) {
 }
 
 void Reducer::timed_launch() {
-  if (next_launch_ >= views_.size() || !bucket_ready_[next_launch_]) return;
+  if (!readiness_.launchable()) return;
   const double w = now_s(), c = thread_cpu_s();
   launch_ready_buckets();
   train_overhead_s_ += thread_cpu_s() - c;
@@ -171,7 +196,7 @@ void Reducer::timed_launch() {
 }
 
 void Reducer::launch_ready_buckets() {
-  while (next_launch_ < views_.size() && bucket_ready_[next_launch_]) push(next_launch_++);
+  for (std::size_t b; readiness_.pop_launchable(b);) push(b);
 }
 
 void Reducer::push(std::size_t b) {
@@ -186,7 +211,7 @@ StepComm Reducer::finish_backward() {
   double t = now_s();
   GS_CHECK(in_backward_, "reducer: finish_backward without begin_backward");
   in_backward_ = false;
-  GS_CHECK(marked_count_ == tensors_.size(), "reducer: backward marked ", marked_count_, " of ", tensors_.size(),
+  GS_CHECK(readiness_.marked() == tensors_.size(), "reducer: backward marked ", readiness_.marked(), " of ", tensors_.size(),
            " gradients ready (every parameter must get a gradient every step)");
   StepComm out;
   if (!sync_) {

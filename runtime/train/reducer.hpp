@@ -64,6 +64,38 @@ namespace gradsync::train {
 std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<std::int64_t>& tensor_bytes,
                                                      std::int64_t bucket_bytes, std::int64_t first_bucket_bytes);
 
+// A backward's progress over the buckets, shared by the CPU and GPU reducers: which
+// gradients were marked ready, which buckets are complete, and which may be launched, in
+// bucket order (as DDP: bucket b only after b - 1).
+class BucketReadiness {
+ public:
+  BucketReadiness() = default;
+  BucketReadiness(const std::vector<std::vector<std::size_t>>& assignment, std::size_t ntensors);
+  void reset();  // a new backward: nothing marked, nothing launched
+  // Tensor i's gradient is ready; true when it completes its bucket. `who` ("reducer",
+  // "gpu reducer") starts the error for a tensor marked twice or unknown.
+  bool mark(std::size_t i, const char* who);
+  // The next bucket in bucket order if it is complete: b, and it counts as launched.
+  bool pop_launchable(std::size_t& b);
+  bool launchable() const { return next_ < complete_.size() && complete_[next_]; }
+  std::size_t bucket_of(std::size_t i) const { return bucket_of_[i]; }
+  std::size_t marked() const { return marked_count_; }
+
+ private:
+  std::vector<std::size_t> size_;       // per bucket: its tensors
+  std::vector<std::size_t> bucket_of_;  // per tensor
+  std::vector<std::uint8_t> marked_;    // per tensor
+  std::vector<std::size_t> pending_;    // per bucket: tensors not yet ready
+  std::vector<std::uint8_t> complete_;  // per bucket
+  std::size_t next_ = 0, marked_count_ = 0;
+};
+
+// A bucket layout as text (limits, then each bucket's tensor range and bytes), for
+// check_same_on_all_ranks; both reducers' layout().
+std::string bucket_layout(std::int64_t bucket_bytes, std::int64_t first_bucket_bytes, std::size_t ntensors,
+                          const std::vector<std::vector<std::size_t>>& assignment,
+                          const std::vector<std::int64_t>& bytes_per_bucket);
+
 // Where the reducer unscales gradients (mixed precision; see above).
 enum class Unscale : std::uint8_t { None, AfterReduce, BeforeReduce };
 
@@ -142,7 +174,6 @@ class Reducer {
   std::vector<std::vector<float>> storage_;  // one flat buffer per bucket
   std::vector<BucketView> views_;
   std::vector<float*> grad_ptr_;             // per tensor
-  std::vector<std::size_t> bucket_of_;       // per tensor
 
   // Training-thread state of the current backward.
   double t0_ = 0;
@@ -150,11 +181,7 @@ class Reducer {
   bool sync_ = false;
   float inv_scale_ = 1.f;  // read by the communication thread under mu_
   bool in_backward_ = false;
-  std::vector<std::uint8_t> marked_;         // per tensor
-  std::vector<std::size_t> pending_;         // per bucket: tensors not yet ready
-  std::vector<std::uint8_t> bucket_ready_;
-  std::size_t next_launch_ = 0;
-  std::size_t marked_count_ = 0;
+  BucketReadiness readiness_;
   double train_overhead_s_ = 0;
   double launch_wall_s_ = 0;
 
