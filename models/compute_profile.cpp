@@ -21,6 +21,7 @@
 #endif
 
 #include "core/error.hpp"
+#include "core/named.hpp"
 
 namespace gradsync::models {
 
@@ -97,16 +98,10 @@ ComputeProfile make_cpu() {
   return p;
 }
 
-const std::vector<std::pair<std::string, std::function<ComputeProfile()>>>& registry() {
-  static const std::vector<std::pair<std::string, std::function<ComputeProfile()>>> r = {
+const NamedBuilders<ComputeProfile>& registry() {
+  static const NamedBuilders<ComputeProfile> r = {
       {"h200", make_h200}, {"a100", make_a100}, {"v100", make_v100}, {"cpu", make_cpu}};
   return r;
-}
-
-std::string known_profiles() {
-  std::string s;
-  for (const auto& n : profile_names()) s += (s.empty() ? "" : ", ") + n;
-  return s;
 }
 
 // ---- validation ------------------------------------------------------------------------------
@@ -349,29 +344,19 @@ double optimizer_step_s(const ModelSpec& model, const ComputeProfile& profile,
          profile.optimizer_bytes_per_s;
 }
 
-const std::vector<std::string>& profile_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> n;
-    for (const auto& [name, make] : registry()) n.push_back(name);
-    return n;
-  }();
-  return names;
-}
+const std::vector<std::string>& profile_names() { return registry().names(); }
 
 ComputeProfile builtin_profile(const std::string& name) {
-  for (const auto& [n, make] : registry())
-    if (n == name) return make();
-  throw UsageError("unknown compute profile '" + name +
-                   "'; built-in profiles: " + known_profiles());
+  if (auto p = registry().build(name)) return *p;
+  throw UsageError("unknown compute profile '" + name + "'; built-in profiles: " + registry().joined());
 }
 
 ComputeProfile load_profile(const std::string& name_or_path) {
-  for (const auto& [n, make] : registry())
-    if (n == name_or_path) return make();
+  if (auto p = registry().build(name_or_path)) return *p;
   std::error_code ec;
   if (!std::filesystem::exists(name_or_path, ec))
     throw UsageError("unknown compute profile '" + name_or_path + "': not a built-in (" +
-                     known_profiles() + ") and no such file");
+                     registry().joined() + ") and no such file");
   return ProfileReader(name_or_path).read();
 }
 

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "core/named.hpp"
 
 namespace gradsync::models {
 
@@ -396,8 +397,8 @@ ModelSpec build_gpt2_medium() {
 }
 
 // The registry: one row per model, in zoo_names() order.
-const std::vector<std::pair<std::string, std::function<ModelSpec()>>>& registry() {
-  static const std::vector<std::pair<std::string, std::function<ModelSpec()>>> r = {
+const NamedBuilders<ModelSpec>& registry() {
+  static const NamedBuilders<ModelSpec> r = {
       {"resnet18-cifar", build_resnet18_cifar},
       {"resnet50", build_resnet50},
       {"vgg16", build_vgg16},
@@ -410,21 +411,11 @@ const std::vector<std::pair<std::string, std::function<ModelSpec()>>>& registry(
 
 }  // namespace
 
-const std::vector<std::string>& zoo_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> n;
-    for (const auto& [name, build] : registry()) n.push_back(name);
-    return n;
-  }();
-  return names;
-}
+const std::vector<std::string>& zoo_names() { return registry().names(); }
 
 ModelSpec zoo_model(const std::string& name) {
-  for (const auto& [n, build] : registry())
-    if (n == name) return build();
-  std::ostringstream known;
-  for (const auto& n : zoo_names()) known << (known.tellp() > 0 ? ", " : "") << n;
-  throw UsageError("unknown model '" + name + "'; known models: " + known.str());
+  if (auto m = registry().build(name)) return *m;
+  throw UsageError("unknown model '" + name + "'; known models: " + registry().joined());
 }
 
 }  // namespace gradsync::models

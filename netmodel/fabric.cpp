@@ -20,6 +20,7 @@
 #endif
 
 #include "core/error.hpp"
+#include "core/named.hpp"
 
 namespace gradsync::netmodel {
 
@@ -137,8 +138,8 @@ Fabric single_node(const char* name, const char* description, Level l) {
   return f;
 }
 
-const std::vector<std::pair<std::string, std::function<Fabric()>>>& registry() {
-  static const std::vector<std::pair<std::string, std::function<Fabric()>>> r = {
+const NamedBuilders<Fabric>& registry() {
+  static const NamedBuilders<Fabric> r = {
       {"tcp-10g",
        [] {
          // 10GbE: 1.25 GB/s line, ~9.4 Gb/s TCP goodput = 1.17 GB/s (iperf3); one stream reaches
@@ -235,27 +236,13 @@ const std::vector<std::pair<std::string, std::function<Fabric()>>>& registry() {
   return r;
 }
 
-std::string known_names() {
-  std::string s;
-  for (const auto& [n, f] : registry()) s += (s.empty() ? "" : ", ") + n;
-  return s;
-}
-
 }  // namespace
 
-const std::vector<std::string>& fabric_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> v;
-    for (const auto& [n, f] : registry()) v.push_back(n);
-    return v;
-  }();
-  return names;
-}
+const std::vector<std::string>& fabric_names() { return registry().names(); }
 
 Fabric builtin_fabric(const std::string& name) {
-  for (const auto& [n, make] : registry())
-    if (n == name) return make();
-  throw UsageError("unknown fabric '" + name + "'; built-in fabrics: " + known_names() +
+  if (auto f = registry().build(name)) return *f;
+  throw UsageError("unknown fabric '" + name + "'; built-in fabrics: " + registry().joined() +
                    " (or give a TOML file)");
 }
 
@@ -504,11 +491,10 @@ Fabric parse_fabric(const std::string& text, const std::string& origin) {
 }
 
 Fabric load_fabric(const std::string& name_or_path) {
-  for (const auto& [n, make] : registry())
-    if (n == name_or_path) return make();
+  if (auto f = registry().build(name_or_path)) return *f;
   std::error_code ec;
   if (!std::filesystem::is_regular_file(name_or_path, ec))
-    throw UsageError("unknown fabric '" + name_or_path + "': not a built-in (" + known_names() +
+    throw UsageError("unknown fabric '" + name_or_path + "': not a built-in (" + registry().joined() +
                      ") and no such file");
   std::ifstream in(name_or_path, std::ios::binary);
   if (!in) throw UsageError("fabric '" + name_or_path + "': cannot open: " + std::strerror(errno));
