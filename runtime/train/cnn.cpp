@@ -50,7 +50,7 @@ std::int64_t Cnn<T>::fan_in(std::size_t i) const {
 }
 
 template <typename T>
-void Cnn<T>::forward_logits(const T* x, std::int64_t batch) {
+const ops::MatR<T>& Cnn<T>::forward_logits(const T* x, std::int64_t batch) {
   // With a half compute type: half weights, inputs and GEMM outputs (network.hpp); ReLU,
   // max pooling and im2col are exact on half values.
   this->cast_params();
@@ -66,21 +66,14 @@ void Cnn<T>::forward_logits(const T* x, std::int64_t batch) {
   ops::maxpool2_forward(a2_, kC2, kSide / 2, kSide / 2, p2_, arg2_);
   ops::linear_forward(p2_, this->wparam(kFcW), this->wparam(kFcB), kClasses, logits_);
   this->round(logits_);
-}
-
-template <typename T>
-T Cnn<T>::forward(const T* x, const std::int32_t* labels, std::int64_t batch) {
-  GS_CHECK(batch > 0, "cnn forward: empty batch");
-  forward_logits(x, batch);
-  labels_.assign(labels, labels + batch);
-  return ops::softmax_xent(logits_, labels_.data(), probs_);
+  return logits_;
 }
 
 template <typename T>
 void Cnn<T>::backward(T scale, bool accumulate, const GradReadyFn& ready) {
-  GS_CHECK(!labels_.empty(), "cnn backward without forward");
+  GS_CHECK(!this->labels_.empty(), "cnn backward without forward");
   const DType ct = this->compute_type();
-  ops::softmax_xent_backward(probs_, labels_.data(), scale, dlogits_);  // fp32, then to the compute type
+  ops::softmax_xent_backward(this->probs_, this->labels_.data(), scale, dlogits_);  // fp32, then to the compute type
   this->round(dlogits_);
   ops::linear_backward(p2_, dlogits_, this->wparam(kFcW), this->grad(kFcW), this->grad(kFcB), accumulate, &dp2_,
                        ct);
@@ -100,16 +93,6 @@ void Cnn<T>::backward(T scale, bool accumulate, const GradReadyFn& ready) {
                         accumulate, nullptr, ct);
   ready(kConv1B);
   ready(kConv1W);
-}
-
-template <typename T>
-void Cnn<T>::predict(const T* x, std::int64_t batch, std::int32_t* out) {
-  forward_logits(x, batch);
-  for (std::int64_t i = 0; i < batch; ++i) {
-    Eigen::Index arg = 0;
-    logits_.row(i).maxCoeff(&arg);
-    out[i] = static_cast<std::int32_t>(arg);
-  }
 }
 
 template class Cnn<float>;

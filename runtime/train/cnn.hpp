@@ -25,20 +25,18 @@ class Cnn final : public Network<T> {
   std::vector<std::int64_t> input_shape() const override { return {1, kSide, kSide}; }
   int num_classes() const override { return static_cast<int>(kClasses); }
 
-  T forward(const T* x, const std::int32_t* labels, std::int64_t batch) override;
   void backward(T scale, bool accumulate, const GradReadyFn& ready) override;
-  void predict(const T* x, std::int64_t batch, std::int32_t* out) override;
 
  private:
   std::int64_t fan_in(std::size_t i) const override;
-  void forward_logits(const T* x, std::int64_t batch);
+  const ops::MatR<T>& forward_logits(const T* x, std::int64_t batch) override;
 
   models::ModelSpec spec_;
   ops::ConvShape s1_, s2_;
   // Activations of the last forward (owned).
-  ops::MatR<T> x_, a1_, p1_, a2_, p2_, logits_, probs_;
+  ops::MatR<T> x_, a1_, p1_, a2_, p2_, logits_;
   std::vector<T> cols1_, cols2_;
-  std::vector<std::int32_t> arg1_, arg2_, labels_;
+  std::vector<std::int32_t> arg1_, arg2_;
   // Scratch for backward.
   ops::MatR<T> dlogits_, dp2_, da2_, dp1_, da1_;
 };

@@ -45,7 +45,7 @@ std::int64_t Mlp<T>::fan_in(std::size_t i) const {
 }
 
 template <typename T>
-void Mlp<T>::forward_logits(const T* x, std::int64_t batch) {
+const ops::MatR<T>& Mlp<T>::forward_logits(const T* x, std::int64_t batch) {
   // With a half compute type: half weights, inputs and GEMM outputs (network.hpp); ReLU is
   // exact on half values.
   this->cast_params();
@@ -59,21 +59,14 @@ void Mlp<T>::forward_logits(const T* x, std::int64_t batch) {
   ops::relu_forward(h2_);
   ops::linear_forward(h2_, this->wparam(kW3), this->wparam(kB3), kClasses, logits_);
   this->round(logits_);
-}
-
-template <typename T>
-T Mlp<T>::forward(const T* x, const std::int32_t* labels, std::int64_t batch) {
-  GS_CHECK(batch > 0, "mlp forward: empty batch");
-  forward_logits(x, batch);
-  labels_.assign(labels, labels + batch);
-  return ops::softmax_xent(logits_, labels_.data(), probs_);
+  return logits_;
 }
 
 template <typename T>
 void Mlp<T>::backward(T scale, bool accumulate, const GradReadyFn& ready) {
-  GS_CHECK(!labels_.empty(), "mlp backward without forward");
+  GS_CHECK(!this->labels_.empty(), "mlp backward without forward");
   const DType ct = this->compute_type();
-  ops::softmax_xent_backward(probs_, labels_.data(), scale, d3_);  // fp32, then to the compute type
+  ops::softmax_xent_backward(this->probs_, this->labels_.data(), scale, d3_);  // fp32, then to the compute type
   this->round(d3_);
   ops::linear_backward(h2_, d3_, this->wparam(kW3), this->grad(kW3), this->grad(kB3), accumulate, &d2_, ct);
   ready(kB3);
@@ -88,16 +81,6 @@ void Mlp<T>::backward(T scale, bool accumulate, const GradReadyFn& ready) {
   ops::linear_backward<T>(x_, d1_, this->wparam(kW1), this->grad(kW1), this->grad(kB1), accumulate, nullptr, ct);
   ready(kB1);
   ready(kW1);
-}
-
-template <typename T>
-void Mlp<T>::predict(const T* x, std::int64_t batch, std::int32_t* out) {
-  forward_logits(x, batch);
-  for (std::int64_t i = 0; i < batch; ++i) {
-    Eigen::Index arg = 0;
-    logits_.row(i).maxCoeff(&arg);
-    out[i] = static_cast<std::int32_t>(arg);
-  }
 }
 
 template class Mlp<float>;

@@ -22,18 +22,15 @@ class Mlp final : public Network<T> {
   std::vector<std::int64_t> input_shape() const override { return {kIn}; }
   int num_classes() const override { return static_cast<int>(kClasses); }
 
-  T forward(const T* x, const std::int32_t* labels, std::int64_t batch) override;
   void backward(T scale, bool accumulate, const GradReadyFn& ready) override;
-  void predict(const T* x, std::int64_t batch, std::int32_t* out) override;
 
  private:
   std::int64_t fan_in(std::size_t i) const override;
-  void forward_logits(const T* x, std::int64_t batch);
+  const ops::MatR<T>& forward_logits(const T* x, std::int64_t batch) override;
 
   models::ModelSpec spec_;
   // Activations of the last forward (owned): input, hidden outputs after ReLU, logits, softmax.
-  ops::MatR<T> x_, h1_, h2_, logits_, probs_;
-  std::vector<std::int32_t> labels_;
+  ops::MatR<T> x_, h1_, h2_, logits_;
   // Scratch for backward.
   ops::MatR<T> d3_, d2_, d1_;
 };

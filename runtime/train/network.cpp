@@ -71,6 +71,24 @@ std::unique_ptr<Network<T>> make_network(const std::string& name) {
   throw UsageError("unknown trainable model '" + name + "' (known: mlp, cnn)");
 }
 
+template <typename T>
+T Network<T>::forward(const T* x, const std::int32_t* labels, std::int64_t batch) {
+  GS_CHECK(batch > 0, spec().name, " forward: empty batch");
+  const ops::MatR<T>& logits = forward_logits(x, batch);
+  labels_.assign(labels, labels + batch);
+  return ops::softmax_xent(logits, labels_.data(), probs_);
+}
+
+template <typename T>
+void Network<T>::predict(const T* x, std::int64_t batch, std::int32_t* out) {
+  const ops::MatR<T>& logits = forward_logits(x, batch);
+  for (std::int64_t i = 0; i < batch; ++i) {
+    Eigen::Index arg = 0;
+    logits.row(i).maxCoeff(&arg);
+    out[i] = static_cast<std::int32_t>(arg);
+  }
+}
+
 template class Network<float>;
 template class Network<double>;
 template std::unique_ptr<Network<float>> make_network<float>(const std::string&);

@@ -63,10 +63,11 @@ class Network {
   void init_params(std::uint64_t seed);
 
   // Mean softmax cross-entropy over the batch. x: batch * input_size(), labels in [0, K).
-  virtual T forward(const T* x, const std::int32_t* labels, std::int64_t batch) = 0;
+  // Keeps the labels and the softmax (probs_) for backward.
+  T forward(const T* x, const std::int32_t* labels, std::int64_t batch);
   virtual void backward(T scale, bool accumulate, const GradReadyFn& ready) = 0;
   // Arg-max class per sample (uses and overwrites the forward activations).
-  virtual void predict(const T* x, std::int64_t batch, std::int32_t* out) = 0;
+  void predict(const T* x, std::int64_t batch, std::int32_t* out);
 
   // F32 (default), F16 or BF16: the type forward and backward compute in (see above).
   void set_compute_type(DType t) { compute_ = t; }
@@ -84,6 +85,12 @@ class Network {
   void round(ops::MatR<T>& m) const { ops::round_to(compute_, m); }
   // fan_in of tensor i for the init bound (weights: prod(shape[1:]); biases: their weight's).
   virtual std::int64_t fan_in(std::size_t i) const = 0;
+  // The network's forward pass up to its logits (batch x classes), kept until the next call.
+  virtual const ops::MatR<T>& forward_logits(const T* x, std::int64_t batch) = 0;
+
+  // Of the last forward(): its labels and softmax.
+  std::vector<std::int32_t> labels_;
+  ops::MatR<T> probs_;
 
  private:
   std::vector<T*> params_, grads_;
