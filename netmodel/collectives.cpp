@@ -119,6 +119,16 @@ int floor_pow2(int p) {
   return q;
 }
 
+// A schedule built once per (nodes, ranks per node) and thread: `build()` on the first
+// call. Each call site's lambda is its own type, hence its own cache.
+template <class Build>
+const auto& memo_schedule(int nodes, int g, Build build) {
+  thread_local std::map<std::pair<int, int>, decltype(build())> cache;
+  auto it = cache.find({nodes, g});
+  if (it == cache.end()) it = cache.emplace(std::make_pair(nodes, g), build()).first;
+  return it->second;
+}
+
 // rd / rabenseifner: pre step, core steps by distance 1, 2, 4, ..., post step.
 struct XorSchedule {
   int rem = 0;      // p - p'
@@ -127,57 +137,54 @@ struct XorSchedule {
 };
 
 const XorSchedule& xor_schedule(int nodes, int g) {
-  thread_local std::map<std::pair<int, int>, XorSchedule> cache;
-  auto it = cache.find({nodes, g});
-  if (it != cache.end()) return it->second;
-  const int p = nodes * g, pp = floor_pow2(p), rem = p - pp;
-  XorSchedule s;
-  s.rem = rem;
-  ShapeBuilder b(nodes, g);
-  if (rem > 0) {
-    for (int i = 0; i < rem; ++i) b.flow(2 * i, 2 * i + 1);
-    s.pre = b.done();
-    for (int i = 0; i < rem; ++i) b.flow(2 * i + 1, 2 * i);
-    s.post = b.done();
-  }
-  auto real = [rem](int q) { return q < rem ? 2 * q + 1 : q + rem; };
-  for (int d = 1; d < pp; d *= 2) {
-    for (int q = 0; q < pp; ++q) b.flow(real(q), real(q ^ d));
-    s.core.push_back(b.done());
-  }
-  return cache.emplace(std::make_pair(nodes, g), std::move(s)).first->second;
+  return memo_schedule(nodes, g, [nodes, g] {
+    const int p = nodes * g, pp = floor_pow2(p), rem = p - pp;
+    XorSchedule s;
+    s.rem = rem;
+    ShapeBuilder b(nodes, g);
+    if (rem > 0) {
+      for (int i = 0; i < rem; ++i) b.flow(2 * i, 2 * i + 1);
+      s.pre = b.done();
+      for (int i = 0; i < rem; ++i) b.flow(2 * i + 1, 2 * i);
+      s.post = b.done();
+    }
+    auto real = [rem](int q) { return q < rem ? 2 * q + 1 : q + rem; };
+    for (int d = 1; d < pp; d *= 2) {
+      for (int q = 0; q < pp; ++q) b.flow(real(q), real(q ^ d));
+      s.core.push_back(b.done());
+    }
+    return s;
+  });
 }
 
 // Binomial tree rooted at 0: reduce steps (distance 1, 2, ...), broadcast is the mirror.
 const std::vector<Shape>& tree_schedule(int nodes, int g) {
-  thread_local std::map<std::pair<int, int>, std::vector<Shape>> cache;
-  auto it = cache.find({nodes, g});
-  if (it != cache.end()) return it->second;
-  const int p = nodes * g;
-  std::vector<Shape> steps;
-  ShapeBuilder b(nodes, g);
-  for (int d = 1; d < p; d *= 2) {
-    for (int r = d; r < p; r += 2 * d) b.flow(r, r - d);
-    steps.push_back(b.done());
-  }
-  return cache.emplace(std::make_pair(nodes, g), std::move(steps)).first->second;
+  return memo_schedule(nodes, g, [nodes, g] {
+    const int p = nodes * g;
+    std::vector<Shape> steps;
+    ShapeBuilder b(nodes, g);
+    for (int d = 1; d < p; d *= 2) {
+      for (int r = d; r < p; r += 2 * d) b.flow(r, r - d);
+      steps.push_back(b.done());
+    }
+    return steps;
+  });
 }
 
 // Pairwise alltoall: step k sends to (r + k) mod p.
 const std::vector<Shape>& alltoall_schedule(int nodes, int g) {
-  thread_local std::map<std::pair<int, int>, std::vector<Shape>> cache;
-  auto it = cache.find({nodes, g});
-  if (it != cache.end()) return it->second;
-  const int p = nodes * g;
-  std::vector<Shape> steps;
-  ShapeBuilder b(nodes, g);
-  for (int k = 1; k < p; ++k) {
-    // Every node sees the same pattern (rotation): node 0's senders give the NIC load.
-    for (int j = 0; j < g; ++j) b.flow(j, (j + k) % p);
-    Shape s = b.done();
-    steps.push_back(s);
-  }
-  return cache.emplace(std::make_pair(nodes, g), std::move(steps)).first->second;
+  return memo_schedule(nodes, g, [nodes, g] {
+    const int p = nodes * g;
+    std::vector<Shape> steps;
+    ShapeBuilder b(nodes, g);
+    for (int k = 1; k < p; ++k) {
+      // Every node sees the same pattern (rotation): node 0's senders give the NIC load.
+      for (int j = 0; j < g; ++j) b.flow(j, (j + k) % p);
+      Shape s = b.done();
+      steps.push_back(s);
+    }
+    return steps;
+  });
 }
 
 // ---- step costs ------------------------------------------------------------------------------
