@@ -220,6 +220,28 @@ def predict_run(ctx, tr: results.Train, fabric: str, compute_profile=None):
     return data, None
 
 
+def _compare_entry(r: dict) -> dict:
+    """A gradsync-model compare --json run entry in predict --json's shape."""
+    return dict(step_time_s=r["predicted_step_time_s"], data_s=r.get("predicted_data_s", 0.0),
+                forward_s=r.get("predicted_forward_s", 0.0), backward_s=r.get("predicted_backward_s", 0.0),
+                buckets=r.get("predicted_buckets", []), tool="compare")
+
+
+def compared_prediction(ctx, tr: results.Train):
+    """The [model] stage's own prediction of this run (model/compare.json, the same fabric,
+    compute profile and kernel rates), or None when it did not compare it."""
+    try:
+        with open(os.path.join(ctx.dir, "model", "compare.json")) as fh:
+            runs = json.load(fh).get("runs", [])
+    except (OSError, json.JSONDecodeError):
+        return None
+    want = os.path.realpath(tr.path)
+    for r in runs:
+        if os.path.realpath(str(r.get("file", ""))) == want and r.get("predicted_buckets") is not None:
+            return _compare_entry(r)
+    return None
+
+
 def compare_run(ctx, tr: results.Train, fabric: str, compute_profile=None):
     """A compute=real run (no zoo workload): gradsync-model compare --json predicts it from
     its measured compute and buckets; returns its run entry in predict's shape."""
@@ -233,10 +255,7 @@ def compare_run(ctx, tr: results.Train, fabric: str, compute_profile=None):
     runs = data.get("runs") or []
     if not runs:
         return None, "compare returned no run"
-    r = runs[0]
-    return dict(step_time_s=r["predicted_step_time_s"], data_s=r.get("predicted_data_s", 0.0),
-                forward_s=r.get("predicted_forward_s", 0.0), backward_s=r.get("predicted_backward_s", 0.0),
-                buckets=r.get("predicted_buckets", []), tool="compare"), None
+    return _compare_entry(runs[0]), None
 
 
 # ---- generic plots -------------------------------------------------------------------------
@@ -317,7 +336,10 @@ def plot_timeline(ctx, grid, idx):
     if fabric is None:
         ctx.notes.append("timeline: no fabric to predict with (no [model] calibration), measured only")
     else:
-        data, why = predict_run(ctx, tr, fabric, ctx.compute_profile_for_model())
+        data = compared_prediction(ctx, tr) if not ctx.plot_cfg.get("fabric") else None
+        why = None
+        if data is None:
+            data, why = predict_run(ctx, tr, fabric, ctx.compute_profile_for_model())
         if data is None:
             ctx.notes.append(f"timeline: no prediction: {why}")
         else:
