@@ -153,6 +153,7 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
     const double load = k * static_cast<double>(st.batch_per_rank) * st.data_time_s;
     if (st.loader_workers == 0) r.data_s = load;
     else r.data_s = std::max(0.0, load / st.loader_workers - compute_part);
+    r.data_s += w.data_s;
     // Shift the timings by the exposed data time at the start of the step.
     if (keep && r.data_s > 0)
       for (auto& bt : r.buckets) {

@@ -52,6 +52,8 @@ struct Workload {
   double forward_s = 0;
   double backward_s = 0;
   double optimizer_s = 0;
+  double data_s = 0;              // exposed data loading per step taken as measured (compare of
+                                  // real-compute runs), on top of the modelled loading below
   std::vector<ReadyGrad> grads;   // ready order
   int64_t samples_per_epoch = 0;
 };
