@@ -19,6 +19,7 @@
 #include "compress/qsgd.hpp"
 #include "compress/topk.hpp"
 #include "references.hpp"
+#include "../mpi_gtest_main.hpp"
 
 using namespace gradsync;
 
@@ -216,26 +217,5 @@ TEST_F(CompressMpi, PowerSgdMatchesTheNaiveReference) {
 }
 
 int main(int argc, char** argv) {
-  MpiRuntime mpi(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  MpiCommunicator comm;
-  g_comm = &comm;
-  if (comm.rank() != 0) {
-    // Other ranks print only their failures (rank 0 prints the summary).
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    struct FailurePrinter : ::testing::EmptyTestEventListener {
-      int rank;
-      explicit FailurePrinter(int r) : rank(r) {}
-      void OnTestPartResult(const ::testing::TestPartResult& r) override {
-        if (r.failed())
-          std::fprintf(stderr, "[rank %d] %s:%d: %s\n", rank, r.file_name() ? r.file_name() : "?", r.line_number(),
-                       r.summary());
-      }
-    };
-    listeners.Append(new FailurePrinter(comm.rank()));
-  }
-  const int rc = RUN_ALL_TESTS();
-  g_comm = nullptr;
-  return rc;
+  return gradsync::test_support::run_mpi_gtests(argc, argv, "test_compress_mpi", [](MpiCommunicator* w) { g_comm = w; });
 }

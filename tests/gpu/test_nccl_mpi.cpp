@@ -32,6 +32,7 @@
 #include "cuda/host_staging.hpp"
 #include "cuda/memory.hpp"
 #include "cuda/stream.hpp"
+#include "../mpi_gtest_main.hpp"
 
 namespace gs = gradsync;
 using gs::DType;
@@ -395,45 +396,15 @@ TEST_F(StagedTest, HostStagedCommunicatorCollectives) {
   }
 }
 
-// On non-zero ranks, print only failures (tagged with the rank) instead of the full report.
-class FailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit FailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& r) override {
-    if (r.failed())
-      std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_, r.file_name() ? r.file_name() : "?",
-                   r.line_number(), r.summary());
-  }
-
- private:
-  int rank_;
-};
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  gs::MpiRuntime mpi(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-  if (rank != 0) {
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new FailurePrinter(rank));
-  }
-  int failed = 0;
-  {
-    gs::MpiCommunicator world;
-    g_world = &world;
-    failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
-    g_nccl.reset();  // before the MPI communicator it uses, and before MPI_Finalize
-    g_stream.reset();
-    g_world = nullptr;
-  }
-  int any_failed = 0;
-  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (rank == 0)
-    std::printf("test_nccl_mpi on %d rank(s): %s\n", size, any_failed ? "FAILED on some rank" : "all ranks passed");
-  return any_failed;
+  return gs::test_support::run_mpi_gtests(argc, argv, "test_nccl_mpi", [](gs::MpiCommunicator* w) {
+    if (!w) {  // before the MPI communicator it uses, and before MPI_Finalize
+      g_nccl.reset();
+      g_stream.reset();
+    }
+    g_world = w;
+  });
 }

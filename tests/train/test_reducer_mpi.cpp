@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/timer.hpp"
 #include "train/reducer.hpp"
+#include "../mpi_gtest_main.hpp"
 
 namespace gs = gradsync;
 namespace gt = gradsync::train;
@@ -203,24 +204,5 @@ TEST(ReducerMpi, DifferentLayoutsAreRefusedNamingTheRanks) {
 }
 
 int main(int argc, char** argv) {
-  gs::MpiRuntime mpi(&argc, &argv);
-  ::testing::InitGoogleTest(&argc, argv);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (rank != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-  }
-  int failed = 0;
-  {
-    gs::MpiCommunicator world;
-    g_world = &world;
-    failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
-    g_world = nullptr;
-  }
-  int any_failed = 0;
-  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (rank == 0) std::printf("test_reducer_mpi on %d rank(s): %s\n", size, any_failed ? "FAILED" : "passed");
-  return any_failed;
+  return gs::test_support::run_mpi_gtests(argc, argv, "test_reducer_mpi", [](gs::MpiCommunicator* w) { g_world = w; });
 }
