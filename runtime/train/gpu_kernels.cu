@@ -1,8 +1,8 @@
 // gradsync/train/gpu_kernels.cu — see gpu_kernels.hpp.
 //
 // Approach: grid-stride loops, 256 threads per block, at most 8192 blocks (as
-// kernels/cuda_elementwise.cu). The hashes are the ones of train/rng.hpp, rewritten here as
-// device functions (rng.hpp is host-only C++20); the half rounding is core/dtype.hpp's
+// kernels/cuda_elementwise.cu). The hashes are train/rng.hpp's own (GS_HD), so the GPU draws
+// the numbers the CPU does; the half rounding is core/dtype.hpp's
 // f32_to_f16 / f32_to_bf16 (GS_HD), so a gradient rounds on the GPU as on the CPU.
 #include "train/gpu_kernels.hpp"
 
@@ -10,6 +10,7 @@
 
 #include "core/dtype.hpp"
 #include "kernels/cuda_check.hpp"
+#include "train/rng.hpp"
 
 namespace gradsync::train::gpu {
 namespace {
@@ -26,25 +27,6 @@ __device__ __forceinline__ std::size_t thread_index() {
 }
 __device__ __forceinline__ std::size_t grid_stride() { return static_cast<std::size_t>(gridDim.x) * blockDim.x; }
 
-// train/rng.hpp's fmix64, hash32 and hash_uniform_pm1.
-__device__ __forceinline__ std::uint64_t d_fmix64(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-__device__ __forceinline__ std::uint32_t d_hash32(std::uint32_t key, std::uint32_t i) {
-  std::uint32_t h = (i * 0x9e3779b1u) ^ key;
-  h ^= h >> 16;
-  h *= 0x85ebca6bu;
-  h ^= h >> 13;
-  h *= 0xc2b2ae35u;
-  h ^= h >> 16;
-  return h;
-}
-__device__ __forceinline__ float d_uniform_pm1(std::uint32_t key, std::uint32_t i) {
-  return static_cast<float>(static_cast<std::int32_t>(d_hash32(key, i))) * 0x1.0p-31f;
-}
-
 __device__ __forceinline__ float round_half(float v, int kind) {
   if (kind == 1) return f16_to_f32(f32_to_f16(v));
   if (kind == 2) return bf16_to_f32(f32_to_bf16(v));
@@ -57,17 +39,17 @@ __global__ void emulated_gradient_kernel(float* out, std::int64_t rows, std::int
   const auto ucols = static_cast<std::size_t>(cols);
   for (std::size_t i = thread_index(); i < n; i += grid_stride()) {
     const std::size_t r = i / ucols, c = i % ucols;
-    const float a = d_uniform_pm1(sig_key, static_cast<std::uint32_t>(r));
-    const float b = d_uniform_pm1(sig_key ^ 0x5bd1e995u, static_cast<std::uint32_t>(c));
-    const auto row_key = static_cast<std::uint32_t>(d_fmix64(noise_key + r));
-    const float g = (s * a) * b + (0.5f * s) * d_uniform_pm1(row_key, static_cast<std::uint32_t>(c));
+    const float a = hash_uniform_pm1(sig_key, static_cast<std::uint32_t>(r));
+    const float b = hash_uniform_pm1(sig_key ^ 0x5bd1e995u, static_cast<std::uint32_t>(c));
+    const auto row_key = static_cast<std::uint32_t>(fmix64(noise_key + r));
+    const float g = (s * a) * b + (0.5f * s) * hash_uniform_pm1(row_key, static_cast<std::uint32_t>(c));
     out[i] = round_half(accumulate ? out[i] + g : g, kind);
   }
 }
 
 __global__ void fill_kernel(float* p, std::size_t n, std::uint32_t key, float amplitude) {
   for (std::size_t j = thread_index(); j < n; j += grid_stride())
-    p[j] = amplitude * d_uniform_pm1(key, static_cast<std::uint32_t>(j));
+    p[j] = amplitude * hash_uniform_pm1(key, static_cast<std::uint32_t>(j));
 }
 
 __global__ void sgd_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ v, std::size_t n,

@@ -14,10 +14,14 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/hd.hpp"
+#include "kernels/elementwise.hpp"  // kernels::mix32
+
 namespace gradsync::train {
 
-// splitmix64's finaliser: a bijective 64-bit mixer with good avalanche.
-inline std::uint64_t fmix64(std::uint64_t z) {
+// splitmix64's finaliser: a bijective 64-bit mixer with good avalanche. GS_HD (like
+// hash32 and hash_uniform_pm1): the GPU trainer's kernels draw the same numbers.
+GS_HD std::uint64_t fmix64(std::uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
@@ -60,18 +64,10 @@ class SplitMix64 {
 
 // Counter-based 32-bit hash (murmur3's fmix32 of key ^ i*golden): stateless, so loops over
 // i vectorise and any element can be produced independently.
-inline std::uint32_t hash32(std::uint32_t key, std::uint32_t i) {
-  std::uint32_t h = (i * 0x9e3779b1u) ^ key;
-  h ^= h >> 16;
-  h *= 0x85ebca6bu;
-  h ^= h >> 13;
-  h *= 0xc2b2ae35u;
-  h ^= h >> 16;
-  return h;
-}
+GS_HD std::uint32_t hash32(std::uint32_t key, std::uint32_t i) { return kernels::mix32((i * 0x9e3779b1u) ^ key); }
 
 // hash32 mapped to a float uniform in [-1, 1).
-inline float hash_uniform_pm1(std::uint32_t key, std::uint32_t i) {
+GS_HD float hash_uniform_pm1(std::uint32_t key, std::uint32_t i) {
   return static_cast<float>(static_cast<std::int32_t>(hash32(key, i))) * 0x1.0p-31f;
 }
 
