@@ -18,6 +18,7 @@
 #include "core/h5io.hpp"
 #include "models/zoo.hpp"
 #include "netmodel/compress.hpp"
+#include "netmodel/nccl_tuning.hpp"
 #include "netmodel/predict.hpp"
 #include "netmodel/train_file.hpp"
 
@@ -136,12 +137,31 @@ std::vector<BenchPoint> read_collective_points(const std::string& path, std::vec
 
 namespace {
 
-// Time of point p on a level `l` used for both levels.
+// A level that costs nothing: the other level of a step is always the slower one.
+Level free_level() {
+  Level l;
+  l.alpha_s = 0;
+  l.bw_Bps = kInf;
+  return l;
+}
+
+// Time of point p on a level `l` used for both levels. A point with several nodes and
+// several ranks per node fits the inter level alone: its intra steps are taken as never
+// the slower ones (intra = free; calibrate_fabric reports where the final fabric's intra
+// level disagrees). Rails: the inter level spreads over the point's NICs. "nccl" points
+// are rings scaled by NCCL's tree-over-ring gain (calibrate.hpp, nccl_tuning.hpp).
 double eval(const BenchPoint& p, const Level& l) {
   Fabric f;
   f.name = "unit";
   f.intra = l;
   f.inter = l;
+  f.inter.nics_per_node = std::max(1, p.nics_per_node);
+  if (p.topo.nodes > 1 && p.topo.ranks_per_node > 1) f.intra = free_level();
+  if (p.algo == "nccl") {
+    CollOptions o = p.opt;
+    o.channels = std::max(o.channels, f.inter.nics_per_node);
+    return p.nccl_scale * collective_time(f, p.op, "ring", p.topo, p.bytes, o);
+  }
   return collective_time(f, p.op, p.algo, p.topo, p.bytes, p.opt);
 }
 
@@ -455,10 +475,58 @@ LevelFit fit_level(const std::string& level, const std::vector<BenchPoint>& pts)
 
 }  // namespace
 
+namespace {
+
+// Algorithms whose mixed-topology points (several nodes x several ranks) fit the inter
+// level: every step of a ring crosses the node boundary on one flow per NIC direction.
+bool fits_mixed(const std::string& algo) { return algo == "ring" || algo == "nccl"; }
+
+// NCCL's tree-over-ring gain of every "nccl" point on fabric f.
+void set_nccl_scales(std::vector<BenchPoint>& pts, const Fabric& f) {
+  for (auto& p : pts)
+    if (p.algo == "nccl") p.nccl_scale = nccl_choose(f, p.op, p.bytes, p.topo).scale();
+}
+
+// Residuals of the fitted points on the final fabric (the given intra level, rails, NCCL's
+// choice): where they differ from the fit's own, the fabric predicts the log differently
+// than the fit did, and the user is told.
+void check_on_fabric(LevelFit& fit, const Fabric& f) {
+  int moved = 0;
+  std::ostringstream os;
+  fit.max_abs_rel_residual = 0;
+  for (std::size_t i = 0; i < fit.points.size(); ++i) {
+    PointFit& pf = fit.points[i];
+    const double t = collective_time(f, pf.point.op, pf.point.algo, pf.point.topo, pf.point.bytes, pf.point.opt);
+    const double r = (t - pf.point.time_s) / pf.point.time_s;
+    if (std::abs(r - pf.rel_residual) > 0.1 && moved++ < 8)
+      os << " " << op_name(pf.point.op) << "@" << pf.point.bytes << "B " << std::showpos << 100 * pf.rel_residual << "% -> "
+         << 100 * r << std::noshowpos << "%;";
+    pf.predicted_s = t;
+    pf.rel_residual = r;
+    if (std::abs(r) > fit.max_abs_rel_residual) {
+      fit.max_abs_rel_residual = std::abs(r);
+      fit.worst = i;
+    }
+  }
+  if (moved > 0)
+    fit.warnings.push_back("level " + fit.level + ": on the written fabric " + std::to_string(moved) +
+                           " point(s) are predicted differently than fitted (the intra level, not the inter one, is the "
+                           "slower at these sizes; an --intra level slower than this cluster's?):" + os.str());
+}
+
+}  // namespace
+
 FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::string& name, const std::string& base,
                            const Shaper& shaper) {
+  return calibrate_fabric(points, name, base, shaper, "");
+}
+
+FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::string& name, const std::string& base,
+                           const Shaper& shaper, const std::string& intra_given) {
   std::vector<BenchPoint> intra, inter;
   FabricFit out;
+  bool mixed = false;
+  int nics = 1;
   for (const auto& p : points) {
     if (p.topo.ranks() < 2) out.skipped.push_back(p.file + ": 1 rank, nothing communicated");
     else if (shaper.burst_bytes > 0 && p.topo.nodes > 1 && p.link_bytes_before <= shaper.burst_bytes)
@@ -466,20 +534,59 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
                             " B ran on the shaper's burst (" + std::to_string(static_cast<long long>(p.link_bytes_before)) +
                             " B sent before it <= burst " + std::to_string(static_cast<long long>(shaper.burst_bytes)) +
                             " B): it measures the burst, not the link");
+    else if (p.topo.nodes == 1 && !intra_given.empty())
+      out.skipped.push_back(p.file + ": " + op_name(p.op) + " " + std::to_string(static_cast<long long>(p.bytes)) +
+                            " B on one node: the intra level is given (--intra " + intra_given + ")");
     else if (p.topo.nodes == 1) intra.push_back(p);
     else if (p.topo.ranks_per_node == 1) inter.push_back(p);
-    else out.skipped.push_back(p.file + ": " + std::to_string(p.topo.nodes) + " nodes x " +
-                               std::to_string(p.topo.ranks_per_node) + " ranks mixes levels (not fitted)");
+    else if (fits_mixed(p.algo)) {
+      inter.push_back(p);
+      mixed = true;
+    } else
+      out.skipped.push_back(p.file + ": " + std::to_string(p.topo.nodes) + " nodes x " +
+                            std::to_string(p.topo.ranks_per_node) + " ranks with algo " + p.algo +
+                            " mixes levels (only ring and nccl runs fit the inter level from such a shape)");
   }
   if (intra.empty() && inter.empty())
-    throw CalibrationError("no usable points: need runs on one node (intra level) or with one rank per node (inter level)");
+    throw CalibrationError("no usable points: need runs on one node (intra level), with one rank per node, or ring/nccl "
+                           "runs on several nodes (inter level)");
+  for (const auto& p : inter) nics = std::max(nics, p.nics_per_node);
   Fabric f;
   f.name = name;
   f.source = "gradsync-model calibrate";
   std::string desc = "fitted from measurements";
-  if (!intra.empty()) out.levels.push_back(fit_level("intra", intra));
-  if (!inter.empty()) out.levels.push_back(fit_level("inter", inter));
-  for (const auto& l : out.levels) (l.level == "intra" ? f.intra : f.inter) = l.params;
+  // Pass 1 fits "nccl" points as plain rings; pass 2 scales each by NCCL's tree-over-ring
+  // gain on the pass-1 fabric and fits again (the gain depends on the bandwidths).
+  const bool any_nccl = std::any_of(points.begin(), points.end(), [](const BenchPoint& p) { return p.algo == "nccl"; });
+  Level given_intra;
+  if (!intra_given.empty()) given_intra = load_fabric(intra_given).intra;
+  auto fit_all = [&]() {
+    out.levels.clear();
+    if (!intra.empty()) out.levels.push_back(fit_level("intra", intra));
+    if (!inter.empty()) out.levels.push_back(fit_level("inter", inter));
+    for (const auto& l : out.levels) (l.level == "intra" ? f.intra : f.inter) = l.params;
+    if (!inter.empty()) f.inter.nics_per_node = nics;
+    if (!intra_given.empty()) f.intra = given_intra;
+    else if (intra.empty() && mixed) {
+      // Not measured: an intra level that is never the slower one (the inter level's
+      // numbers at the node's full NIC bandwidth).
+      f.intra = f.inter;
+      f.intra.nics_per_node = 1;
+      f.intra.bw_Bps *= nics;
+      for (auto& r : f.intra.regimes) r.bw_Bps *= nics;
+    }
+  };
+  fit_all();
+  if (any_nccl) {
+    Fabric f1 = f;
+    if (intra.empty() && intra_given.empty() && !mixed) f1.intra = f1.inter;
+    set_nccl_scales(intra, f1);
+    set_nccl_scales(inter, f1);
+    fit_all();
+  }
+  if (!intra_given.empty()) desc += "; intra level from " + intra_given;
+  if (mixed) desc += "; inter level from runs with several ranks per node (inter-bound ring steps)";
+  if (nics > 1) desc += "; " + std::to_string(nics) + " NICs per node";
   if (shaper.burst_bytes > 0) {
     if (inter.empty()) {
       out.skipped.push_back("shaper: no inter-node points, so no shaped level (the burst applies between nodes)");
@@ -489,7 +596,7 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
       desc += "; inter level shaped (token bucket: burst " + std::to_string(static_cast<long long>(shaper.burst_bytes)) + " B)";
     }
   }
-  if (intra.empty() || inter.empty()) {
+  if ((intra.empty() && intra_given.empty() && !mixed) || inter.empty()) {
     const std::string missing = intra.empty() ? "intra" : "inter";
     Level& m = intra.empty() ? f.intra : f.inter;
     if (!base.empty()) {
@@ -501,8 +608,12 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
       desc += "; no " + missing + " data: that level copies the fitted one (give --base to take it from a fabric)";
     }
   }
+  else if (intra.empty() && intra_given.empty() && mixed)
+    desc += "; no intra data: the intra level is the inter one at the node's NIC bandwidth (give --intra to set it)";
   f.description = desc;
   validate_fabric(f);
+  for (auto& l : out.levels)
+    if (l.level == "inter" && (mixed || any_nccl || nics > 1)) check_on_fabric(l, f);
   out.fabric = f;
   return out;
 }

@@ -8,8 +8,11 @@
 // where j runs over the size regimes and the coefficients are the algorithm's schedule
 // (collectives.hpp) evaluated with one unknown set to 1 and the others to 0 — so ring,
 // rd, rabenseifner, tree and pingpong sweeps can be mixed. Points from one node fit the
-// intra level, points with one rank per node the inter level; mixed topologies are
-// reported but not fitted. The fit minimizes the squared log error (iteratively reweighted
+// intra level, points with one rank per node the inter level; ring and nccl points with
+// several ranks per node fit the inter level too (see the second calibrate_fabric);
+// other mixed-topology points are reported but not fitted. Points from other tools'
+// logs (nccl-tests text and -J JSON, gradsync-bench's stdout) come in through
+// inputs/nccl_tests.hpp as the same records. The fit minimizes the squared log error (iteratively reweighted
 // least squares, rows weighted 1/sqrt(t x predicted), first pass 1/t; Eigen's column-
 // pivoting QR), so 8 B and 64 MiB count alike and a fast repeat of a size does not
 // outweigh slow ones; a negative alpha is fixed at 0 and the rest re-fitted. Points far
@@ -61,6 +64,13 @@ struct BenchPoint {
   // Bytes one rank had sent through its link (bus factor x size x iterations, warm-up
   // included) in this file's sweep before this point's median iteration started.
   double link_bytes_before = 0;
+  // NICs of each node the inter-node traffic spreads over (rails; fabric.hpp). Logs of
+  // other tools state it (inputs/nccl_tests.hpp); gradsync's own files: 1.
+  int nics_per_node = 1;
+  // "nccl" points (NCCL chose the algorithm): NCCL's model's best time over its best
+  // ring time at this size and shape (nccl_tuning.hpp), set by calibrate_fabric's second
+  // pass; the fit treats the point as a ring scaled by it.
+  double nccl_scale = 1;
 };
 
 // Reads a gradsync-bench file (results/README.md). UsageError if it is not one.
@@ -117,6 +127,15 @@ struct Shaper {
 // empty, the fitted level is copied and the description says so).
 FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::string& name, const std::string& base = "",
                            const Shaper& shaper = {});
+// Multi-level: `intra_given` (a fabric name or file; "" for none) supplies the intra level;
+// one-node points are then not fitted. Points with several nodes and several ranks per
+// node (ring or nccl runs, e.g. an nccl-tests log of N nodes x 8 GPUs) fit the inter level
+// on their own: every ring step is taken as inter-bound (one flow per NIC direction, the
+// flow striped over the point's nics_per_node), and the written fabric is checked against
+// those points (a warning names the sizes where the intra level is the slower one). With no
+// intra data and no --intra, the intra level is the inter one at the node's NIC bandwidth.
+FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::string& name, const std::string& base,
+                           const Shaper& shaper, const std::string& intra_given);
 
 struct ComputeFit {
   models::ComputeProfile profile;

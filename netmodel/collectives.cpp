@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "netmodel/nccl_tuning.hpp"
 
 namespace gradsync::netmodel {
 
@@ -41,7 +42,7 @@ const char* op_name(Op op) {
 }
 
 const std::vector<std::string>& algo_names() {
-  static const std::vector<std::string> names = {"ring", "rd", "rabenseifner", "tree", "hier", "mpi", "auto", "dbtree"};
+  static const std::vector<std::string> names = {"ring", "rd", "rabenseifner", "tree", "hier", "mpi", "auto", "dbtree", "nccl"};
   return names;
 }
 
@@ -318,12 +319,28 @@ double broadcast(const Fabric& f, const Topology& t, double n, const CollOptions
 
 }  // namespace
 
+std::string resolve_algo_on(const Fabric& f, const std::string& algo, Op op, double bytes, const Topology& topo) {
+  if (algo != "nccl") return resolve_algo(algo, op, bytes, topo);
+  const NcclChoice c = nccl_choose(f, op, bytes, topo);
+  return "nccl:" + c.best.algo + "/" + c.best.proto;
+}
+
+double nccl_collective_time(const Fabric& f, Op op, const Topology& t, double n, const CollOptions& o) {
+  if (op == Op::Pingpong) return collective_time(f, op, "ring", t, n, o);
+  // NCCL spreads its channels over the node's NICs (rails): the ring's inter flow uses
+  // them all. The ring cost on the fabric x NCCL's own tree-over-ring gain (nccl_tuning.hpp).
+  CollOptions ro = o;
+  ro.channels = std::max(o.channels, f.inter.nics_per_node);
+  return nccl_choose(f, op, n, t).scale() * collective_time(f, op, "ring", t, n, ro);
+}
+
 double collective_time(const Fabric& f, Op op, const std::string& algo_in, const Topology& t, double n,
                        const CollOptions& o) {
   GS_USAGE_CHECK(t.nodes >= 1 && t.ranks_per_node >= 1, "collective: nodes and ranks per node must be >= 1");
   GS_USAGE_CHECK(n >= 0, "collective: bytes must be >= 0");
   const int p = t.ranks();
   if (n == 0) return 0;
+  if (algo_in == "nccl") return nccl_collective_time(f, op, t, n, o);
   switch (op) {
     case Op::Allreduce: return allreduce(f, resolve_algo(algo_in, op, n, t), t, n, o);
     case Op::Allgather: return p <= 1 ? 0 : (p - 1) * step(f, ring_shape(t), n / p, 0, o.channels, o.chunk_bytes);

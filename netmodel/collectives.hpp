@@ -47,6 +47,10 @@
 // bytes, ring above. (4.x uses a larger table measured on its developers' clusters;
 // calibrate against algo=mpi bench files when it matters.)
 // "auto" (one place: resolve_algo): rd for n <= 64 KiB, rabenseifner up to 1 MiB, ring above.
+// "nccl": what NCCL would run (nccl_tuning.hpp): the fabric's ring cost (channels spread
+// over the node's NICs) x NCCL's model's best time over its best ring time at this size,
+// nodes and ranks per node; it needs the fabric, so resolve_algo leaves it as it is and
+// resolve_algo_on names the choice ("nccl:tree/LL").
 #pragma once
 
 #include <cstdint>
@@ -74,12 +78,18 @@ struct CollOptions {
 };
 
 // Algorithm names: the runtime's (ring, rd, rabenseifner, tree, hier, mpi, auto) plus the
-// model's dbtree (NCCL's double binary tree).
+// model's dbtree (NCCL's double binary tree) and nccl (NCCL's own choice).
 const std::vector<std::string>& algo_names();
 void check_algo_name(const std::string& name);  // UsageError listing the names
 
 // The algorithm "auto" and "mpi" resolve to for this op and size (others: themselves).
 std::string resolve_algo(const std::string& algo, Op op, double bytes, const Topology& topo);
+
+// resolve_algo, and for "nccl" NCCL's choice on this fabric: "nccl:ring/Simple".
+std::string resolve_algo_on(const Fabric& fabric, const std::string& algo, Op op, double bytes, const Topology& topo);
+
+// Seconds of an "nccl" collective (see above).
+double nccl_collective_time(const Fabric& fabric, Op op, const Topology& topo, double bytes, const CollOptions& opt = {});
 
 // Seconds for one collective of `bytes` (per rank, see above) on `fabric`.
 double collective_time(const Fabric& fabric, Op op, const std::string& algo, const Topology& topo,

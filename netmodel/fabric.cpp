@@ -48,7 +48,11 @@ double Level::bw(double m) const {
 double Level::flow_bw(double m, int sharing, int channels) const {
   const double s = sharing < 1 ? 1.0 : sharing;
   const double cap = s * std::max(1, channels) * std::max(1, connections) * conn_bw_Bps;
-  return std::min(bw(m), cap) / s;
+  const int rails = std::max(1, nics_per_node);
+  // Invariant: with one NIC this is min(bw, cap) / s, the single-link formula.
+  const double node_bw = rails * bw(m);
+  const double one_flow = std::min(rails, std::max(1, channels)) * bw(m);
+  return std::min(std::min(node_bw, cap) / s, one_flow);
 }
 
 double Level::p2p_s(double m, int sharing, int channels) const {
@@ -279,6 +283,7 @@ std::pair<std::string, std::string> level_problem(const Level& l) {
   if (!(l.gamma_Bps > 0) || std::isnan(l.gamma_Bps)) return {"gamma_GBps", "must be > 0, got " + num(l.gamma_Bps / GBps)};
   if (!(l.conn_bw_Bps > 0) || std::isnan(l.conn_bw_Bps)) return {"conn_bw_GBps", "must be > 0, got " + num(l.conn_bw_Bps / GBps)};
   if (l.connections < 1) return {"connections", "must be an integer >= 1, got " + std::to_string(l.connections)};
+  if (l.nics_per_node < 1) return {"nics_per_node", "must be an integer >= 1, got " + std::to_string(l.nics_per_node)};
   if (!(std::isfinite(l.burst_bytes) && l.burst_bytes >= 0)) return {"burst_bytes", "must be a finite number >= 0, got " + num(l.burst_bytes)};
   if (!(l.peak_bw_Bps > 0) || std::isnan(l.peak_bw_Bps)) return {"peak_bw_GBps", "must be > 0, got " + num(l.peak_bw_Bps / GBps)};
   double prev = 0;
@@ -399,7 +404,7 @@ class FabricReader {
     if (!node.is_table()) fail(line_of(node), name, "must be a table ([" + name + "]), got " + type_name(node));
     const toml::table& t = *node.as_table();
     check_keys(t, name + ".", {"alpha_us", "bw_GBps", "gamma_GBps", "conn_bw_GBps", "connections", "burst_bytes", "peak_bw_GBps",
-                           "source", "regime"});
+                           "nics_per_node", "source", "regime"});
     Level l;
     l.source = get_string(t, "source", false);
     const bool has_regimes = t.get("regime") != nullptr;
@@ -413,6 +418,7 @@ class FabricReader {
     l.burst_bytes = get_number(t, "burst_bytes", name + ".burst_bytes", false, 0, nonneg, "a size in bytes >= 0");
     const double pk = get_number(t, "peak_bw_GBps", name + ".peak_bw_GBps", false, 0, positive, "a finite number > 0");
     l.peak_bw_Bps = pk > 0 ? pk * GBps : kInf;
+    l.nics_per_node = static_cast<int>(get_number(t, "nics_per_node", name + ".nics_per_node", false, 1, at_least_one, "an integer >= 1"));
     if (const toml::node* rn = t.get("regime")) {
       const toml::array* arr = rn->as_array();
       if (!arr || arr->empty() || !arr->is_array_of_tables())
@@ -474,6 +480,7 @@ void level_toml(std::ostringstream& os, const std::string& name, const Level& l)
   if (l.connections != 1) os << "connections = " << l.connections << "\n";
   if (l.burst_bytes > 0) os << "burst_bytes = " << toml_num(l.burst_bytes) << "\n";
   if (std::isfinite(l.peak_bw_Bps)) os << "peak_bw_GBps = " << toml_num(l.peak_bw_Bps / GBps) << "\n";
+  if (l.nics_per_node != 1) os << "nics_per_node = " << l.nics_per_node << "\n";
   for (const auto& r : l.regimes) {
     os << "[[" << name << ".regime]]\n";
     if (std::isfinite(r.up_to_bytes)) os << "up_to_bytes = " << toml_num(r.up_to_bytes) << "\n";

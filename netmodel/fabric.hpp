@@ -42,6 +42,7 @@
 //   connections = 2                      # optional, >= 1 (default 1)
 //   burst_bytes = 65536                  # optional, >= 0: token-bucket burst (inter level)
 //   peak_bw_GBps = 5.0                   # optional, > 0: rate of the burst (default unlimited)
+//   nics_per_node = 8                    # optional, >= 1 (inter level): rails; bw_GBps is per NIC
 //   source = "..."                       # optional, per level
 //   [[inter.regime]]                     # optional; overrides alpha/bw per size range
 //   up_to_bytes = 65536                  # all but the last regime; increasing
@@ -76,13 +77,16 @@ struct Level {
   int connections = 1;           // connections per peer stream
   double burst_bytes = 0;        // token-bucket burst (0: the link is not a shaper)
   double peak_bw_Bps = kInf;     // rate while tokens last (inf: only alpha is paid)
+  int nics_per_node = 1;         // rails (inter level): NICs per node, each with bw_Bps
   std::vector<Regime> regimes;   // empty: one regime (alpha_s, bw_Bps)
 
   // Regime parameters for a message of m bytes (alpha, raw link bandwidth).
   double alpha(double m) const;
   double bw(double m) const;
   // Bandwidth one flow gets when `sharing` flows (each with `channels` x connections)
-  // share the link: min(bw, sharing * channels * connections * conn_bw) / sharing.
+  // share the node's links: min(nics x bw, sharing * channels * connections * conn_bw) /
+  // sharing, and one flow uses at most min(channels, nics) NICs (a flow's channels are
+  // spread over the rails, as NCCL's; with one NIC this is the single-link formula).
   double flow_bw(double m, int sharing = 1, int channels = 1) const;
   // alpha + m / flow_bw
   double p2p_s(double m, int sharing = 1, int channels = 1) const;

@@ -28,6 +28,7 @@
 #include "core/units.hpp"
 #include "models/zoo.hpp"
 #include "netmodel/calibrate.hpp"
+#include "netmodel/inputs/nccl_tests.hpp"
 #include "netmodel/collectives.hpp"
 #include "netmodel/compare.hpp"
 #include "netmodel/fabric.hpp"
@@ -129,7 +130,7 @@ int cmd_collective(const std::vector<std::string>& args) {
   po::options_description d("gradsync-model collective");
   d.add_options()("help,h", "this help")("op", po::value<std::string>()->default_value("allreduce"),
                                          "allreduce|allgather|reducescatter|alltoall|broadcast|pingpong")(
-      "algo", po::value<std::string>()->default_value("ring"), "ring|rd|rabenseifner|tree|hier|mpi|auto|dbtree")(
+      "algo", po::value<std::string>()->default_value("ring"), "ring|rd|rabenseifner|tree|hier|mpi|auto|dbtree|nccl (NCCL's own ring/tree and protocol choice)")(
       "ranks", po::value<std::string>(), "total ranks (required)")("nodes", po::value<std::string>()->default_value("1"),
                                                                    "nodes (ranks are split evenly)")(
       "bytes", po::value<std::string>(), "size per rank (nccl-tests convention); list or range allowed, e.g. 8,1K,1M")(
@@ -183,7 +184,7 @@ int cmd_collective(const std::vector<std::string>& args) {
   Json results = Json::array();
   const bool json = vm.count("json");
   if (!json)
-    std::printf("# %s %s on %s, %d nodes x %d ranks\n# %12s %-13s %12s %12s %12s\n", op_name(op), algo.c_str(),
+    std::printf("# %s %s on %s, %d nodes x %d ranks\n# %12s %-18s %12s %12s %12s\n", op_name(op), algo.c_str(),
                 fabric.name.c_str(), topo.nodes, topo.ranks_per_node, "bytes", "algo_used", "time_us", "algbw_GBps",
                 "busbw_GBps");
   Json last;
@@ -192,13 +193,13 @@ int cmd_collective(const std::vector<std::string>& args) {
     const double t = collective_time(fabric, op, algo, topo, n, opt);
     const double algbw = t > 0 ? n / t / 1e9 : 0;
     const double busbw = algbw * busbw_factor(op, topo.ranks());
-    const std::string used = resolve_algo(algo, op, n, topo);
+    const std::string used = resolve_algo_on(fabric, algo, op, n, topo);
     Json j = Json::object();
     j.set("op", op_name(op)).set("algo", algo).set("algo_used", used).set("ranks", topo.ranks()).set("nodes", topo.nodes);
     j.set("bytes", n).set("time_us", t * 1e6).set("algbw_GBps", algbw).set("busbw_GBps", busbw).set("fabric", fabric.name);
     results.push(j);
     last = j;
-    if (!json) std::printf("  %12.0f %-13s %12.3f %12.4f %12.4f\n", n, used.c_str(), t * 1e6, algbw, busbw);
+    if (!json) std::printf("  %12.0f %-18s %12.3f %12.4f %12.4f\n", n, used.c_str(), t * 1e6, algbw, busbw);
   }
   if (json) {
     if (sizes.size() == 1) {
@@ -444,6 +445,11 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       "strict", "exit 1 when the fit is poor (R^2 < 0.9 or a relative residual above 50%)")("name", po::value<std::string>(),
                                                                            "name in the written file (default: its stem)")(
       "base", po::value<std::string>(), "fabric that supplies a level the data do not cover")(
+      "intra", po::value<std::string>(), "fabric (name or file) whose intra level is taken as known; the data fit the inter level")(
+      "nodes", po::value<int>(), "nccl-tests logs: nodes (overrides the '# Using devices' block)")(
+      "ranks-per-node", po::value<int>(), "nccl-tests logs: ranks per node (overrides the devices block)")(
+      "nics-per-node", po::value<int>(), "nccl-tests logs: NICs (rails) per node the inter level spreads over (default: from NCCL INFO lines, else 1)")(
+      "op", po::value<std::string>(), "nccl-tests logs: the collective, when neither the program name nor the columns say")(
       "burst-bytes", po::value<std::string>(), "the inter-node link is a token-bucket shaper with this burst (e.g. the testbed's tbf burst, 64KiB): written to the fabric; points that ran on the burst are not fitted")(
       "peak-bw-GBps", po::value<double>(), "rate of the shaper's burst (default unlimited: only alpha is paid)")(
       "json", "print one JSON object")("files", po::value<std::vector<std::string>>(), "input files");
@@ -451,7 +457,11 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   pos.add("files", -1);
   const auto vm = parse(args, d, &pos);
   if (vm.count("help")) {
-    std::cout << d;
+    std::cout << d
+              << "\nInputs: gradsync-bench / gradsync-train HDF5 files, nccl-tests text logs (all_reduce_perf & co., any\n"
+                 "launcher prefix) or nccl-tests -J JSON, gradsync-bench's stdout table. What was inferred from each\n"
+                 "log (op, nodes x ranks per node, NICs) is printed; --nodes/--ranks-per-node/--nics-per-node/--op\n"
+                 "override it.\n";
     return 0;
   }
   GS_USAGE_CHECK(vm.count("files"), "calibrate: no input files given");
@@ -509,12 +519,29 @@ int cmd_calibrate(const std::vector<std::string>& args) {
     }
     return 0;
   }
+  OutsideOverrides ov;
+  auto positive_opt = [&](const char* key) {
+    if (!vm.count(key)) return 0;
+    const int v = vm[key].as<int>();
+    GS_USAGE_CHECK(v >= 1, "option --", key, " must be >= 1, got ", v);
+    return v;
+  };
+  ov.nodes = positive_opt("nodes");
+  ov.ranks_per_node = positive_opt("ranks-per-node");
+  ov.nics_per_node = positive_opt("nics-per-node");
+  if (vm.count("op")) {
+    ov.op = vm["op"].as<std::string>();
+    (void)parse_op(ov.op);
+  }
   std::vector<BenchPoint> pts;
-  std::vector<std::string> unread;
+  std::vector<std::string> unread, inferred;
   for (const auto& f : files) {
-    auto v = read_collective_points(f, unread);
+    auto v = read_any_points(f, ov, unread, inferred);
     pts.insert(pts.end(), v.begin(), v.end());
   }
+  if (!json)
+    for (const auto& line : inferred) std::printf("input: %s\n", line.c_str());
+  const std::string intra_given = vm.count("intra") ? vm["intra"].as<std::string>() : "";
   const std::string base = vm.count("base") ? vm["base"].as<std::string>() : "";
   Shaper shaper;
   if (vm.count("burst-bytes")) {
@@ -527,7 +554,7 @@ int cmd_calibrate(const std::vector<std::string>& args) {
     GS_USAGE_CHECK(shaper.burst_bytes > 0, "option --peak-bw-GBps needs --burst-bytes");
     shaper.peak_bw_Bps = pk * 1e9;
   }
-  FabricFit fit = calibrate_fabric(pts, name, base, shaper);
+  FabricFit fit = calibrate_fabric(pts, name, base, shaper, intra_given);
   fit.skipped.insert(fit.skipped.begin(), unread.begin(), unread.end());
   bool poor = false;
   for (const auto& l : fit.levels)
@@ -569,6 +596,9 @@ int cmd_calibrate(const std::vector<std::string>& args) {
     }
     Json j = Json::object();
     j.set("output", out).set("levels", levels);
+    Json inputs = Json::array();
+    for (const auto& line : inferred) inputs.push(line);
+    j.set("inputs", inputs);
     Json sk = Json::array();
     for (const auto& s : fit.skipped) sk.push(s);
     j.set("skipped", sk);

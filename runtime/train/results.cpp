@@ -49,7 +49,7 @@ void write_train_results(const std::string& path, const TrainOptions& o, const R
   w.attr("/", "first_bucket_mb", o.first_bucket_mb);
   w.attr("/", "overlap", static_cast<I>(o.overlap ? 1 : 0));
   w.attr("/", "accumulate", static_cast<I>(o.accumulate));
-  w.attr("/", "algo", o.algo);
+  w.attr("/", "algo", r.backend == "nccl" ? std::string("nccl") : o.algo);  // NCCL picks its own algorithm
   w.attr("/", "chunk_bytes", static_cast<I>(o.chunk_bytes));
   w.attr("/", "channels", static_cast<I>(o.channels));
   w.attr("/", "compress", r.compress_spec);
