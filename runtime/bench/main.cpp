@@ -105,6 +105,7 @@ int run(const gb::BenchOptions& o) {
 
   if (rank0) {
     gb::write_results(*writer, info, rows);
+    if (!o.json_file.empty()) gb::write_nccl_tests_json(o.json_file, info, rows);
     if (o.json) std::printf("%s\n", gb::to_json(info, rows).c_str());
     else out.footer(rows);
     std::fflush(stdout);

@@ -55,6 +55,7 @@ po::options_description describe_options() {
       ("channels", po::value<std::string>(), "rings")
       ("root", po::value<std::string>(), "root rank")
       ("out", po::value<std::string>(), "result file")
+      ("json-file,J", po::value<std::string>(), "nccl-tests JSON file")
       ("json", "JSON output");
   return d;
 }
@@ -167,6 +168,10 @@ BenchOptions parse_options(int argc, char** argv) {
     GS_USAGE_CHECK(!o.out.empty(), "option --out: empty file name");
   }
   o.json = vm.count("json") > 0;
+  if (vm.count("json-file")) {
+    o.json_file = text_of(vm, "json-file");
+    GS_USAGE_CHECK(!o.json_file.empty(), "option -J/--json-file: empty file name");
+  }
 
   const std::size_t nsizes = size_sweep(o).size();
   GS_USAGE_CHECK(nsizes <= kMaxSizes, "options -b/-e/", o.step_bytes > 0 ? "-i" : "-f", ": the sweep has ", nsizes,
@@ -237,6 +242,8 @@ std::string usage_text() {
         "      --out FILE.h5    result file (default results/bench-<op>-<algo>-<UTC time>.h5\n"
         "                       under the current directory)\n"
         "      --json           print one JSON object instead of the table (rank 0)\n"
+        "  -J, --json-file FILE also write the results as nccl-tests -J does (its JSON format,\n"
+        "                       version 2), so tools that read one read the other\n"
         "  -h, --help           this text\n"
         "\n"
         "SIZE takes K, M, G (powers of 1024). Sizes are rounded down to a whole number of\n"

@@ -32,6 +32,7 @@ struct BenchOptions {
   int channels = 1;              // default from GRADSYNC_CHANNELS
   int root = 0;
   std::string out;               // empty: results/bench-<op>-<algo>-<UTC>.h5
+  std::string json_file;         // -J: nccl-tests' JSON (format version 2) to this file too
   bool json = false;
   bool help = false;
   std::vector<std::string> argv;  // as given, for provenance

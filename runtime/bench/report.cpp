@@ -1,5 +1,10 @@
 #include "bench/report.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 
@@ -177,6 +182,98 @@ std::string to_json(const RunInfo& info, const std::vector<SizeResult>& rows) {
   j.set("avg_busbw_GBps", avg_busbw(info, rows));
   j.set("out", info.out_path);
   return j.dump();
+}
+
+// ---- nccl-tests -J JSON ------------------------------------------------------------------------
+
+namespace {
+
+std::string now_text() {
+  char buf[64];
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);  // nccl-tests' TIME_STRING_FORMAT
+  return buf;
+}
+
+}  // namespace
+
+std::string to_nccl_tests_json(const RunInfo& info, const std::vector<SizeResult>& rows) {
+  const BenchOptions& o = info.opts;
+  auto flag = [](bool b) { return Json(b ? "true" : "false"); };  // nccl-tests writes bools as text
+  Json args = Json::array();
+  for (const auto& a : o.argv) args.push(a);
+  if (o.argv.empty()) args.push("gradsync-bench");
+  Json env = Json::array();
+  for (const auto& [k, v] : communication_environment()) env.push(k + "=" + v);
+  Json devices = Json::array();
+  for (int r = 0; r < info.nranks; ++r) {
+    Json d = Json::object();
+    d.set("rank", r).set("group", 0).set("pid", std::atoi(info.pids[static_cast<std::size_t>(r)].c_str()));
+    d.set("hostname", info.hostnames[static_cast<std::size_t>(r)]).set("device", 0).set("device_hex", "");
+    d.set("device_info", o.device == "cuda" ? "cuda" : "cpu");
+    devices.push(d);
+  }
+  Json config = Json::object();
+  config.set("nthreads", 1).set("ngpus", 1).set("minimum_bytes", static_cast<long long>(o.min_bytes));
+  config.set("maximum_bytes", static_cast<long long>(o.max_bytes));
+  if (o.step_bytes > 0) config.set("step_bytes", static_cast<long long>(o.step_bytes));
+  else config.set("step_factor", static_cast<long long>(o.step_factor));
+  config.set("warmup_iters", o.warmup).set("iterations", o.iters).set("aggregated_iterations", 1);
+  config.set("validation", o.check ? 1 : 0).set("graph", 0).set("blocking_collectives", flag(true));
+  config.set("per_iter_timing", flag(false)).set("parallel_init", flag(false)).set("devices", devices);
+  char root[16];
+  std::snprintf(root, sizeof root, "%6i", info.pingpong() ? -1 : info.root_value());
+  Json results = Json::array();
+  for (const auto& r : rows) {
+    Json x = Json::object();
+    x.set("size", static_cast<long long>(r.size_bytes)).set("count", static_cast<long long>(info.pingpong() ? r.size_bytes : r.count));
+    x.set("type", dtype_text(info)).set("redop", info.pingpong() ? std::string("none") : info.redop_text()).set("root", root);
+    auto phase = [](const PhaseResult& p) {
+      Json m = Json::object();
+      m.set("time", p.time_us_avg).set("alg_bw", p.algbw_GBps).set("bus_bw", p.busbw_GBps);
+      m.set("nwrong", p.nwrong < 0 ? Json() : Json(static_cast<double>(p.nwrong)));
+      return m;
+    };
+    x.set("out_of_place", phase(r.oop));
+    x.set("in_place", info.pingpong() ? Json() : phase(r.ip));
+    x.set("actual_iterations", o.iters).set("experiment_name", "");
+    results.push(x);
+  }
+  const std::int64_t wrong = total_wrong(rows);
+  Json oob = Json::object();
+  oob.set("count", static_cast<long long>(std::max<std::int64_t>(0, wrong))).set("okay", flag(wrong <= 0));
+  Json avg = Json::object();
+  avg.set("bandwidth", avg_busbw(info, rows)).set("okay", "unchecked");
+  Json ours = Json::object();
+  ours.set("op", o.op).set("algo", o.algo).set("nranks", info.nranks).set("nnodes", info.nnodes);
+  ours.set("ranks_per_node", info.ranks_per_node).set("h5", info.out_path);
+  Json j = Json::object();
+  j.set("version", 2).set("start_time", now_text()).set("args", args).set("env", env).set("nccl_version", 0);
+  j.set("config", config).set("results", results).set("out_of_bounds", oob).set("average_bus_bandwidth", avg);
+  j.set("errors", Json::array()).set("end_time", now_text()).set("gradsync", ours);
+  return j.dump();
+}
+
+void write_nccl_tests_json(const std::string& path, const RunInfo& info, const std::vector<SizeResult>& rows) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f) throw Error("-J " + path + ": cannot create '" + tmp + "': " + std::strerror(errno));
+    const std::string text = to_nccl_tests_json(info, rows) + "\n";
+    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (std::fclose(f) != 0 || !ok) {
+      std::remove(tmp.c_str());
+      throw Error("-J " + path + ": cannot write '" + tmp + "'");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw Error("-J " + path + ": cannot rename '" + tmp + "' to it: " + ec.message());
+  }
 }
 
 // ---- HDF5 -------------------------------------------------------------------------------------

@@ -57,6 +57,17 @@ class Table {
 
 std::string to_json(const RunInfo& info, const std::vector<SizeResult>& rows);
 
+// The run in nccl-tests' -J format (NVIDIA/nccl-tests src/util.cu, JSON_FILE_VERSION 2):
+// version, start_time, args, env (the communication variables results record), config
+// (with the devices list: rank, group, pid, hostname, device, device_hex, device_info),
+// results (size, count, type, redop, root as "%6i" text, out_of_place and in_place with
+// time, alg_bw, bus_bw, nwrong), out_of_bounds, average_bus_bandwidth, errors, end_time.
+// One key of our own, "gradsync" {op, algo, nranks, nnodes, ranks_per_node}, says what
+// args[0] ("gradsync-bench") cannot. Pingpong writes its half round trips as out_of_place.
+std::string to_nccl_tests_json(const RunInfo& info, const std::vector<SizeResult>& rows);
+// Writes it atomically (temp + rename). Throws Error naming the file.
+void write_nccl_tests_json(const std::string& path, const RunInfo& info, const std::vector<SizeResult>& rows);
+
 // Writes every dataset and attribute of the schema into `w` (provenance included) and
 // commits it (temp + rename).
 void write_results(h5::Writer& w, const RunInfo& info, const std::vector<SizeResult>& rows);
