@@ -355,7 +355,7 @@ OutsideLog parse_nccl_tests_text(const std::string& text, const std::string& ori
       if (L.root >= 0) parse_int(t[static_cast<std::size_t>(L.root)], root);
       first_root = root;
     }
-    if (L.algo >= 0 && static_cast<std::size_t>(L.algo) < t.size()) log.algo = t[static_cast<std::size_t>(L.algo)];
+    if (L.algo >= 0 && static_cast<std::size_t>(L.algo) < t.size()) r.algo = t[static_cast<std::size_t>(L.algo)];
     log.rows.push_back(r);
   }
   if (!have_layout) fail(origin, 0, "no nccl-tests table header ('#  size  count  type  redop ...  time  algbw  busbw') found");
@@ -441,6 +441,7 @@ OutsideLog parse_nccl_tests_json(const std::string& text, const std::string& ori
   if (const auto gop = root.get_optional<std::string>("gradsync.op")) {
     log.op = parse_op(*gop);
     log.op_from = "gradsync-bench JSON";
+    log.program = "gradsync-bench";
     log.algo = root.get<std::string>("gradsync.algo", "ring");
     op_known = true;
   }
@@ -468,6 +469,7 @@ OutsideLog parse_nccl_tests_json(const std::string& text, const std::string& ori
     if (t < 0) fail(origin, 0, "results[" + std::to_string(idx - 1) + "] has no out_of_place/in_place time");
     row.oop_us = t;
     row.ip_us = ti > 0 ? ti : 0;
+    row.algo = r.get<std::string>("algo_used", "");  // gradsync-bench's own key
     if (first_bytes == 0 && row.bytes > 0) {
       first_bytes = row.bytes;
       first_count = r.get<double>("count", 0);
@@ -516,10 +518,14 @@ std::vector<BenchPoint> outside_points(const OutsideLog& log) {
     BenchPoint p;
     p.file = log.path;
     p.op = log.op;
-    p.algo = log.algo;
     p.topo = Topology{log.nodes, log.ranks_per_node};
     p.bytes = r.bytes;
-    p.time_s = r.oop_us * 1e-6;
+    // "nccl": NCCL chose; gradsync-bench: the algorithm it ran at this size (as the HDF5 reader).
+    p.algo = log.algo == "nccl" ? log.algo : resolve_algo(r.algo.empty() ? log.algo : r.algo, log.op, r.bytes, p.topo);
+    // The faster of out-of-place and in-place: the same collective on the same sizes; when
+    // they differ much, the slower is a one-off (nccl-tests' first size carries set-up
+    // work, a descheduled iteration), not the link.
+    p.time_s = (r.ip_us > 0 ? std::min(r.oop_us, r.ip_us) : r.oop_us) * 1e-6;
     p.nics_per_node = log.nics_per_node > 0 ? log.nics_per_node : 1;
     // A log has no per-iteration record of what went through a shaper: no burst detection.
     p.link_bytes_before = kInf;

@@ -43,6 +43,7 @@ struct OutsideRow {
   double oop_us = 0;  // out-of-place time (pingpong: half round trip)
   double ip_us = 0;   // in-place time (0: none)
   int line = 0;       // first line it was read from (JSON: result index)
+  std::string algo;   // gradsync-bench's per-size algo_used ("" : the log's algo)
 };
 
 struct OutsideLog {
@@ -76,7 +77,7 @@ OutsideLog read_outside_log(const std::string& path, const OutsideOverrides& ov 
 OutsideLog parse_nccl_tests_text(const std::string& text, const std::string& origin, const OutsideOverrides& ov = {});
 OutsideLog parse_nccl_tests_json(const std::string& text, const std::string& origin, const OutsideOverrides& ov = {});
 
-// One point per size (the out-of-place time, as nccl-tests' busbw), algo as the log ran
+// One point per size (the faster of its out-of-place and in-place times), algo as the log ran
 // it ("nccl" for nccl-tests logs), the log's shape and NICs. Throws Error when the shape is
 // still unknown or inconsistent.
 std::vector<BenchPoint> outside_points(const OutsideLog& log);

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "core/error.hpp"
 #include "core/json.hpp"
 
 namespace gradsync::bench {
@@ -239,6 +240,7 @@ std::string to_nccl_tests_json(const RunInfo& info, const std::vector<SizeResult
     x.set("out_of_place", phase(r.oop));
     x.set("in_place", info.pingpong() ? Json() : phase(r.ip));
     x.set("actual_iterations", o.iters).set("experiment_name", "");
+    if (!r.algo_used.empty()) x.set("algo_used", r.algo_used);  // ours: what ran at this size
     results.push(x);
   }
   const std::int64_t wrong = total_wrong(rows);
@@ -260,19 +262,19 @@ void write_nccl_tests_json(const std::string& path, const RunInfo& info, const s
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) throw Error("-J " + path + ": cannot create '" + tmp + "': " + std::strerror(errno));
+    if (!f) throw gradsync::Error("-J " + path + ": cannot create '" + tmp + "': " + std::strerror(errno));
     const std::string text = to_nccl_tests_json(info, rows) + "\n";
     const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
     if (std::fclose(f) != 0 || !ok) {
       std::remove(tmp.c_str());
-      throw Error("-J " + path + ": cannot write '" + tmp + "'");
+      throw gradsync::Error("-J " + path + ": cannot write '" + tmp + "'");
     }
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     std::filesystem::remove(tmp, ec);
-    throw Error("-J " + path + ": cannot rename '" + tmp + "' to it: " + ec.message());
+    throw gradsync::Error("-J " + path + ": cannot rename '" + tmp + "' to it: " + ec.message());
   }
 }
 
