@@ -450,6 +450,7 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       "ranks-per-node", po::value<int>(), "nccl-tests logs: ranks per node (overrides the devices block)")(
       "nics-per-node", po::value<int>(), "nccl-tests logs: NICs (rails) per node the inter level spreads over (default: from NCCL INFO lines, else 1)")(
       "op", po::value<std::string>(), "nccl-tests logs: the collective, when neither the program name nor the columns say")(
+      "points-only", "read the inputs, print what was inferred and every point read (no fit, nothing written)")(
       "burst-bytes", po::value<std::string>(), "the inter-node link is a token-bucket shaper with this burst (e.g. the testbed's tbf burst, 64KiB): written to the fabric; points that ran on the burst are not fitted")(
       "peak-bw-GBps", po::value<double>(), "rate of the shaper's burst (default unlimited: only alpha is paid)")(
       "json", "print one JSON object")("files", po::value<std::vector<std::string>>(), "input files");
@@ -465,11 +466,13 @@ int cmd_calibrate(const std::vector<std::string>& args) {
     return 0;
   }
   GS_USAGE_CHECK(vm.count("files"), "calibrate: no input files given");
-  GS_USAGE_CHECK(vm.count("output"), "option -o/--output is required");
+  GS_USAGE_CHECK(vm.count("output") || vm.count("points-only"), "option -o/--output is required");
   const auto files = vm["files"].as<std::vector<std::string>>();
-  const std::string out = vm["output"].as<std::string>();
+  const std::string out = vm.count("output") ? vm["output"].as<std::string>() : "";
   const std::string name = vm.count("name") ? vm["name"].as<std::string>() : stem(out);
   const bool json = vm.count("json");
+  GS_USAGE_CHECK(!(vm.count("points-only") && (vm.count("kernels") || vm.count("compute"))),
+                 "option --points-only reads collective points (not with --compute or --kernels)");
   if (vm.count("kernels")) {
     GS_USAGE_CHECK(files.size() == 1, "calibrate --kernels takes one JSON file, got ", files.size());
     const KernelRates k = calibrate_kernels(files[0], name);
@@ -538,6 +541,33 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   for (const auto& f : files) {
     auto v = read_any_points(f, ov, unread, inferred);
     pts.insert(pts.end(), v.begin(), v.end());
+  }
+  if (vm.count("points-only")) {
+    Json list = Json::array();
+    for (const auto& p : pts) {
+      Json x = Json::object();
+      x.set("file", p.file).set("op", op_name(p.op)).set("algo", p.algo).set("nodes", p.topo.nodes);
+      x.set("ranks_per_node", p.topo.ranks_per_node).set("nics_per_node", p.nics_per_node).set("bytes", p.bytes);
+      x.set("time_us", p.time_s * 1e6);
+      list.push(x);
+    }
+    Json inputs = Json::array();
+    for (const auto& line : inferred) inputs.push(line);
+    Json sk = Json::array();
+    for (const auto& line : unread) sk.push(line);
+    Json j = Json::object();
+    j.set("inputs", inputs).set("points", list).set("skipped", sk);
+    if (json) {
+      std::cout << j.dump() << "\n";
+    } else {
+      for (const auto& line : inferred) std::printf("input: %s\n", line.c_str());
+      std::printf("# %-28s %-13s %-12s %5s %5s %14s %12s\n", "file", "op", "algo", "nodes", "rpn", "bytes", "time_us");
+      for (const auto& p : pts)
+        std::printf("  %-28s %-13s %-12s %5d %5d %14.0f %12.3f\n", p.file.c_str(), op_name(p.op), p.algo.c_str(), p.topo.nodes,
+                    p.topo.ranks_per_node, p.bytes, p.time_s * 1e6);
+      for (const auto& line : unread) std::printf("skipped: %s\n", line.c_str());
+    }
+    return 0;
   }
   if (!json)
     for (const auto& line : inferred) std::printf("input: %s\n", line.c_str());

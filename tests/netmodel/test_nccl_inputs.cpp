@@ -364,3 +364,30 @@ TEST(NcclCalibrate, CrossTopology) {
   errors(2, 4);
   errors(2, 8);
 }
+
+// Logs written by gradsync-bench itself (2 ranks on one host, 2026-12-01): its stdout table
+// (with the per-size algo column of --algo auto) and its -J file give the same points.
+TEST(GradsyncBenchLogs, TableAndJsonAgree) {
+  const OutsideLog t = read_outside_log(data("gradsync-bench/allreduce_np2.txt"));
+  const OutsideLog j = read_outside_log(data("gradsync-bench/allreduce_np2.json"));
+  EXPECT_EQ(t.format, "gradsync-bench table");
+  EXPECT_EQ(j.program, "gradsync-bench");
+  EXPECT_EQ(t.op, Op::Allreduce);
+  EXPECT_EQ(j.op, Op::Allreduce);
+  EXPECT_EQ(t.nodes, 1);
+  EXPECT_EQ(t.ranks_per_node, 2);
+  EXPECT_EQ(j.ranks_per_node, 2);
+  const auto pt = outside_points(t), pj = outside_points(j);
+  ASSERT_EQ(pt.size(), 6u);
+  ASSERT_EQ(pj.size(), pt.size());
+  for (std::size_t i = 0; i < pt.size(); ++i) {
+    EXPECT_EQ(pt[i].bytes, pj[i].bytes);
+    EXPECT_EQ(pt[i].algo, pj[i].algo);  // rd below 64 KiB, rabenseifner above (the run's auto)
+    EXPECT_NEAR(pt[i].time_s, pj[i].time_s, 0.01 * pj[i].time_s);
+  }
+  EXPECT_EQ(pt.front().algo, "rd");
+  EXPECT_EQ(pt.back().algo, "rabenseifner");
+  const OutsideLog ag = read_outside_log(data("gradsync-bench/allgather_np2.txt"));
+  EXPECT_EQ(ag.op, Op::Allgather);
+  EXPECT_EQ(ag.rows.size(), 6u);
+}
