@@ -498,7 +498,7 @@ OutsideLog parse_nccl_tests_json(const std::string& text, const std::string& ori
 
 OutsideLog read_outside_log(const std::string& path, const OutsideOverrides& ov) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError(path + ": cannot open: " + std::strerror(errno));
+  if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
   std::ostringstream ss;
   ss << in.rdbuf();
   const std::string text = ss.str();
@@ -539,7 +539,7 @@ std::vector<BenchPoint> read_any_points(const std::string& path, const OutsideOv
                                         std::vector<std::string>& skipped, std::vector<std::string>& inferred) {
   {
     std::ifstream probe(path, std::ios::binary);
-    if (!probe) throw UsageError(path + ": cannot open: " + std::strerror(errno));
+    if (!probe) throw Error(path + ": cannot open: " + std::strerror(errno));
   }
   if (!is_outside_log(path)) return read_collective_points(path, skipped);
   const OutsideLog log = read_outside_log(path, ov);
