@@ -6,7 +6,8 @@
 //                             [--chunk-bytes C] [--channels H] [--json]
 //   gradsync-model predict --model resnet50 --fabric roce-100g --nodes 16 --ranks-per-node 8
 //                          --batch-per-rank 32 [...] [--json] [--out pred.h5]
-//   gradsync-model calibrate FILE.h5... -o fabric.toml [--base FABRIC] [--burst-bytes B] [--json]
+//   gradsync-model calibrate FILE.h5|LOG... -o fabric.toml [--base FABRIC] [--intra FABRIC] [--nodes N
+//                            --ranks-per-node G] [--nics-per-node R] [--op OP] [--points-only] [--burst-bytes B] [--json]
 //   gradsync-model calibrate --compute train*.h5 -o profile.toml [--json]
 //   gradsync-model compare train*.h5 --fabric FILE [--json] [--out report.h5]
 //
@@ -436,9 +437,9 @@ std::string stem(const std::string& path) { return std::filesystem::path(path).s
 
 int cmd_calibrate(const std::vector<std::string>& args) {
   po::options_description d(
-      "gradsync-model calibrate FILE.h5... -o OUT.toml\n"
-      "  a fabric from gradsync-bench sweeps and/or the bucket all-reduces of gradsync-train runs with\n"
-      "  overlap off and no compressor (others are listed as skipped)");
+      "gradsync-model calibrate FILE... -o OUT.toml\n"
+      "  a fabric from gradsync-bench sweeps, nccl-tests logs (text or -J JSON) and/or the bucket\n"
+      "  all-reduces of gradsync-train runs with overlap off and no compressor (others are listed as skipped)");
   d.add_options()("help,h", "this help")("output,o", po::value<std::string>(), "fabric (or compute profile) TOML to write")(
       "compute", "fit a compute profile from gradsync-train files instead")(
       "kernels", "fit compression-kernel rates from gradsync-kernels-bench --benchmark_format=json output instead")(
