@@ -85,6 +85,7 @@ bool op_from_program(const std::string& prog, Op& op) {
 struct Layout {
   std::size_t ncols = 0;
   int size = -1, count = -1, type = -1, redop = -1, root = -1, time_oop = -1, time_ip = -1, algo = -1;
+  bool timestamp = false;  // nccl-tests -T: a trailing "YYYY-MM-DD HH:MM:SS" (two tokens, one label)
   bool pingpong = false;  // gradsync-bench's `size time bw #wrong`
 };
 
@@ -102,6 +103,7 @@ bool parse_header(const std::vector<std::string>& t, Layout& L) {
     else if (c == "root") l.root = ii;
     else if (c == "time" || c == "cputime") (l.time_oop < 0 ? l.time_oop : l.time_ip) = ii;
     else if (c == "algo") l.algo = ii;
+    else if (c == "timestamp") l.timestamp = true;
   }
   if (l.time_oop < 0) return false;
   l.pingpong = l.count < 0;
@@ -330,8 +332,8 @@ OutsideLog parse_nccl_tests_text(const std::string& text, const std::string& ori
     if (!have_layout)
       fail(origin, lineno, "a data row before any column header ('#  size  count  type ...'): not an nccl-tests table");
     if (t.size() != L.ncols) {
-      // `N/A` #wrong columns and a missing trailing algo column are the only tolerated gaps.
-      if (!(L.algo >= 0 && t.size() + 1 == L.ncols))
+      // Tolerated: a missing trailing algo column; the timestamp's date and time (two tokens).
+      if (!(L.algo >= 0 && t.size() + 1 == L.ncols) && !(L.timestamp && t.size() == L.ncols + 1))
         fail(origin, lineno,
              "row has " + std::to_string(t.size()) + " columns, the header has " + std::to_string(L.ncols) +
                  " (truncated line or a different table mixed in)");
@@ -400,8 +402,9 @@ OutsideLog parse_nccl_tests_text(const std::string& text, const std::string& ori
   }
   if (!op_known && ov.op.empty())
     fail(origin, 0,
-         "cannot tell which collective this is (no program name in the log or the file name, and the columns fit "
-         "alltoall and sendrecv alike): give --op");
+         "cannot tell which collective this is (no known program name in the log or the file name, and the columns do "
+         "not decide it: alltoall and sendrecv look alike; reduce, gather, scatter are not modelled): give --op "
+         "(allreduce, allgather, reducescatter, alltoall, broadcast, pingpong)");
   finish(log, ov, scan.nics, scan.nics_line);
   if (log.rows.empty()) fail(origin, 0, "no rows with a size > 0");
   return log;

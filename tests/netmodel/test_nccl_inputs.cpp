@@ -95,6 +95,13 @@ TEST(NcclTestsText, OpFromColumnsRootWithoutRedopIsBroadcast) {
   EXPECT_EQ(log.rows.size(), 8u);
 }
 
+TEST(NcclTestsText, TimestampColumn) {
+  const OutsideLog log = read_outside_log(layout("timestamps.log"));
+  EXPECT_EQ(log.op, Op::Allreduce);
+  ASSERT_EQ(log.rows.size(), 8u);
+  for (const auto& r : log.rows) EXPECT_NEAR(r.oop_us, fixture_us(r.bytes), 0.006);
+}
+
 TEST(NcclTestsText, OpFromFileNameAlltoallAndSendrecv) {
   EXPECT_EQ(read_outside_log(layout("alltoall_perf.log")).op, Op::Alltoall);
   EXPECT_EQ(read_outside_log(layout("sendrecv_perf.log")).op, Op::Pingpong);

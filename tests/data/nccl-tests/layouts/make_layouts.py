@@ -107,6 +107,12 @@ bad = a2a[:]
 bad.insert(len(bad) - 4, "     1048576        262144     float    none      -1    124.86")
 write("all_reduce_perf_truncated.log", bad)
 
+# 7b. nccl-tests -T (timestamps): one header label, two tokens per row (date and time).
+ts = ["# Collective test starting: all_reduce_perf"] + devices(2, 1)
+ts += ["#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong           timestamp"]
+ts += [row(b, b // 4) + "  2026-12-01 10:00:%02d" % i for i, b in enumerate(SIZES[2:])] + FOOTER
+write("timestamps.log", ts)
+
 # 7. nccl-tests -J JSON (format version 2, src/util.cu): 2 hosts x 2, all_reduce_perf.
 doc = {"version": 2, "start_time": "2026-12-01 10:00:00",
        "args": ["/opt/nccl-tests/build/all_reduce_perf", "-b", "8", "-e", "16M", "-f", "2", "-J", "out.json"],
