@@ -398,3 +398,19 @@ TEST(GradsyncBenchLogs, TableAndJsonAgree) {
   EXPECT_EQ(ag.op, Op::Allgather);
   EXPECT_EQ(ag.rows.size(), 6u);
 }
+
+// A single-node log fits intra, a multi-node log of the same GPU type fits inter: two levels.
+TEST(NcclCalibrate, SingleNodeAndMultiNodeLogsGiveTwoLevels) {
+  std::vector<std::string> skipped, inferred;
+  auto pts = read_any_points(data("nvlink_h100_1x8.log"), {}, skipped, inferred);
+  const auto multi = read_any_points(data("ib_h100_2x8.log"), {}, skipped, inferred);
+  pts.insert(pts.end(), multi.begin(), multi.end());
+  const FabricFit fit = calibrate_fabric(pts, "two", "", {}, "");
+  ASSERT_EQ(fit.levels.size(), 2u);
+  EXPECT_EQ(fit.levels[0].level, "intra");
+  EXPECT_EQ(fit.levels[1].level, "inter");
+  // busbw of the large sizes: ~470 GB/s in one node, ~196 GB/s across two.
+  EXPECT_NEAR(fit.fabric.intra.bw_Bps / 1e9, 470, 30);
+  EXPECT_NEAR(fit.fabric.inter.bw_Bps / 1e9, 196, 10);
+  EXPECT_EQ(inferred.size(), 2u);
+}
