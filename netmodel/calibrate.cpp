@@ -607,9 +607,16 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
       m = intra.empty() ? f.inter : f.intra;
       desc += "; no " + missing + " data: that level copies the fitted one (give --base to take it from a fabric)";
     }
+    if (intra.empty()) f.intra.nics_per_node = 1;  // rails are a property of the inter level
+  } else if (intra.empty() && intra_given.empty() && mixed) {
+    if (!base.empty()) {
+      const Fabric b = load_fabric(base);
+      f.intra = b.intra;
+      desc += "; intra level from " + b.name;
+    } else {
+      desc += "; no intra data: the intra level is the inter one at the node's NIC bandwidth (give --intra to set it)";
+    }
   }
-  else if (intra.empty() && intra_given.empty() && mixed)
-    desc += "; no intra data: the intra level is the inter one at the node's NIC bandwidth (give --intra to set it)";
   f.description = desc;
   validate_fabric(f);
   for (auto& l : out.levels)
