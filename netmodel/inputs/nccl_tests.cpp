@@ -115,6 +115,7 @@ bool parse_header(const std::vector<std::string>& t, Layout& L) {
 struct Scan {
   std::map<int, std::string> rank_host;  // rank -> host
   std::string program;
+  std::string other_program;             // a second, different program in the same log
   std::string bench_op, bench_algo;      // from `# gradsync-bench: OP, algo A, ...`
   int nics = 0;
   std::string nics_line;
@@ -133,7 +134,10 @@ void scan_comment(const std::string& body, Scan& s) {
       }
     return;
   }
-  if (body.rfind("Collective test starting:", 0) == 0 && t.size() >= 4) s.program = t[3];
+  if (body.rfind("Collective test starting:", 0) == 0 && t.size() >= 4) {
+    if (!s.program.empty() && s.program != t[3]) s.other_program = t[3];
+    else s.program = t[3];
+  }
   if (body.rfind("gradsync-bench:", 0) == 0 && t.size() >= 4) {
     s.program = "gradsync-bench";
     s.bench_op = t[1];
@@ -362,6 +366,9 @@ OutsideLog parse_nccl_tests_text(const std::string& text, const std::string& ori
   }
   if (!have_layout) fail(origin, 0, "no nccl-tests table header ('#  size  count  type  redop ...  time  algbw  busbw') found");
   if (log.rows.empty()) fail(origin, 0, "the table has a header but no data rows");
+  if (!scan.other_program.empty())
+    fail(origin, 0, "two different collectives in one log (" + scan.program + ", " + scan.other_program +
+                        "): split it into one file per program");
   if (nheaders > 1) log.notes.push_back(std::to_string(nheaders) + " header blocks (several runs in one log): read as one sweep");
   if (!scan.footer) log.notes.push_back("no '# Avg bus bandwidth' footer (the log may be cut short): the rows found are used");
 

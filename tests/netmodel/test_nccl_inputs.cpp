@@ -152,6 +152,20 @@ TEST(NcclTestsText, NotALogAndEmptyTable) {
   }
 }
 
+TEST(NcclTestsText, TwoProgramsInOneLogAreRefused) {
+  const std::string hdr = "#  size  count  type  redop  root  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong\n";
+  const std::string text = "# Collective test starting: all_reduce_perf\n" + hdr +
+                           "  1024   256  float  sum  -1  30.0  0.03  0.03  0  30.0  0.03  0.03  0\n"
+                           "# Collective test starting: all_gather_perf\n" + hdr +
+                           "  1024   128  float  none  -1  20.0  0.05  0.05  0  20.0  0.05  0.05  0\n";
+  try {
+    parse_nccl_tests_text(text, "two.log");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("all_gather_perf"), std::string::npos) << e.what();
+  }
+}
+
 TEST(NcclTestsText, ShapeOverridesAndMissingShape) {
   OutsideOverrides ov;
   ov.nodes = 2;
