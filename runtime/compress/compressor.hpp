@@ -56,6 +56,11 @@ class Compressor {
   // from 0 (PowerSGD's start=K uses it). Every rank calls with the same bucket layout.
   virtual void reduce(Communicator& comm, AllreduceAlgorithm& allreduce, BucketView& bucket, std::int64_t step,
                       CompressStats& stats) = 0;
+  // True when reduce() touches the bucket only through `allreduce`/`comm` (no kernel of its
+  // own), so it runs in place on device memory given a device communicator (NCCL). The
+  // reducer stages every other compressor's device buckets through host memory
+  // (device/device.hpp).
+  virtual bool accepts_device_memory() const { return false; }
 };
 
 // Names known to the registry ("none", "fp16", "bf16", "powersgd", "qsgd", "onebit"/"sign", "topk").
