@@ -1,7 +1,5 @@
 #include "comm/nccl_comm.hpp"
 
-#include <sched.h>
-
 #include <cstring>
 #include <map>
 
@@ -66,6 +64,26 @@ class NcclP2pRequest final : public Request::Impl {
   std::size_t bytes_;
   int peer_, tag_;
   bool done_;
+};
+
+// A native collective in flight: complete when the event recorded after it on the
+// communicator's stream has completed. describe() names the operation and its peers (every
+// rank of the communicator), for the time-out's message.
+class NcclEventRequest final : public Request::Impl {
+ public:
+  NcclEventRequest(NcclCommunicator& comm, cudaEvent_t ev, std::string what)
+      : comm_(comm), ev_(ev), what_(std::move(what)) {}
+  bool test() override { return comm_.test_event(ev_, what_, polls_++); }
+  std::string describe() const override {
+    return what_ + " with peers rank 0.." + std::to_string(comm_.size() - 1) + " (NCCL rank " +
+           std::to_string(comm_.rank()) + ")";
+  }
+
+ private:
+  NcclCommunicator& comm_;
+  cudaEvent_t ev_;
+  std::string what_;
+  long polls_ = 0;
 };
 
 // Runs `calls` between ncclGroupStart and ncclGroupEnd; the group is closed on errors too,
@@ -221,24 +239,32 @@ void NcclCommunicator::check_async(const std::string& what) {
 }
 
 void NcclCommunicator::wait_event(cudaEvent_t ev, const std::string& what) {
-  const double timeout = comm_timeout_s();
-  const double start = now_s();
-  for (long spin = 0;; ++spin) {
-    const cudaError_t q = cudaEventQuery(ev);
-    if (q == cudaSuccess) return;
-    if (q != cudaErrorNotReady)
-      abort_and_throw(what, std::string("cudaEventQuery failed: ") + cudaGetErrorName(q) + " (" +
-                                cudaGetErrorString(q) + ")", false);
-    if ((spin & 15) == 0) check_async(what);
-    if (spin > 2000) sched_yield();
-    if (timeout > 0 && (spin & 255) == 0 && now_s() - start > timeout) {
-      ncclResult_t state = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &state);
-      abort_and_throw(what, "timed out after " + std::to_string(static_cast<int>(timeout)) +
-                                " s (GRADSYNC_TIMEOUT_S); ncclCommGetAsyncError: " +
-                                nccl_compat::error_text(state, comm_), true);
-    }
+  // The one wait loop of the Communicator seam (Communicator::wait_all: polling, yielding,
+  // GRADSYNC_TIMEOUT_S) over a request that completes with the event. Its test() aborts
+  // the communicator on a CUDA or asynchronous NCCL error; a time-out aborts it here, so
+  // the GPU work is torn down and every later call refuses.
+  Request r(std::make_unique<NcclEventRequest>(*this, ev, what));
+  try {
+    wait(r);
+  } catch (const TimeoutError& e) {
+    r.reset();
+    ncclResult_t state = ncclSuccess;
+    if (comm_) ncclCommGetAsyncError(comm_, &state);
+    std::string why = e.what();  // "<where>: timed out after ... waiting for <describe()> ..."
+    if (const std::size_t k = why.find("timed out"); k != std::string::npos) why = why.substr(k);
+    abort_and_throw(what, why + "; ncclCommGetAsyncError: " + nccl_compat::error_text(state, comm_), true);
   }
+}
+
+bool NcclCommunicator::test_event(cudaEvent_t ev, const std::string& what, long polls) {
+  check_usable(what);
+  const cudaError_t q = cudaEventQuery(ev);
+  if (q == cudaSuccess) return true;
+  if (q != cudaErrorNotReady)
+    abort_and_throw(what, std::string("cudaEventQuery failed: ") + cudaGetErrorName(q) + " (" +
+                              cudaGetErrorString(q) + ")", false);
+  if ((polls & 15) == 0) check_async(what);
+  return false;
 }
 
 template <typename Enqueue>

@@ -14,8 +14,9 @@
 //   4. one non-blocking CUDA stream of its own, on which every NCCL call is enqueued.
 //
 // Completion and failure: every native collective is enqueued, an event is recorded after
-// it, and the call returns only when the event has completed — polling cudaEventQuery and
-// ncclCommGetAsyncError, bounded by GRADSYNC_TIMEOUT_S. On a time-out, an asynchronous
+// it, and the call returns only when the event has completed — a request polled by the
+// seam's one wait loop (Communicator::wait_all: cudaEventQuery, ncclCommGetAsyncError every
+// 16th poll), bounded by GRADSYNC_TIMEOUT_S. On a time-out, an asynchronous
 // NCCL error or a failing call the communicator is aborted (ncclCommAbort: the GPU work is
 // torn down so nothing hangs) and a gradsync::Error / TimeoutError names rank, host, the
 // call and NCCL's own words (ncclGetErrorString, ncclGetLastError where available). Every
@@ -120,6 +121,9 @@ class NcclCommunicator final : public Communicator {
   // ---- used by the point-to-point requests (nccl_comm.cpp) ------------------------------
   struct Batch;  // one group of queued point-to-point calls and its completion event
   bool test_batch(Batch& batch, const std::string& what);
+  // One poll of a native collective's completion event (`polls`: how many before; every
+  // 16th also checks ncclCommGetAsyncError). Errors abort the communicator and throw.
+  bool test_event(cudaEvent_t ev, const std::string& what, long polls);
   void dropped_unfinished(const std::string& what);
 
  private:
