@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "compress/bucket_kernels.hpp"
 #include "compress/collectives.hpp"
 #include "core/timer.hpp"
 #include "kernels/cpu_kernels.hpp"
@@ -25,14 +26,32 @@ void CastCompressor::reduce(Communicator& comm, AllreduceAlgorithm& allreduce, B
                             std::int64_t /*step*/, CompressStats& stats) {
   const std::size_t n = bucket.count;
   const int p = comm.size();
-  buf_.resize(n);
+  const float prescale = 1.f / static_cast<float>(p);
+  BucketKernels* dev = bucket.kernels;  // null: host memory
+  std::uint16_t* wire = nullptr;
+  if (dev) {
+    wire = static_cast<std::uint16_t*>(dev->scratch(0, n * sizeof(std::uint16_t)));
+  } else {
+    buf_.resize(n);
+    wire = buf_.data();
+  }
 
   const double t0 = now_s();
-  encode(bucket.data, n, 1.f / static_cast<float>(p), buf_.data());
+  if (dev) {
+    dev->cast_to_half(type_, bucket.data, wire, n, prescale);
+    dev->fence();
+  } else {
+    encode(bucket.data, n, prescale, wire);
+  }
   const double t1 = now_s();
-  if (n > 0) allreduce.run(buf_.data(), buf_.data(), n, type_, RedOp::Sum);
+  if (n > 0) allreduce.run(wire, wire, n, type_, RedOp::Sum);
   const double t2 = now_s();
-  decode(buf_.data(), n, bucket.data);
+  if (dev) {
+    dev->cast_from_half(type_, wire, bucket.data, n, 1.f);
+    dev->fence();
+  } else {
+    decode(wire, n, bucket.data);
+  }
   const double t3 = now_s();
 
   const std::uint64_t half_bytes = static_cast<std::uint64_t>(n) * 2;

@@ -8,6 +8,8 @@
 //           each pairwise sum is rounded to the half type, as NCCL does
 //   decode  g = float(sum h)           exact widening: g holds the average
 // Stats: compressed = 2n bytes, collective "allreduce", wire from the algorithm used.
+// Device memory (accepts_device_memory): encode/decode are bucket.kernels' casts into its
+// scratch, fenced before the all-reduce: the same bits as the host's casts.
 // No spec parameters.
 #pragma once
 
@@ -25,6 +27,7 @@ class CastCompressor final : public Compressor {
   std::string spec() const override { return type_ == DType::F16 ? "fp16" : "bf16"; }
   void reduce(Communicator& comm, AllreduceAlgorithm& allreduce, BucketView& bucket, std::int64_t step,
               CompressStats& stats) override;
+  bool accepts_device_memory() const override { return true; }
 
   // The 1-rank path (benchmarks, tests): encode with a pre-scale, decode back to fp32.
   void encode(const float* x, std::size_t n, float prescale, std::uint16_t* out) const;

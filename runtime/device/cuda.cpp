@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -117,6 +119,31 @@ class CudaOptimizer final : public train::Optimizer {
   std::int64_t t_ = 0;
 };
 
+// The compressors' kernels on device memory (compress/bucket_kernels.hpp), on the stream
+// the device gives the calling (communication) thread.
+class CudaBucketKernels final : public BucketKernels {
+ public:
+  explicit CudaBucketKernels(std::function<cudaStream_t()> stream) : stream_(std::move(stream)) {}
+  void cast_to_half(DType t, const float* in, std::uint16_t* out, std::size_t n, float scale) override {
+    ++launches_;
+    kernels::cuda::cast_to_half(t, in, out, n, scale, stream_());
+  }
+  void cast_from_half(DType t, const std::uint16_t* in, float* out, std::size_t n, float scale) override {
+    ++launches_;
+    kernels::cuda::cast_from_half(t, in, out, n, scale, stream_());
+  }
+  void* scratch(int slot, std::size_t bytes) override {
+    DeviceBuffer& b = scratch_[slot];
+    b.reserve(bytes);
+    return b.get();
+  }
+  void fence() override { GS_CUDA(cudaStreamSynchronize(stream_())); }
+
+ private:
+  std::function<cudaStream_t()> stream_;
+  std::map<int, DeviceBuffer> scratch_;
+};
+
 class CudaDevice final : public Device {
  public:
   explicit CudaDevice(int local_rank)
@@ -180,6 +207,7 @@ class CudaDevice final : public Device {
     return std::make_unique<CudaOptimizer>(name, opts, compute_);
   }
   GradientGenerator& generator() override { return generator_; }
+  BucketKernels* bucket_kernels() override { return &bucket_kernels_; }
   std::unique_ptr<train::Workload> make_real_workload(const std::string& model, const train::SyntheticDataset& dataset,
                                                       std::int64_t batch, DType precision) override {
     return train::make_gpu_real_workload(model, dataset, batch, precision, compute_.get());
@@ -203,6 +231,7 @@ class CudaDevice final : public Device {
   DeviceBuffer flag_;            // unscale's found-non-finite flag (communication thread)
   PinnedBuffer flag_host_, pinned_value_;
   CudaGenerator generator_;
+  CudaBucketKernels bucket_kernels_{[this] { return stream(); }};
 };
 
 }  // namespace

@@ -27,7 +27,12 @@
 //     waits for nothing else; every comm-thread kernel is synchronised by the comm thread).
 //
 //   Kernels. The compressors (compress/*) encode/decode/cast/apply error feedback on host
-//     memory with the CPU kernels (kernels/cpu_*.cpp); on cuda their buckets are staged.
+//     memory with the CPU kernels (kernels/cpu_*.cpp). A compressor that accepts device
+//     memory (none; fp16/bf16 through bucket_kernels(): the CUDA casts of
+//     kernels/cuda_kernels.hpp) runs in place on cuda with --backend nccl; the others'
+//     buckets are staged (PowerSGD, QSGD, 1-bit, top-k: the CUDA kernels exist for all but
+//     PowerSGD's products and orthogonalisation; wiring them through BucketKernels is the
+//     next step, and the host tests already run that path with the host BucketKernels).
 //     The one kernel the reducer itself runs on device memory is the loss scaler's
 //     unscale + inf/nan check (unscale_check_finite: host kernels::unscale_check_finite;
 //     cuda kernels::cuda::unscale_check_finite and a flag read back). The optimizer
@@ -43,8 +48,8 @@
 //   Communicators. host: the reducer's MPI communicator carries every bucket. cuda with
 //     --backend nccl: an NcclCommunicator over it (make_communicator) carries, in place on
 //     device memory, the buckets of compressors that accept device memory
-//     (Compressor::accepts_device_memory: "none"); the others are staged and reduced on
-//     the MPI communicator. cuda with --backend mpi: every bucket is staged.
+//     (Compressor::accepts_device_memory: none, fp16, bf16); the others are staged and
+//     reduced on the MPI communicator. cuda with --backend mpi: every bucket is staged.
 #pragma once
 
 #include <cstddef>
@@ -54,6 +59,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "compress/bucket_kernels.hpp"
 #include "core/dtype.hpp"
 #include "train/optimizer.hpp"
 #include "train/workload.hpp"
@@ -120,6 +126,9 @@ class Device {
   virtual std::unique_ptr<train::Optimizer> make_optimizer(const std::string& name,
                                                            const train::OptimizerOptions& opts) = 0;
   virtual GradientGenerator& generator() = 0;
+  // The compressors' kernels on this device's memory (compress/bucket_kernels.hpp), used by
+  // the communication thread for buckets reduced in place; null on the host.
+  virtual BucketKernels* bucket_kernels() { return nullptr; }
   // Real compute on this device: `model` on `dataset` (not owned) in `precision`.
   virtual std::unique_ptr<train::Workload> make_real_workload(const std::string& model,
                                                               const train::SyntheticDataset& dataset,

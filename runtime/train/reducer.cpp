@@ -112,6 +112,7 @@ Reducer::Reducer(device::Device& dev, ReducerComms comms, Compressor& compressor
     BucketView& v = views_[b];
     v.index = static_cast<int>(b);
     v.data = staged_ ? mirror_[b]->data() : storage_[b]->data();
+    v.kernels = dev_.host_memory() || staged_ ? nullptr : dev_.bucket_kernels();  // in place on a device
     v.count = count;
     std::size_t off = 0;
     for (std::size_t i : assignment_[b]) {

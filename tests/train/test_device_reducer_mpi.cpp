@@ -35,10 +35,15 @@ class OwnArray final : public gs::device::Array {
   std::vector<float> v_;
 };
 
-// Host memory posing as device memory; everything else is the host device's.
+// Host memory posing as device memory; everything else is the host device's. With
+// in_place, it also offers a "device" communicator (a split of the host one: the memory is
+// host memory after all) and the host BucketKernels, so the reducer takes the in-place
+// device path for compressors that accept device memory, as with NCCL on a GPU.
 class StagingDevice final : public gs::device::Device {
  public:
-  std::string name() const override { return "staging-test"; }
+  explicit StagingDevice(bool in_place = false)
+      : in_place_(in_place), kernels_(gs::make_host_bucket_kernels()) {}
+  std::string name() const override { return in_place_ ? "in-place-test" : "staging-test"; }
   bool host_memory() const override { return false; }
   std::unique_ptr<gs::device::Array> zeros(std::size_t n) override { return std::make_unique<OwnArray>(n); }
   std::unique_ptr<gs::device::Array> host_mirror(std::size_t n) override { return std::make_unique<OwnArray>(n); }
@@ -76,18 +81,21 @@ class StagingDevice final : public gs::device::Device {
     return host().make_optimizer(name, o);
   }
   gs::device::GradientGenerator& generator() override { return host().generator(); }
+  gs::BucketKernels* bucket_kernels() override { return kernels_.get(); }
   std::unique_ptr<gs::train::Workload> make_real_workload(const std::string& m, const gs::train::SyntheticDataset& d,
                                                           std::int64_t b, gs::DType p) override {
     return host().make_real_workload(m, d, b, p);
   }
-  std::unique_ptr<gs::Communicator> make_communicator(gs::Communicator&, const std::string&) override {
-    return nullptr;
+  std::unique_ptr<gs::Communicator> make_communicator(gs::Communicator& host_comm, const std::string&) override {
+    return in_place_ ? host_comm.split(0, host_comm.rank()) : nullptr;
   }
 
   std::atomic<long> copies{0}, entered{0}, order_errors{0};
 
  private:
   static gs::device::Device& host() { return gs::device::host_device(); }
+  bool in_place_;
+  std::unique_ptr<gs::BucketKernels> kernels_;
   std::mutex mu_;
   std::vector<long> produced_, waited_;  // per bucket, over the run
 };
@@ -99,6 +107,20 @@ TEST(DeviceReducerMpi, StagedPathMatchesHostForEveryCompressor) {
     EXPECT_EQ(dev.entered.load(), 1) << c.spec;
     EXPECT_EQ(dev.order_errors.load(), 0) << c.spec;
     EXPECT_GT(dev.copies.load(), 0) << c.spec;  // staged: every bucket went down and up
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST(DeviceReducerMpi, InPlacePathMatchesHostForEveryCompressor) {
+  // none, fp16, bf16 accept device memory: in place, the casts through BucketKernels;
+  // every other compressor is staged.
+  for (const auto& c : gs::test::every_device_case()) {
+    StagingDevice dev(/*in_place=*/true);
+    gs::test::expect_device_matches_host(*g_world, dev, "test", c, /*tol=*/0, /*in_place_algo=*/"ring");
+    const bool cast = c.spec == "fp16" || c.spec == "bf16";
+    EXPECT_EQ(dev.bucket_kernels()->launches() > 0, cast) << c.spec;
+    EXPECT_EQ(dev.copies.load() > 0, !cast && c.spec != "none") << c.spec << ": staged iff not in place";
+    EXPECT_EQ(dev.order_errors.load(), 0) << c.spec;
     if (HasFatalFailure()) return;
   }
 }

@@ -1,0 +1,45 @@
+// gradsync/compress/bucket_kernels.hpp — the kernels a compressor runs on a bucket that
+// lives outside host memory (device/device.hpp), and the scratch memory they write.
+//
+// A BucketView with kernels == nullptr is host memory: compressors call the CPU kernels
+// (kernels/cpu_kernels.hpp) directly, as always. A bucket reduced in place on a device
+// (Compressor::accepts_device_memory) carries the device's BucketKernels: the same
+// operations on device memory (cuda: kernels/cuda_kernels.hpp on the communication
+// thread's stream). Ordering: kernels are asynchronous on the device; fence() completes
+// them before the compressor hands a buffer to a communicator (the NCCL communicator runs
+// on a stream of its own and returns only when its collective has completed).
+// make_host_bucket_kernels() is the host implementation of the same interface, so the
+// device-dispatch path of every compressor is exercised by host tests
+// (tests/train/test_device_reducer_mpi.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/dtype.hpp"
+
+namespace gradsync {
+
+class BucketKernels {
+ public:
+  virtual ~BucketKernels() = default;
+  // out[i] = half(in[i] * scale)  (t = F16 or BF16); as kernels::cast_to_half.
+  virtual void cast_to_half(DType t, const float* in, std::uint16_t* out, std::size_t n, float scale) = 0;
+  // out[i] = float(in[i]) * scale; as kernels::cast_from_half.
+  virtual void cast_from_half(DType t, const std::uint16_t* in, float* out, std::size_t n, float scale) = 0;
+  // At least `bytes` of the bucket's memory kind, owned by this object, one region per
+  // `slot` (contents are lost when it grows). Used by one thread at a time.
+  virtual void* scratch(int slot, std::size_t bytes) = 0;
+  // Completes every kernel launched so far.
+  virtual void fence() = 0;
+  // Calls so far (tests: the device path was taken).
+  std::int64_t launches() const { return launches_; }
+
+ protected:
+  std::int64_t launches_ = 0;
+};
+
+std::unique_ptr<BucketKernels> make_host_bucket_kernels();
+
+}  // namespace gradsync
