@@ -24,17 +24,6 @@ namespace {
 
 gs::Communicator* g_world = nullptr;  // set by main() for the tests' lifetime
 
-class OwnArray final : public gs::device::Array {
- public:
-  explicit OwnArray(std::size_t n) : v_(n, 0.0f) {
-    data_ = v_.data();
-    count_ = n;
-  }
-
- private:
-  std::vector<float> v_;
-};
-
 // Host memory posing as device memory; everything else is the host device's. With
 // in_place, it also offers a "device" communicator (a split of the host one: the memory is
 // host memory after all) and the host BucketKernels, so the reducer takes the in-place
@@ -45,8 +34,9 @@ class StagingDevice final : public gs::device::Device {
       : in_place_(in_place), kernels_(gs::make_host_bucket_kernels()) {}
   std::string name() const override { return in_place_ ? "in-place-test" : "staging-test"; }
   bool host_memory() const override { return false; }
-  std::unique_ptr<gs::device::Array> zeros(std::size_t n) override { return std::make_unique<OwnArray>(n); }
-  std::unique_ptr<gs::device::Array> host_mirror(std::size_t n) override { return std::make_unique<OwnArray>(n); }
+  // Separate allocations of host memory: the "device" arrays and the mirrors never alias.
+  std::unique_ptr<gs::device::Array> zeros(std::size_t n) override { return host().zeros(n); }
+  std::unique_ptr<gs::device::Array> host_mirror(std::size_t n) override { return host().zeros(n); }
   void download(const float* src, float* dst, std::size_t n) override {
     ++copies;
     std::memcpy(dst, src, n * sizeof(float));
