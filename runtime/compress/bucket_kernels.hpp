@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "core/dtype.hpp"
+#include "kernels/elementwise.hpp"
 
 namespace gradsync {
 
@@ -28,9 +29,26 @@ class BucketKernels {
   virtual void cast_to_half(DType t, const float* in, std::uint16_t* out, std::size_t n, float scale) = 0;
   // out[i] = float(in[i]) * scale; as kernels::cast_from_half.
   virtual void cast_from_half(DType t, const std::uint16_t* in, float* out, std::size_t n, float scale) = 0;
+  // QSGD (kernels::qsgd_encode / qsgd_dequantize): norms per block, then one code per element.
+  virtual void qsgd_encode(const float* x, std::size_t n, std::size_t block, std::uint32_t levels,
+                           kernels::RngKey key, float* norms, std::uint8_t* codes) = 0;
+  virtual void qsgd_dequantize(const std::uint8_t* codes, const float* norms, std::size_t n, std::size_t block,
+                               std::uint32_t levels, float* out, bool accumulate) = 0;
+  // Top-k: the k largest |x| (indices increasing), and out[idx[j]] += vals[j] * scale.
+  virtual void topk_select(const float* x, std::size_t n, std::size_t k, std::int32_t* idx, float* vals) = 0;
+  virtual void scatter_add(const std::int32_t* idx, const float* vals, std::size_t k, float scale, float* out) = 0;
+  // x += mem; x *= s; byte copies and zeroing within the bucket's memory kind.
+  virtual void add_inplace(float* x, const float* mem, std::size_t n) = 0;
+  virtual void scale_inplace(float* x, std::size_t n, float s) = 0;
+  virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void zero(void* dst, std::size_t bytes) = 0;
+
   // At least `bytes` of the bucket's memory kind, owned by this object, one region per
   // `slot` (contents are lost when it grows). Used by one thread at a time.
   virtual void* scratch(int slot, std::size_t bytes) = 0;
+  // State that lives across steps (error-feedback memory): `bytes` per (bucket, slot), zero
+  // when first asked for; a different size for a known (bucket, slot) is an error.
+  virtual void* state(int bucket, int slot, std::size_t bytes) = 0;
   // Completes every kernel launched so far.
   virtual void fence() = 0;
   // Calls so far (tests: the device path was taken).

@@ -10,7 +10,7 @@
 
 namespace gradsync::compress_detail {
 
-CastCompressor::CastCompressor(DType type) : type_(type) {
+CastCompressor::CastCompressor(DType type) : type_(type), host_(make_host_bucket_kernels()) {
   GS_CHECK(type == DType::F16 || type == DType::BF16, "cast compressor needs half or bfloat16");
 }
 
@@ -27,31 +27,18 @@ void CastCompressor::reduce(Communicator& comm, AllreduceAlgorithm& allreduce, B
   const std::size_t n = bucket.count;
   const int p = comm.size();
   const float prescale = 1.f / static_cast<float>(p);
-  BucketKernels* dev = bucket.kernels;  // null: host memory
-  std::uint16_t* wire = nullptr;
-  if (dev) {
-    wire = static_cast<std::uint16_t*>(dev->scratch(0, n * sizeof(std::uint16_t)));
-  } else {
-    buf_.resize(n);
-    wire = buf_.data();
-  }
+  // One path for every memory: the bucket's device kernels, or the host ones.
+  BucketKernels& k = bucket.kernels ? *bucket.kernels : *host_;
+  auto* wire = static_cast<std::uint16_t*>(k.scratch(0, n * sizeof(std::uint16_t)));
 
   const double t0 = now_s();
-  if (dev) {
-    dev->cast_to_half(type_, bucket.data, wire, n, prescale);
-    dev->fence();
-  } else {
-    encode(bucket.data, n, prescale, wire);
-  }
+  k.cast_to_half(type_, bucket.data, wire, n, prescale);
+  k.fence();
   const double t1 = now_s();
   if (n > 0) allreduce.run(wire, wire, n, type_, RedOp::Sum);
   const double t2 = now_s();
-  if (dev) {
-    dev->cast_from_half(type_, wire, bucket.data, n, 1.f);
-    dev->fence();
-  } else {
-    decode(wire, n, bucket.data);
-  }
+  k.cast_from_half(type_, wire, bucket.data, n, 1.f);
+  k.fence();
   const double t3 = now_s();
 
   const std::uint64_t half_bytes = static_cast<std::uint64_t>(n) * 2;

@@ -8,14 +8,16 @@
 //           each pairwise sum is rounded to the half type, as NCCL does
 //   decode  g = float(sum h)           exact widening: g holds the average
 // Stats: compressed = 2n bytes, collective "allreduce", wire from the algorithm used.
-// Device memory (accepts_device_memory): encode/decode are bucket.kernels' casts into its
-// scratch, fenced before the all-reduce: the same bits as the host's casts.
+// Every memory (accepts_device_memory): encode/decode are the bucket's kernels
+// (bucket_kernels.hpp: the CPU's on the host, CUDA's on a GPU) into their scratch, fenced
+// before the all-reduce: the same bits on both.
 // No spec parameters.
 #pragma once
 
 #include <cstdint>
-#include <vector>
+#include <memory>
 
+#include "compress/bucket_kernels.hpp"
 #include "compress/compressor.hpp"
 #include "core/dtype.hpp"
 
@@ -36,7 +38,7 @@ class CastCompressor final : public Compressor {
 
  private:
   DType type_;
-  std::vector<std::uint16_t> buf_;
+  std::unique_ptr<BucketKernels> host_;  // host-memory buckets: CPU kernels and the wire buffer
 };
 
 }  // namespace gradsync::compress_detail

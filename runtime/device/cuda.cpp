@@ -132,16 +132,60 @@ class CudaBucketKernels final : public BucketKernels {
     ++launches_;
     kernels::cuda::cast_from_half(t, in, out, n, scale, stream_());
   }
+  void qsgd_encode(const float* x, std::size_t n, std::size_t block, std::uint32_t levels, kernels::RngKey key,
+                   float* norms, std::uint8_t* codes) override {
+    ++launches_;
+    kernels::cuda::qsgd_norms(x, n, block, norms, stream_());
+    kernels::cuda::qsgd_quantize(x, n, block, norms, levels, key, codes, stream_());
+  }
+  void qsgd_dequantize(const std::uint8_t* codes, const float* norms, std::size_t n, std::size_t block,
+                       std::uint32_t levels, float* out, bool accumulate) override {
+    ++launches_;
+    kernels::cuda::qsgd_dequantize(codes, norms, n, block, levels, out, accumulate, stream_());
+  }
+  void topk_select(const float* x, std::size_t n, std::size_t k, std::int32_t* idx, float* vals) override {
+    ++launches_;
+    kernels::cuda::topk_select(x, n, k, idx, vals, topk_scratch_, stream_());
+  }
+  void scatter_add(const std::int32_t* idx, const float* vals, std::size_t k, float scale, float* out) override {
+    ++launches_;
+    kernels::cuda::scatter_add(idx, vals, k, scale, out, stream_());
+  }
+  void add_inplace(float* x, const float* mem, std::size_t n) override {
+    ++launches_;
+    kernels::cuda::add_inplace(x, mem, n, stream_());
+  }
+  void scale_inplace(float* x, std::size_t n, float s) override {
+    ++launches_;
+    kernels::cuda::scale_inplace(x, n, s, stream_());
+  }
+  void copy(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes > 0 && dst != src) GS_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_()));
+  }
+  void zero(void* dst, std::size_t bytes) override {
+    if (bytes > 0) GS_CUDA(cudaMemsetAsync(dst, 0, bytes, stream_()));
+  }
   void* scratch(int slot, std::size_t bytes) override {
     DeviceBuffer& b = scratch_[slot];
     b.reserve(bytes);
     return b.get();
+  }
+  void* state(int bucket, int slot, std::size_t bytes) override {
+    auto [it, fresh] = state_.try_emplace({bucket, slot});
+    if (fresh) {
+      it->second.reserve(bytes);
+      GS_CUDA(cudaMemsetAsync(it->second.get(), 0, std::max<std::size_t>(bytes, 1), stream_()));
+    }
+    GS_CHECK_EQ(it->second.bytes(), bytes, "compressor state ", slot, " of bucket ", bucket, " changed size");
+    return it->second.get();
   }
   void fence() override { GS_CUDA(cudaStreamSynchronize(stream_())); }
 
  private:
   std::function<cudaStream_t()> stream_;
   std::map<int, DeviceBuffer> scratch_;
+  std::map<std::pair<int, int>, DeviceBuffer> state_;
+  DeviceBuffer topk_scratch_;
 };
 
 class CudaDevice final : public Device {

@@ -27,12 +27,13 @@
 //     waits for nothing else; every comm-thread kernel is synchronised by the comm thread).
 //
 //   Kernels. The compressors (compress/*) encode/decode/cast/apply error feedback on host
-//     memory with the CPU kernels (kernels/cpu_*.cpp). A compressor that accepts device
-//     memory (none; fp16/bf16 through bucket_kernels(): the CUDA casts of
-//     kernels/cuda_kernels.hpp) runs in place on cuda with --backend nccl; the others'
-//     buckets are staged (PowerSGD, QSGD, 1-bit, top-k: the CUDA kernels exist for all but
-//     PowerSGD's products and orthogonalisation; wiring them through BucketKernels is the
-//     next step, and the host tests already run that path with the host BucketKernels).
+//     memory with the CPU kernels (kernels/cpu_*.cpp) through one path per compressor:
+//     bucket.kernels (compress/bucket_kernels.hpp), the host BucketKernels for host buckets
+//     and bucket_kernels() here for device ones (CUDA: kernels/cuda_kernels.hpp, the same
+//     bits). Compressors that accept device memory (none, fp16, bf16, qsgd, topk) run in
+//     place on cuda with --backend nccl; PowerSGD and 1-bit are staged (their device path
+//     needs cuBLAS products + orthogonalisation and device-side sign scales in
+//     BucketKernels: not written yet).
 //     The one kernel the reducer itself runs on device memory is the loss scaler's
 //     unscale + inf/nan check (unscale_check_finite: host kernels::unscale_check_finite;
 //     cuda kernels::cuda::unscale_check_finite and a flag read back). The optimizer
@@ -48,8 +49,8 @@
 //   Communicators. host: the reducer's MPI communicator carries every bucket. cuda with
 //     --backend nccl: an NcclCommunicator over it (make_communicator) carries, in place on
 //     device memory, the buckets of compressors that accept device memory
-//     (Compressor::accepts_device_memory: none, fp16, bf16); the others are staged and
-//     reduced on the MPI communicator. cuda with --backend mpi: every bucket is staged.
+//     (Compressor::accepts_device_memory: none, fp16, bf16, qsgd, topk); the others are
+//     staged and reduced on the MPI communicator. cuda with --backend mpi: every bucket is staged.
 #pragma once
 
 #include <cstddef>

@@ -102,14 +102,15 @@ TEST(DeviceReducerMpi, StagedPathMatchesHostForEveryCompressor) {
 }
 
 TEST(DeviceReducerMpi, InPlacePathMatchesHostForEveryCompressor) {
-  // none, fp16, bf16 accept device memory: in place, the casts through BucketKernels;
-  // every other compressor is staged.
+  // none, fp16, bf16, qsgd and topk accept device memory: in place, their kernels through
+  // the device's BucketKernels (here the host ones); PowerSGD and 1-bit are staged.
   for (const auto& c : gs::test::every_device_case()) {
     StagingDevice dev(/*in_place=*/true);
     gs::test::expect_device_matches_host(*g_world, dev, "test", c, /*tol=*/0, /*in_place_algo=*/"ring");
-    const bool cast = c.spec == "fp16" || c.spec == "bf16";
-    EXPECT_EQ(dev.bucket_kernels()->launches() > 0, cast) << c.spec;
-    EXPECT_EQ(dev.copies.load() > 0, !cast && c.spec != "none") << c.spec << ": staged iff not in place";
+    const std::string name = c.spec.substr(0, c.spec.find(':'));
+    const bool staged = name == "powersgd" || name == "onebit";
+    EXPECT_EQ(dev.bucket_kernels()->launches() > 0, !staged && name != "none") << c.spec << ": device kernels";
+    EXPECT_EQ(dev.copies.load() > 0, staged) << c.spec << ": staged iff not in place";
     EXPECT_EQ(dev.order_errors.load(), 0) << c.spec;
     if (HasFatalFailure()) return;
   }
