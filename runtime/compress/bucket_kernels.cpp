@@ -1,8 +1,10 @@
 // gradsync/compress/bucket_kernels.cpp — the host BucketKernels (see bucket_kernels.hpp).
 #include "compress/bucket_kernels.hpp"
 
+#include <atomic>
 #include <cstring>
 #include <map>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -60,8 +62,8 @@ class HostBucketKernels final : public BucketKernels {
     if (v.size() * sizeof(std::uint64_t) < bytes) v.assign((bytes + 7) / 8, 0);
     return v.data();
   }
-  void* state(int bucket, int slot, std::size_t bytes) override {
-    auto [it, fresh] = state_.try_emplace({bucket, slot});
+  void* state(std::uint64_t owner, int bucket, int slot, std::size_t bytes) override {
+    auto [it, fresh] = state_.try_emplace(std::make_tuple(owner, bucket, slot));
     if (fresh) it->second.assign((bytes + 7) / 8, 0);
     GS_CHECK_EQ(it->second.size(), (bytes + 7) / 8, "compressor state ", slot, " of bucket ", bucket, " changed size");
     return it->second.data();
@@ -71,11 +73,16 @@ class HostBucketKernels final : public BucketKernels {
  private:
   // 8-byte aligned regions.
   std::map<int, std::vector<std::uint64_t>> scratch_;
-  std::map<std::pair<int, int>, std::vector<std::uint64_t>> state_;
+  std::map<std::tuple<std::uint64_t, int, int>, std::vector<std::uint64_t>> state_;
 };
 
 }  // namespace
 
 std::unique_ptr<BucketKernels> make_host_bucket_kernels() { return std::make_unique<HostBucketKernels>(); }
+
+std::uint64_t new_state_owner() {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1);
+}
 
 }  // namespace gradsync

@@ -46,9 +46,12 @@ class BucketKernels {
   // At least `bytes` of the bucket's memory kind, owned by this object, one region per
   // `slot` (contents are lost when it grows). Used by one thread at a time.
   virtual void* scratch(int slot, std::size_t bytes) = 0;
-  // State that lives across steps (error-feedback memory): `bytes` per (bucket, slot), zero
-  // when first asked for; a different size for a known (bucket, slot) is an error.
-  virtual void* state(int bucket, int slot, std::size_t bytes) = 0;
+  // State that lives across steps (error-feedback memory): `bytes` per (owner, bucket,
+  // slot), zero when first asked for; a different size for a known key is an error. The
+  // owner (new_state_owner(), one per compressor object, never reused) keeps compressors
+  // sharing one device from sharing state; a finished owner's state stays until this
+  // object goes.
+  virtual void* state(std::uint64_t owner, int bucket, int slot, std::size_t bytes) = 0;
   // Completes every kernel launched so far.
   virtual void fence() = 0;
   // Calls so far (tests: the device path was taken).
@@ -59,5 +62,7 @@ class BucketKernels {
 };
 
 std::unique_ptr<BucketKernels> make_host_bucket_kernels();
+// A process-wide unique owner id for BucketKernels::state (thread-safe).
+std::uint64_t new_state_owner();
 
 }  // namespace gradsync

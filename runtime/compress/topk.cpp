@@ -58,7 +58,7 @@ void TopkCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduce*
   BucketKernels& kern = bucket.kernels ? *bucket.kernels : *host_;
   auto* mine = static_cast<std::int32_t*>(kern.scratch(0, words * 4));
   auto* all = static_cast<std::int32_t*>(kern.scratch(1, words * 4 * static_cast<std::size_t>(p)));
-  auto* memory = static_cast<float*>(kern.state(bucket.index, 0, n * sizeof(float)));
+  auto* memory = static_cast<float*>(kern.state(owner_, bucket.index, 0, n * sizeof(float)));
   float* vals = reinterpret_cast<float*>(mine + kk);
 
   const double t0 = now_s();

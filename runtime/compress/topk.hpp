@@ -44,6 +44,7 @@ class TopkCompressor final : public Compressor {
   // error-feedback memory per bucket (state slot 0); device buckets keep theirs in
   // bucket.kernels.
   std::unique_ptr<BucketKernels> host_;
+  std::uint64_t owner_ = new_state_owner();  // its error-feedback memory in any BucketKernels
 };
 
 }  // namespace gradsync::compress_detail

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <tuple>
 #include <optional>
 #include <thread>
 
@@ -170,8 +171,8 @@ class CudaBucketKernels final : public BucketKernels {
     b.reserve(bytes);
     return b.get();
   }
-  void* state(int bucket, int slot, std::size_t bytes) override {
-    auto [it, fresh] = state_.try_emplace({bucket, slot});
+  void* state(std::uint64_t owner, int bucket, int slot, std::size_t bytes) override {
+    auto [it, fresh] = state_.try_emplace(std::make_tuple(owner, bucket, slot));
     if (fresh) {
       it->second.reserve(bytes);
       GS_CUDA(cudaMemsetAsync(it->second.get(), 0, std::max<std::size_t>(bytes, 1), stream_()));
@@ -184,7 +185,7 @@ class CudaBucketKernels final : public BucketKernels {
  private:
   std::function<cudaStream_t()> stream_;
   std::map<int, DeviceBuffer> scratch_;
-  std::map<std::pair<int, int>, DeviceBuffer> state_;
+  std::map<std::tuple<std::uint64_t, int, int>, DeviceBuffer> state_;
   DeviceBuffer topk_scratch_;
 };
 
