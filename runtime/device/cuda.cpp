@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <map>
 #include <tuple>
@@ -231,7 +232,7 @@ class CudaDevice final : public Device {
   void enter_comm_thread() override {
     GS_CUDA(cudaSetDevice(index_));  // the current device is per host thread
     comm_stream_.emplace();
-    comm_thread_ = std::this_thread::get_id();
+    comm_thread_.store(std::this_thread::get_id());
   }
   void synchronize() override { compute_.synchronize(); }
 
@@ -264,14 +265,15 @@ class CudaDevice final : public Device {
 
  private:
   cudaStream_t stream() const {
-    return comm_stream_ && std::this_thread::get_id() == comm_thread_ ? comm_stream_->get() : compute_.get();
+    // Only the communication thread itself sees its id here, and it emplaced the stream first.
+    return std::this_thread::get_id() == comm_thread_.load() ? comm_stream_->get() : compute_.get();
   }
 
   int index_;
   CudaDeviceInfo info_;
   Stream compute_;                    // gradient production, optimizer, training-thread copies
   std::optional<Stream> comm_stream_;  // the communication thread's copies and kernels
-  std::thread::id comm_thread_;
+  std::atomic<std::thread::id> comm_thread_{};  // set by the communication thread, read by any
   std::vector<Event> produced_;  // per bucket, recorded on compute_
   DeviceBuffer flag_;            // unscale's found-non-finite flag (communication thread)
   PinnedBuffer flag_host_, pinned_value_;
