@@ -54,10 +54,10 @@ struct DeviceCase {
 
 // Runs `c` on the host and on `dev` over sub-communicators of `world`; `tol` is the
 // relative tolerance of each element (0: bit-identical).
-// `in_place_algo` is the algorithm on the device communicator (the trainer's: "mpi", the
+// `in_place_algo_name` is the algorithm on the device communicator (the trainer's: "mpi", the
 // library's native call; a host-memory test device can use "ring" to match the host bits).
 inline void expect_device_matches_host(Communicator& world, device::Device& dev, const std::string& backend,
-                                       const DeviceCase& c, double tol, const std::string& in_place_algo = "mpi") {
+                                       const DeviceCase& c, double tol, const std::string& in_place_algo_name = "mpi") {
   SCOPED_TRACE("compressor " + c.spec + " on " + dev.name() + "/" + backend);
   const auto tensors = device_test_tensors();
   train::ReducerOptions ro;
@@ -73,7 +73,7 @@ inline void expect_device_matches_host(Communicator& world, device::Device& dev,
   auto dev_comm = world.split(0, world.rank());
   auto dev_algo = make_allreduce("ring", *dev_comm);
   std::unique_ptr<Communicator> in_place = dev.make_communicator(*dev_comm, backend);
-  std::unique_ptr<AllreduceAlgorithm> in_place_algo = in_place ? make_allreduce(in_place_algo, *in_place) : nullptr;
+  std::unique_ptr<AllreduceAlgorithm> in_place_algo = in_place ? make_allreduce(in_place_algo_name, *in_place) : nullptr;
   auto dev_comp = make_compressor(c.spec, 7, world.rank());
   train::Reducer on_dev(dev, train::ReducerComms{dev_comm.get(), dev_algo.get(), in_place.get(), in_place_algo.get()},
                         *dev_comp, tensors, ro);
