@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "comm/mpi_comm.hpp"
+#include "core/error.hpp"
 #include "device/host.hpp"
 #include "device_reducer_cases.hpp"
 #include "../mpi_gtest_main.hpp"
@@ -123,6 +124,28 @@ TEST(DeviceReducerMpi, InPlacePathMatchesHostForEveryCompressor) {
 TEST(DeviceReducerMpi, HostDeviceReducesInPlace) {
   // The host device itself: no staging, same results (the reference path of the above).
   gs::test::expect_device_matches_host(*g_world, gs::device::host_device(), "mpi", {"powersgd:rank=2"}, 0);
+}
+
+TEST(CommunicatorSeam, NonBlockingCollectivesOnHostMemory) {
+  // The seam's iallreduce / iallgather / ialltoall on MPI: complete on the calling thread
+  // (an inactive request that wait() passes), right results, and a device event refused.
+  gs::Communicator& w = *g_world;
+  const int p = w.size(), r = w.rank();
+  std::vector<float> x(5, static_cast<float>(r + 1));
+  gs::Request a = w.iallreduce(x.data(), x.data(), x.size(), gs::DType::F32, gs::RedOp::Sum);
+  w.wait(a);
+  for (float v : x) EXPECT_EQ(v, static_cast<float>(p * (p + 1) / 2));
+  std::vector<float> mine(2, static_cast<float>(r)), all(2 * static_cast<std::size_t>(p), -1.f);
+  gs::Request g = w.iallgather(mine.data(), all.data(), 2, gs::DType::F32);
+  w.wait(g);
+  for (int q = 0; q < p; ++q) EXPECT_EQ(all[2 * static_cast<std::size_t>(q) + 1], static_cast<float>(q));
+  std::vector<float> send(static_cast<std::size_t>(p)), recv(static_cast<std::size_t>(p), -1.f);
+  for (int q = 0; q < p; ++q) send[static_cast<std::size_t>(q)] = static_cast<float>(100 * r + q);
+  gs::Request t = w.ialltoall(send.data(), recv.data(), 1, gs::DType::F32);
+  w.wait(t);
+  for (int q = 0; q < p; ++q) EXPECT_EQ(recv[static_cast<std::size_t>(q)], static_cast<float>(100 * q + r));
+  int fake_event = 0;
+  EXPECT_THROW((void)w.iallreduce(x.data(), x.data(), 1, gs::DType::F32, gs::RedOp::Sum, &fake_event), gs::Error);
 }
 
 }  // namespace
