@@ -5,7 +5,7 @@
 // The network is mlp.hpp's (fc1 64->256, ReLU, fc2 256->256, ReLU, fc3 256->10, softmax
 // cross-entropy), taken from its ModelSpec as a chain of (weight {out, in}, bias {out})
 // Linear layers. Parameters are fp32 master weights in device memory and gradients are the
-// GPU reducer's bucket views; both are bound from outside (as Network::bind).
+// reducer's bucket views in device memory; both are bound from outside (as Network::bind).
 //
 // GEMMs: cublasGemmEx with CUBLAS_COMPUTE_32F (fp32 accumulation) and fp32 output; the
 // inputs are fp32 (F32) or half copies (F16/BF16: the weights are cast at each forward, the

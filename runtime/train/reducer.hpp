@@ -74,7 +74,7 @@ namespace gradsync::train {
 std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<std::int64_t>& tensor_bytes,
                                                      std::int64_t bucket_bytes, std::int64_t first_bucket_bytes);
 
-// A backward's progress over the buckets, shared by the CPU and GPU reducers: which
+// A backward's progress over the buckets (the reducer's, on every device): which
 // gradients were marked ready, which buckets are complete, and which may be launched, in
 // bucket order (as DDP: bucket b only after b - 1).
 class BucketReadiness {
@@ -82,8 +82,8 @@ class BucketReadiness {
   BucketReadiness() = default;
   BucketReadiness(const std::vector<std::vector<std::size_t>>& assignment, std::size_t ntensors);
   void reset();  // a new backward: nothing marked, nothing launched
-  // Tensor i's gradient is ready; true when it completes its bucket. `who` ("reducer",
-  // "gpu reducer") starts the error for a tensor marked twice or unknown.
+  // Tensor i's gradient is ready; true when it completes its bucket. `who` ("reducer")
+  // starts the error for a tensor marked twice or unknown.
   bool mark(std::size_t i, const char* who);
   // The next bucket in bucket order if it is complete: b, and it counts as launched.
   bool pop_launchable(std::size_t& b);
@@ -101,7 +101,7 @@ class BucketReadiness {
 };
 
 // A bucket layout as text (limits, then each bucket's tensor range and bytes), for
-// check_same_on_all_ranks; both reducers' layout().
+// check_same_on_all_ranks; Reducer::layout().
 std::string bucket_layout(std::int64_t bucket_bytes, std::int64_t first_bucket_bytes, std::size_t ntensors,
                           const std::vector<std::vector<std::size_t>>& assignment,
                           const std::vector<std::int64_t>& bytes_per_bucket);
