@@ -52,6 +52,35 @@ void Communicator::recv(void* buf, std::size_t bytes, int peer, int tag) {
   wait(r);
 }
 
+namespace {
+
+void refuse_device_event(const Communicator& comm, const void* after, const char* op) {
+  GS_CHECK(after == nullptr, op, " on the ", comm.backend(),
+           " communicator cannot be ordered after a device event (host memory; complete the device work first)");
+}
+
+}  // namespace
+
+Request Communicator::iallreduce(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op,
+                                 const void* after) {
+  refuse_device_event(*this, after, "iallreduce");
+  allreduce(sendbuf, recvbuf, count, t, op);
+  return Request();
+}
+
+Request Communicator::iallgather(const void* sendbuf, void* recvbuf, std::size_t sendcount, DType t,
+                                 const void* after) {
+  refuse_device_event(*this, after, "iallgather");
+  allgather(sendbuf, recvbuf, sendcount, t);
+  return Request();
+}
+
+Request Communicator::ialltoall(const void* sendbuf, void* recvbuf, std::size_t count, DType t, const void* after) {
+  refuse_device_event(*this, after, "ialltoall");
+  alltoall(sendbuf, recvbuf, count, t);
+  return Request();
+}
+
 void check_same_on_all_ranks(Communicator& comm, const std::string& what, const std::string& value) {
   const std::vector<std::string> all = comm.allgather_strings(value);
   for (int r = 1; r < comm.size(); ++r) {

@@ -80,6 +80,21 @@ class Communicator {
   virtual void broadcast(void* buf, std::size_t count, DType t, int root) = 0;
   virtual void barrier() = 0;
 
+  // ---- non-blocking collectives a device can order -----------------------------------------
+  // The all-reduce, all-gather and all-to-all above, started and returned as a request that
+  // wait()/wait_all() complete (the one wait loop, GRADSYNC_TIMEOUT_S). `after`: a device
+  // event (cuda: a cudaEvent_t) the collective must follow on the device, so that a caller
+  // orders it after its own kernels without waiting on the host; null: none. This base
+  // completes the collective on the calling thread before it returns (an inactive
+  // request), which orders it after everything the caller did; it refuses an event (host
+  // memory has none). NcclCommunicator enqueues on its stream after cudaStreamWaitEvent.
+  virtual Request iallreduce(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op,
+                             const void* after = nullptr);
+  virtual Request iallgather(const void* sendbuf, void* recvbuf, std::size_t sendcount, DType t,
+                             const void* after = nullptr);
+  virtual Request ialltoall(const void* sendbuf, void* recvbuf, std::size_t count, DType t,
+                            const void* after = nullptr);
+
   // ---- control-plane helpers (small, not on hot paths) -----------------------------------
   virtual double max_double(double v) = 0;
   virtual double sum_double(double v) = 0;

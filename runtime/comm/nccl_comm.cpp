@@ -1,7 +1,5 @@
 #include "comm/nccl_comm.hpp"
 
-#include <sched.h>
-
 #include <cstring>
 #include <map>
 
@@ -66,6 +64,36 @@ class NcclP2pRequest final : public Request::Impl {
   std::size_t bytes_;
   int peer_, tag_;
   bool done_;
+};
+
+// A native collective in flight (owned event recorded after it on the communicator's
+// stream): complete when the event has completed. describe() names the operation and its
+// peers (every rank of the communicator), for the time-out's message. Dropped before it
+// completed (e.g. after a wait timed out), it aborts the communicator: the GPU may still
+// use buffers their owner is about to free.
+class NcclEventRequest final : public Request::Impl {
+ public:
+  NcclEventRequest(NcclCommunicator& comm, std::unique_ptr<Event> ev, std::string what)
+      : comm_(comm), ev_(std::move(ev)), what_(std::move(what)) {}
+  ~NcclEventRequest() override {
+    if (!complete_ && !comm_.aborted()) comm_.dropped_unfinished(describe());
+  }
+  bool test() override {
+    if (!complete_) complete_ = comm_.test_event(ev_->get(), what_, polls_++);
+    return complete_;
+  }
+  std::string describe() const override {
+    return what_ + " with peers rank 0.." + std::to_string(comm_.size() - 1) + " (NCCL rank " +
+           std::to_string(comm_.rank()) + ")";
+  }
+  const std::string& what() const { return what_; }
+
+ private:
+  NcclCommunicator& comm_;
+  std::unique_ptr<Event> ev_;
+  std::string what_;
+  long polls_ = 0;
+  bool complete_ = false;
 };
 
 // Runs `calls` between ncclGroupStart and ncclGroupEnd; the group is closed on errors too,
@@ -155,9 +183,8 @@ void NcclCommunicator::init(int device) {
   if (bytes.size() != sizeof id) throw Error(where() + ": ncclGetUniqueId failed on rank 0" + id_error);
   std::memcpy(&id, bytes.data(), sizeof id);
 
-  // 4. Stream, completion event, then the communicator (blocking until all ranks joined).
+  // 4. Stream, then the communicator (blocking until all ranks joined).
   stream_ = std::make_unique<Stream>();
-  done_ = std::make_unique<Event>(false);
   const double t0 = now_s();
   GS_NCCL(nccl_compat::init_rank(&comm_, size(), id, rank()));
   GS_LOG(INFO) << "NCCL communicator: rank " << rank() << "/" << size() << " on GPU " << device_ << " ("
@@ -220,39 +247,60 @@ void NcclCommunicator::check_async(const std::string& what) {
     abort_and_throw(what, "asynchronous NCCL error: " + nccl_compat::error_text(state, comm_), false);
 }
 
-void NcclCommunicator::wait_event(cudaEvent_t ev, const std::string& what) {
-  const double timeout = comm_timeout_s();
-  const double start = now_s();
-  for (long spin = 0;; ++spin) {
-    const cudaError_t q = cudaEventQuery(ev);
-    if (q == cudaSuccess) return;
-    if (q != cudaErrorNotReady)
-      abort_and_throw(what, std::string("cudaEventQuery failed: ") + cudaGetErrorName(q) + " (" +
-                                cudaGetErrorString(q) + ")", false);
-    if ((spin & 15) == 0) check_async(what);
-    if (spin > 2000) sched_yield();
-    if (timeout > 0 && (spin & 255) == 0 && now_s() - start > timeout) {
-      ncclResult_t state = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &state);
-      abort_and_throw(what, "timed out after " + std::to_string(static_cast<int>(timeout)) +
-                                " s (GRADSYNC_TIMEOUT_S); ncclCommGetAsyncError: " +
-                                nccl_compat::error_text(state, comm_), true);
-    }
+void NcclCommunicator::finish_native(Request& r) {
+  // The one wait loop of the Communicator seam (Communicator::wait_all: polling, yielding,
+  // GRADSYNC_TIMEOUT_S). The request's test() aborts the communicator on a CUDA or
+  // asynchronous NCCL error; a time-out aborts it here, so the GPU work is torn down and
+  // every later call refuses.
+  if (!r.active()) return;
+  const std::string what = static_cast<NcclEventRequest*>(r.impl())->what();
+  try {
+    wait(r);
+  } catch (const TimeoutError& e) {
+    ncclResult_t state = ncclSuccess;
+    if (comm_) ncclCommGetAsyncError(comm_, &state);
+    std::string why = e.what();  // "<where>: timed out after ... waiting for <describe()> ..."
+    if (const std::size_t k = why.find("timed out"); k != std::string::npos) why = why.substr(k);
+    const std::string async = nccl_compat::error_text(state, comm_);
+    abort_comm(describe_call(what) + ": " + why);
+    r.reset();  // after the abort: dropping it aborts nothing more
+    throw TimeoutError(describe_call(what) + ": " + why + "; ncclCommGetAsyncError: " + async +
+                       "; communicator aborted (ncclCommAbort) — a peer may have died or be stuck");
   }
 }
 
+bool NcclCommunicator::test_event(cudaEvent_t ev, const std::string& what, long polls) {
+  check_usable(what);
+  const cudaError_t q = cudaEventQuery(ev);
+  if (q == cudaSuccess) return true;
+  if (q != cudaErrorNotReady)
+    abort_and_throw(what, std::string("cudaEventQuery failed: ") + cudaGetErrorName(q) + " (" +
+                              cudaGetErrorString(q) + ")", false);
+  if ((polls & 15) == 0) check_async(what);
+  return false;
+}
+
 template <typename Enqueue>
-void NcclCommunicator::run_native(const std::string& what, Enqueue&& enqueue) {
+Request NcclCommunicator::start_native(const std::string& what, const void* after, Enqueue&& enqueue) {
   check_usable(what);
   flush_p2p();  // point-to-point calls posted before stay ahead of this on the stream
+  auto done = std::make_unique<Event>(false);
   try {
+    // The caller's device work first: the stream waits for its event on the GPU.
+    if (after) GS_CUDA(cudaStreamWaitEvent(stream_->get(), static_cast<cudaEvent_t>(const_cast<void*>(after)), 0));
     enqueue();
-    GS_CUDA(cudaEventRecord(done_->get(), stream_->get()));
+    done->record(stream_->get());
   } catch (const Error& e) {
     abort_comm(e.what());
     throw;
   }
-  wait_event(done_->get(), what);
+  return Request(std::make_unique<NcclEventRequest>(*this, std::move(done), what));
+}
+
+template <typename Enqueue>
+void NcclCommunicator::run_native(const std::string& what, Enqueue&& enqueue) {
+  Request r = start_native(what, nullptr, std::forward<Enqueue>(enqueue));
+  finish_native(r);
 }
 
 // ---- point to point ------------------------------------------------------------------------------
@@ -317,18 +365,24 @@ bool NcclCommunicator::test_batch(Batch& batch, const std::string& what) {
 void NcclCommunicator::dropped_unfinished(const std::string& what) {
   // The GPU may still read or write the request's buffer, which its owner is about to free
   // (typically after a wait timed out): tear the communicator down.
-  abort_comm("a point-to-point request was dropped before it completed: " + what);
+  abort_comm("a request was dropped before it completed: " + what);
 }
 
 // ---- native collectives ------------------------------------------------------------------------------
 
-void NcclCommunicator::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op) {
-  if (count == 0) return;
+Request NcclCommunicator::iallreduce(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op,
+                                     const void* after) {
+  if (count == 0) return Request();
   const ncclDataType_t type = nccl_compat::datatype(t);
   const ncclRedOp_t red = nccl_compat::redop(op);
-  run_native("ncclAllReduce of " + elements(count, t), [&] {
+  return start_native("ncclAllReduce of " + elements(count, t), after, [&] {
     GS_NCCL(ncclAllReduce(sendbuf, recvbuf, count, type, red, comm_, stream_->get()));
   });
+}
+
+void NcclCommunicator::allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op) {
+  Request r = iallreduce(sendbuf, recvbuf, count, t, op, nullptr);
+  finish_native(r);
 }
 
 void NcclCommunicator::reduce_scatter(const void* sendbuf, void* recvbuf, std::size_t recvcount, DType t, RedOp op) {
@@ -348,16 +402,28 @@ void NcclCommunicator::reduce_scatter(const void* sendbuf, void* recvbuf, std::s
   });
 }
 
-void NcclCommunicator::allgather(const void* sendbuf, void* recvbuf, std::size_t sendcount, DType t) {
-  if (sendcount == 0) return;
+Request NcclCommunicator::iallgather(const void* sendbuf, void* recvbuf, std::size_t sendcount, DType t,
+                                     const void* after) {
+  if (sendcount == 0) return Request();
   const ncclDataType_t type = nccl_compat::datatype(t);
-  run_native("ncclAllGather of " + elements(sendcount, t) + " per rank", [&] {
+  return start_native("ncclAllGather of " + elements(sendcount, t) + " per rank", after, [&] {
     GS_NCCL(ncclAllGather(sendbuf, recvbuf, sendcount, type, comm_, stream_->get()));
   });
 }
 
+void NcclCommunicator::allgather(const void* sendbuf, void* recvbuf, std::size_t sendcount, DType t) {
+  Request r = iallgather(sendbuf, recvbuf, sendcount, t, nullptr);
+  finish_native(r);
+}
+
 void NcclCommunicator::alltoall(const void* sendbuf, void* recvbuf, std::size_t count, DType t) {
-  if (count == 0) return;
+  Request r = ialltoall(sendbuf, recvbuf, count, t, nullptr);
+  finish_native(r);
+}
+
+Request NcclCommunicator::ialltoall(const void* sendbuf, void* recvbuf, std::size_t count, DType t,
+                                    const void* after) {
+  if (count == 0) return Request();
   const ncclDataType_t type = nccl_compat::datatype(t);
   const std::size_t block = count * dtype_size(t);
   const std::size_t n = static_cast<std::size_t>(size()), me = static_cast<std::size_t>(rank());
@@ -365,7 +431,9 @@ void NcclCommunicator::alltoall(const void* sendbuf, void* recvbuf, std::size_t 
   const char* src = static_cast<const char*>(sendbuf);
   char* dst = static_cast<char*>(recvbuf);
   if (in_place) src = static_cast<const char*>(scratch(block * n));
-  run_native("alltoall (grouped ncclSend/ncclRecv) of " + elements(count, t) + " per peer", [&] {
+  // In place, the copy aside goes to scratch_, reused by later calls: they are ordered
+  // after this one on the same stream.
+  return start_native("alltoall (grouped ncclSend/ncclRecv) of " + elements(count, t) + " per peer", after, [&] {
     // In place: the input is copied aside first (my own block stays where it is);
     // otherwise my own block is a local copy.
     if (in_place)

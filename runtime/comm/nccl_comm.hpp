@@ -14,8 +14,9 @@
 //   4. one non-blocking CUDA stream of its own, on which every NCCL call is enqueued.
 //
 // Completion and failure: every native collective is enqueued, an event is recorded after
-// it, and the call returns only when the event has completed — polling cudaEventQuery and
-// ncclCommGetAsyncError, bounded by GRADSYNC_TIMEOUT_S. On a time-out, an asynchronous
+// it, and the call returns only when the event has completed — a request polled by the
+// seam's one wait loop (Communicator::wait_all: cudaEventQuery, ncclCommGetAsyncError every
+// 16th poll), bounded by GRADSYNC_TIMEOUT_S. On a time-out, an asynchronous
 // NCCL error or a failing call the communicator is aborted (ncclCommAbort: the GPU work is
 // torn down so nothing hangs) and a gradsync::Error / TimeoutError names rank, host, the
 // call and NCCL's own words (ncclGetErrorString, ncclGetLastError where available). Every
@@ -98,6 +99,15 @@ class NcclCommunicator final : public Communicator {
   // place when sendbuf == recvbuf + rank * sendcount; alltoall when sendbuf == recvbuf
   // (the input is first copied to device scratch).
   void allreduce(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op) override;
+  // Enqueued on stream() after cudaStreamWaitEvent(after) (a cudaEvent_t, or null); the
+  // request completes with an event recorded after the collective. Dropped unfinished, it
+  // aborts the communicator.
+  Request iallreduce(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op,
+                     const void* after = nullptr) override;
+  Request iallgather(const void* sendbuf, void* recvbuf, std::size_t sendcount, DType t,
+                     const void* after = nullptr) override;
+  Request ialltoall(const void* sendbuf, void* recvbuf, std::size_t count, DType t,
+                    const void* after = nullptr) override;
   void reduce_scatter(const void* sendbuf, void* recvbuf, std::size_t recvcount, DType t, RedOp op) override;
   void allgather(const void* sendbuf, void* recvbuf, std::size_t sendcount, DType t) override;
   void alltoall(const void* sendbuf, void* recvbuf, std::size_t count, DType t) override;
@@ -120,18 +130,25 @@ class NcclCommunicator final : public Communicator {
   // ---- used by the point-to-point requests (nccl_comm.cpp) ------------------------------
   struct Batch;  // one group of queued point-to-point calls and its completion event
   bool test_batch(Batch& batch, const std::string& what);
+  // One poll of a native collective's completion event (`polls`: how many before; every
+  // 16th also checks ncclCommGetAsyncError). Errors abort the communicator and throw.
+  bool test_event(cudaEvent_t ev, const std::string& what, long polls);
   void dropped_unfinished(const std::string& what);
 
  private:
   NcclCommunicator(std::unique_ptr<Communicator> owned_control, int device);
   void init(int device);
 
-  // Enqueue one operation on stream_ (after any queued point-to-point calls), record the
-  // event and wait for it. Failures abort the communicator and throw.
+  // Enqueue one operation on stream_ (after any queued point-to-point calls and the
+  // caller's event `after`), record an event of its own after it and return the request
+  // that completes with it. Failures abort the communicator and throw.
   template <typename Enqueue>
-  void run_native(const std::string& what, Enqueue&& enqueue);
+  Request start_native(const std::string& what, const void* after, Enqueue&& enqueue);
+  // Wait for a start_native request in the seam's wait loop; a time-out aborts and throws.
+  void finish_native(Request& r);
+  template <typename Enqueue>
+  void run_native(const std::string& what, Enqueue&& enqueue);  // start + finish
   void flush_p2p();
-  void wait_event(cudaEvent_t ev, const std::string& what);
   void check_async(const std::string& what);
   void check_usable(const std::string& what) const;
   [[noreturn]] void abort_and_throw(const std::string& what, const std::string& why, bool timeout);
@@ -144,7 +161,6 @@ class NcclCommunicator final : public Communicator {
   int device_ = -1;
   // Made once the device is chosen; destroyed after comm_ (the destructor ends comm_ first).
   std::unique_ptr<Stream> stream_;
-  std::unique_ptr<Event> done_;  // recorded after each native collective
   DeviceBuffer scratch_;         // alltoall in place: a copy of the input
   ncclComm_t comm_ = nullptr;    // nullptr once aborted
   std::string abort_reason_;

@@ -3,13 +3,14 @@
 
 #include <memory>
 
+#include "compress/bucket_kernels.hpp"
 #include "compress/collectives.hpp"
 #include "core/timer.hpp"
 #include "kernels/cpu_kernels.hpp"
 
 namespace gradsync::compress_detail {
 
-CastCompressor::CastCompressor(DType type) : type_(type) {
+CastCompressor::CastCompressor(DType type) : type_(type), host_(make_host_bucket_kernels()) {
   GS_CHECK(type == DType::F16 || type == DType::BF16, "cast compressor needs half or bfloat16");
 }
 
@@ -25,14 +26,19 @@ void CastCompressor::reduce(Communicator& comm, AllreduceAlgorithm& allreduce, B
                             std::int64_t /*step*/, CompressStats& stats) {
   const std::size_t n = bucket.count;
   const int p = comm.size();
-  buf_.resize(n);
+  const float prescale = 1.f / static_cast<float>(p);
+  // One path for every memory: the bucket's device kernels, or the host ones.
+  BucketKernels& k = bucket.kernels ? *bucket.kernels : *host_;
+  auto* wire = static_cast<std::uint16_t*>(k.scratch(0, n * sizeof(std::uint16_t)));
 
   const double t0 = now_s();
-  encode(bucket.data, n, 1.f / static_cast<float>(p), buf_.data());
+  k.cast_to_half(type_, bucket.data, wire, n, prescale);
+  k.fence();
   const double t1 = now_s();
-  if (n > 0) allreduce.run(buf_.data(), buf_.data(), n, type_, RedOp::Sum);
+  if (n > 0) allreduce.run(wire, wire, n, type_, RedOp::Sum);
   const double t2 = now_s();
-  decode(buf_.data(), n, bucket.data);
+  k.cast_from_half(type_, wire, bucket.data, n, 1.f);
+  k.fence();
   const double t3 = now_s();
 
   const std::uint64_t half_bytes = static_cast<std::uint64_t>(n) * 2;

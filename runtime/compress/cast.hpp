@@ -8,12 +8,16 @@
 //           each pairwise sum is rounded to the half type, as NCCL does
 //   decode  g = float(sum h)           exact widening: g holds the average
 // Stats: compressed = 2n bytes, collective "allreduce", wire from the algorithm used.
+// Every memory (accepts_device_memory): encode/decode are the bucket's kernels
+// (bucket_kernels.hpp: the CPU's on the host, CUDA's on a GPU) into their scratch, fenced
+// before the all-reduce: the same bits on both.
 // No spec parameters.
 #pragma once
 
 #include <cstdint>
-#include <vector>
+#include <memory>
 
+#include "compress/bucket_kernels.hpp"
 #include "compress/compressor.hpp"
 #include "core/dtype.hpp"
 
@@ -25,6 +29,7 @@ class CastCompressor final : public Compressor {
   std::string spec() const override { return type_ == DType::F16 ? "fp16" : "bf16"; }
   void reduce(Communicator& comm, AllreduceAlgorithm& allreduce, BucketView& bucket, std::int64_t step,
               CompressStats& stats) override;
+  bool accepts_device_memory() const override { return true; }
 
   // The 1-rank path (benchmarks, tests): encode with a pre-scale, decode back to fp32.
   void encode(const float* x, std::size_t n, float prescale, std::uint16_t* out) const;
@@ -33,7 +38,7 @@ class CastCompressor final : public Compressor {
 
  private:
   DType type_;
-  std::vector<std::uint16_t> buf_;
+  std::unique_ptr<BucketKernels> host_;  // host-memory buckets: CPU kernels and the wire buffer
 };
 
 }  // namespace gradsync::compress_detail

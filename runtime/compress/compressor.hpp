@@ -27,12 +27,17 @@ struct TensorView {
   std::size_t count = 0;   // elements
 };
 
+class BucketKernels;  // compress/bucket_kernels.hpp
+
 // A bucket of fp32 gradients, contiguous, tensors in bucket (reverse-parameter) order.
 struct BucketView {
   int index = 0;
   float* data = nullptr;
   std::size_t count = 0;
   std::vector<TensorView> tensors;
+  // Null: `data` is host memory. Else the kernels of the device memory `data` lives in
+  // (only for compressors that accept device memory).
+  BucketKernels* kernels = nullptr;
 };
 
 // What one reduce() did, for the results file and the cost model.
@@ -56,6 +61,11 @@ class Compressor {
   // from 0 (PowerSGD's start=K uses it). Every rank calls with the same bucket layout.
   virtual void reduce(Communicator& comm, AllreduceAlgorithm& allreduce, BucketView& bucket, std::int64_t step,
                       CompressStats& stats) = 0;
+  // True when reduce() handles a bucket in device memory: it touches it only through
+  // `allreduce`/`comm` and bucket.kernels (compress/bucket_kernels.hpp), so it runs in place
+  // given a device communicator (NCCL). The reducer stages every other compressor's device
+  // buckets through host memory (device/device.hpp).
+  virtual bool accepts_device_memory() const { return false; }
 };
 
 // Names known to the registry ("none", "fp16", "bf16", "powersgd", "qsgd", "onebit"/"sign", "topk").

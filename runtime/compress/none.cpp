@@ -35,6 +35,7 @@ std::uint64_t estimate_allreduce_wire_bytes(const std::string& algo, std::uint64
 class NoneCompressor final : public Compressor {
  public:
   std::string spec() const override { return "none"; }
+  bool accepts_device_memory() const override { return true; }  // only allreduce.run() touches the bucket
 
   void reduce(Communicator& comm, AllreduceAlgorithm& allreduce, BucketView& bucket, std::int64_t /*step*/,
               CompressStats& stats) override {

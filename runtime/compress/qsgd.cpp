@@ -12,7 +12,7 @@
 namespace gradsync::compress_detail {
 
 QsgdCompressor::QsgdCompressor(std::uint32_t levels, std::size_t block, std::uint64_t seed, int rank)
-    : levels_(levels), block_(block), seed_(seed), rank_(rank) {
+    : levels_(levels), block_(block), seed_(seed), rank_(rank), host_(make_host_bucket_kernels()) {
   GS_CHECK(levels >= 1 && levels <= kernels::kQsgdMaxLevels && block >= 1, "bad QSGD configuration");
 }
 
@@ -32,15 +32,25 @@ kernels::RngKey QsgdCompressor::key(std::int64_t step, int bucket) const {
                           static_cast<std::uint64_t>(bucket));
 }
 
-void QsgdCompressor::encode(const float* x, std::size_t n, kernels::RngKey k, std::uint8_t* msg) const {
+void QsgdCompressor::encode_on(BucketKernels& k, const float* x, std::size_t n, kernels::RngKey key,
+                               std::uint8_t* msg) const {
   float* norms = reinterpret_cast<float*>(msg + norms_offset(n));
-  kernels::qsgd_encode(x, n, block_, levels_, k, norms, msg);
-  std::memset(msg + n, 0, norms_offset(n) - n);  // padding: deterministic bytes on the wire
+  k.qsgd_encode(x, n, block_, levels_, key, norms, msg);
+  k.zero(msg + n, norms_offset(n) - n);  // padding: deterministic bytes on the wire
+}
+
+void QsgdCompressor::decode_on(BucketKernels& k, const std::uint8_t* msg, std::size_t n, float* out,
+                               bool accumulate) const {
+  const float* norms = reinterpret_cast<const float*>(msg + norms_offset(n));
+  k.qsgd_dequantize(msg, norms, n, block_, levels_, out, accumulate);
+}
+
+void QsgdCompressor::encode(const float* x, std::size_t n, kernels::RngKey k, std::uint8_t* msg) const {
+  encode_on(*host_, x, n, k, msg);
 }
 
 void QsgdCompressor::decode(const std::uint8_t* msg, std::size_t n, float* out, bool accumulate) const {
-  const float* norms = reinterpret_cast<const float*>(msg + norms_offset(n));
-  kernels::qsgd_dequantize(msg, norms, n, block_, levels_, out, accumulate);
+  decode_on(*host_, msg, n, out, accumulate);
 }
 
 void QsgdCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduce*/, BucketView& bucket,
@@ -48,16 +58,20 @@ void QsgdCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduce*
   const std::size_t n = bucket.count;
   const int p = comm.size();
   const std::size_t mb = message_bytes(n);
-  mine_.resize(mb);
-  all_.resize(mb * static_cast<std::size_t>(p));
+  // One path for every memory: the bucket's device kernels, or the host ones.
+  BucketKernels& k = bucket.kernels ? *bucket.kernels : *host_;
+  auto* mine = static_cast<std::uint8_t*>(k.scratch(0, mb));
+  auto* all = static_cast<std::uint8_t*>(k.scratch(1, mb * static_cast<std::size_t>(p)));
 
   const double t0 = now_s();
-  encode(bucket.data, n, key(step, bucket.index), mine_.data());
+  encode_on(k, bucket.data, n, key(step, bucket.index), mine);
+  k.fence();
   const double t1 = now_s();
-  if (mb > 0) allgather_bytes(comm, mine_.data(), all_.data(), mb);
+  if (mb > 0) allgather_bytes(comm, mine, all, mb);
   const double t2 = now_s();
-  for (int r = 0; r < p; ++r) decode(all_.data() + static_cast<std::size_t>(r) * mb, n, bucket.data, r > 0);
-  kernels::scale_inplace(bucket.data, n, 1.f / static_cast<float>(p));
+  for (int r = 0; r < p; ++r) decode_on(k, all + static_cast<std::size_t>(r) * mb, n, bucket.data, r > 0);
+  k.scale_inplace(bucket.data, n, 1.f / static_cast<float>(p));
+  k.fence();
   const double t3 = now_s();
 
   stats.uncompressed_bytes += static_cast<std::uint64_t>(n) * 4;

@@ -15,8 +15,9 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
+#include <memory>
 
+#include "compress/bucket_kernels.hpp"
 #include "compress/compressor.hpp"
 #include "kernels/elementwise.hpp"
 
@@ -28,6 +29,7 @@ class QsgdCompressor final : public Compressor {
   std::string spec() const override;
   void reduce(Communicator& comm, AllreduceAlgorithm& allreduce, BucketView& bucket, std::int64_t step,
               CompressStats& stats) override;
+  bool accepts_device_memory() const override { return true; }  // through bucket.kernels
 
   // The 1-rank path (benchmarks, tests).
   std::size_t message_bytes(std::size_t n) const;  // a multiple of 4
@@ -41,11 +43,13 @@ class QsgdCompressor final : public Compressor {
 
  private:
   std::size_t norms_offset(std::size_t n) const;
+  void encode_on(BucketKernels& k, const float* x, std::size_t n, kernels::RngKey key, std::uint8_t* msg) const;
+  void decode_on(BucketKernels& k, const std::uint8_t* msg, std::size_t n, float* out, bool accumulate) const;
   std::uint32_t levels_;
   std::size_t block_;
   std::uint64_t seed_;
   int rank_;
-  std::vector<std::uint8_t> mine_, all_;
+  std::unique_ptr<BucketKernels> host_;  // host-memory buckets: CPU kernels, message buffers
 };
 
 }  // namespace gradsync::compress_detail

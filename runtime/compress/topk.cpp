@@ -14,7 +14,7 @@
 
 namespace gradsync::compress_detail {
 
-TopkCompressor::TopkCompressor(double ratio) : ratio_(ratio) {
+TopkCompressor::TopkCompressor(double ratio) : ratio_(ratio), host_(make_host_bucket_kernels()) {
   GS_CHECK(ratio > 0 && ratio <= 1, "top-k ratio must be in (0, 1]");
 }
 
@@ -32,11 +32,16 @@ std::size_t TopkCompressor::k_for(double ratio, std::size_t n) {
   return std::clamp<std::size_t>(k, 1, n);
 }
 
+void TopkCompressor::encode_on(BucketKernels& kern, float* x, std::size_t n, std::size_t k, float* memory,
+                               std::int32_t* idx, float* vals) {
+  kern.add_inplace(x, memory, n);
+  kern.topk_select(x, n, k, idx, vals);
+  kern.copy(memory, x, n * sizeof(float));
+  kern.scatter_add(idx, vals, k, -1.f, memory);  // memory[idx] = x[idx] - x[idx] = 0: x - sparse(x)
+}
+
 void TopkCompressor::encode(float* x, std::size_t n, std::size_t k, float* memory, std::int32_t* idx, float* vals) {
-  kernels::add_inplace(x, memory, n);
-  kernels::topk_select(x, n, k, idx, vals);
-  std::memcpy(memory, x, n * sizeof(float));
-  for (std::size_t j = 0; j < k; ++j) memory[idx[j]] = 0.f;  // = x - sparse(x), exactly
+  encode_on(*make_host_bucket_kernels(), x, n, k, memory, idx, vals);
 }
 
 void TopkCompressor::decode(const std::int32_t* idx, const float* vals, std::size_t k, float scale, float* out) {
@@ -49,21 +54,26 @@ void TopkCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduce*
   const int p = comm.size();
   const std::size_t kk = k(n);
   const std::size_t words = 2 * kk;  // k int32 indices, then k fp32 values (same size)
-  mine_.resize(words);
-  all_.resize(words * static_cast<std::size_t>(p));
-  float* vals = reinterpret_cast<float*>(mine_.data() + kk);
+  // One path for every memory: the bucket's device kernels, or the host ones.
+  BucketKernels& kern = bucket.kernels ? *bucket.kernels : *host_;
+  auto* mine = static_cast<std::int32_t*>(kern.scratch(0, words * 4));
+  auto* all = static_cast<std::int32_t*>(kern.scratch(1, words * 4 * static_cast<std::size_t>(p)));
+  auto* memory = static_cast<float*>(kern.state(owner_, bucket.index, 0, n * sizeof(float)));
+  float* vals = reinterpret_cast<float*>(mine + kk);
 
   const double t0 = now_s();
-  encode(bucket.data, n, kk, ef_.memory(bucket.index, n), mine_.data(), vals);
+  encode_on(kern, bucket.data, n, kk, memory, mine, vals);
+  kern.fence();
   const double t1 = now_s();
-  if (words > 0) allgather_bytes(comm, mine_.data(), all_.data(), words * 4);
+  if (words > 0) allgather_bytes(comm, mine, all, words * 4);
   const double t2 = now_s();
-  std::fill(bucket.data, bucket.data + n, 0.f);
+  kern.zero(bucket.data, n * sizeof(float));
   const float inv_p = 1.f / static_cast<float>(p);
   for (int r = 0; r < p; ++r) {
-    const std::int32_t* block = all_.data() + static_cast<std::size_t>(r) * words;
-    decode(block, reinterpret_cast<const float*>(block + kk), kk, inv_p, bucket.data);
+    const std::int32_t* block = all + static_cast<std::size_t>(r) * words;
+    kern.scatter_add(block, reinterpret_cast<const float*>(block + kk), kk, inv_p, bucket.data);
   }
+  kern.fence();
   const double t3 = now_s();
 
   stats.uncompressed_bytes += static_cast<std::uint64_t>(n) * 4;

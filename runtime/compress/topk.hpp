@@ -11,10 +11,10 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
+#include <memory>
 
+#include "compress/bucket_kernels.hpp"
 #include "compress/compressor.hpp"
-#include "compress/error_feedback.hpp"
 
 namespace gradsync::compress_detail {
 
@@ -32,12 +32,19 @@ class TopkCompressor final : public Compressor {
   static void encode(float* x, std::size_t n, std::size_t k, float* memory, std::int32_t* idx, float* vals);
   // out += scale * scatter(idx, vals)
   static void decode(const std::int32_t* idx, const float* vals, std::size_t k, float scale, float* out);
+  bool accepts_device_memory() const override { return true; }  // through bucket.kernels
 
  private:
+  // encode with the kernels of x's memory: memory = x - sparse(x) exactly (memory is
+  // set to x, then the selected values are subtracted: x - x = +0).
+  static void encode_on(BucketKernels& kern, float* x, std::size_t n, std::size_t k, float* memory, std::int32_t* idx,
+                        float* vals);
   double ratio_;
-  ErrorFeedback ef_;
-  std::vector<std::int32_t> mine_;  // [k idx][k vals as bits]
-  std::vector<std::int32_t> all_;
+  // Host-memory buckets: CPU kernels, the messages ([k idx][k vals as bits]) and the
+  // error-feedback memory per bucket (state slot 0); device buckets keep theirs in
+  // bucket.kernels.
+  std::unique_ptr<BucketKernels> host_;
+  std::uint64_t owner_ = new_state_owner();  // its error-feedback memory in any BucketKernels
 };
 
 }  // namespace gradsync::compress_detail

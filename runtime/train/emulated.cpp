@@ -11,6 +11,7 @@
 #endif
 
 #include "core/error.hpp"
+#include "device/host.hpp"
 #include "core/timer.hpp"
 #include "train/precision.hpp"
 #include "train/rng.hpp"
@@ -79,8 +80,8 @@ namespace {
 class EmulatedWorkload final : public Workload {
  public:
   EmulatedWorkload(models::ModelSpec model, const models::ComputeProfile& profile, std::int64_t batch,
-                   std::uint64_t seed, int rank, DType precision)
-      : spec_(std::move(model)), seed_(seed), rank_(rank), precision_(precision) {
+                   std::uint64_t seed, int rank, DType precision, device::GradientGenerator& gen)
+      : spec_(std::move(model)), seed_(seed), rank_(rank), precision_(precision), gen_(gen) {
     times_ = models::layer_times(spec_, profile, batch, /*half_precision=*/precision_ != DType::F32);
     for (double f : times_.fwd_s) fwd_total_s_ += f;
     // Which tensors (forward indices) each layer owns.
@@ -110,10 +111,8 @@ class EmulatedWorkload final : public Workload {
 
   void init_params(std::uint64_t seed) override {
     for (std::size_t t = 0; t < tensors_.size(); ++t) {
-      const std::int64_t n = tensors_[t].numel();
       const auto key = static_cast<std::uint32_t>(mix64(seed, 0x1417ULL, t));
-      float* p = params_[t];
-      for (std::int64_t j = 0; j < n; ++j) p[j] = 0.01f * hash_uniform_pm1(key, static_cast<std::uint32_t>(j));
+      gen_.init_param(params_[t], static_cast<std::size_t>(tensors_[t].numel()), key);
     }
   }
 
@@ -131,10 +130,8 @@ class EmulatedWorkload final : public Workload {
     for (std::size_t l = spec_.layers.size(); l-- > 0;) {
       deadline += times_.bwd_s[l];
       const auto& idx = layer_tensors_[l];
-      for (std::size_t k = idx.size(); k-- > 0;) {
-        emulated_gradient(tensors_[idx[k]], idx[k], seed_, micro, rank_, scale, accumulate, grads_[idx[k]]);
-        round_to(precision_, grads_[idx[k]], static_cast<std::size_t>(tensors_[idx[k]].numel()));
-      }
+      for (std::size_t k = idx.size(); k-- > 0;)
+        gen_.gradient(tensors_[idx[k]], idx[k], seed_, micro, rank_, scale, accumulate, precision_, grads_[idx[k]]);
       sleep_until_s(deadline);
       for (std::size_t k = idx.size(); k-- > 0;) ready(idx[k]);
     }
@@ -151,6 +148,7 @@ class EmulatedWorkload final : public Workload {
   std::uint64_t seed_;
   int rank_;
   DType precision_;
+  device::GradientGenerator& gen_;
   models::LayerTimes times_;
   double fwd_total_s_ = 0;
   std::vector<std::vector<std::size_t>> layer_tensors_;
@@ -163,8 +161,9 @@ class EmulatedWorkload final : public Workload {
 
 std::unique_ptr<Workload> make_emulated_workload(models::ModelSpec model, const models::ComputeProfile& profile,
                                                  std::int64_t batch, std::uint64_t seed, int rank,
-                                                 DType precision) {
-  return std::make_unique<EmulatedWorkload>(std::move(model), profile, batch, seed, rank, precision);
+                                                 DType precision, device::GradientGenerator* gen) {
+  return std::make_unique<EmulatedWorkload>(std::move(model), profile, batch, seed, rank, precision,
+                                            gen ? *gen : device::host_device().generator());
 }
 
 }  // namespace gradsync::train

@@ -40,11 +40,19 @@
 
 #include "train/workload.hpp"
 
+namespace gradsync::device {
+class GradientGenerator;
+}
+
 namespace gradsync::train {
 
+// `gen` produces the values where the gradients live (device/device.hpp; not owned, must
+// outlive the workload); null: the host generator (emulated_gradient + round_to below).
+// The layer walk, deadlines and replay statistics are the same for every device.
 std::unique_ptr<Workload> make_emulated_workload(models::ModelSpec model, const models::ComputeProfile& profile,
                                                  std::int64_t batch, std::uint64_t seed, int rank,
-                                                 DType precision = DType::F32);
+                                                 DType precision = DType::F32,
+                                                 device::GradientGenerator* gen = nullptr);
 
 // The generator on its own (tests, benchmarks): writes/adds tensor t's gradient.
 void emulated_gradient(const models::TensorSpec& t, std::size_t tensor_index, std::uint64_t seed,

@@ -1,7 +1,7 @@
 // gradsync/train/gpu_kernels.hpp — the CUDA kernels of gradsync-train --device cuda
 // (gpu_kernels.cu): emulated gradient generation, parameter initialisation, optimizers.
 //
-// Purpose: device-side work of the GPU training path (gpu_trainer.hpp), each a grid-stride
+// Purpose: device-side work of the GPU training path (device/cuda.hpp), each a grid-stride
 // loop launched asynchronously on a given stream (launch errors throw via GS_CUDA; execution
 // errors surface at the next synchronisation). All pointers are device pointers.
 #pragma once

@@ -163,4 +163,70 @@ void GpuMlp::backward(float scale, bool accumulate, const GradReadyFn& ready) {
   }
 }
 
+namespace {
+
+class GpuRealWorkload final : public Workload {
+ public:
+  GpuRealWorkload(const std::string& model, const SyntheticDataset& dataset, std::int64_t batch, DType precision,
+                  cudaStream_t stream)
+      : host_(make_real_workload(model, dataset, precision)), stream_(stream) {
+    GS_USAGE_CHECK(model == "mlp", "option --device cuda: real compute on the GPU exists for mlp only; '", model,
+                   "' runs with --compute emulated or --device cpu");
+    tensors_ = host_->spec().tensors();
+    mlp_ = std::make_unique<GpuMlp>(tensors_, batch, precision, stream_);
+    std::size_t total = 0;
+    for (const auto& t : tensors_) total += static_cast<std::size_t>(t.numel());
+    host_params_.assign(total, 0.0f);
+    host_grads_.assign(total, 0.0f);
+    std::vector<float*> hp, hg;
+    std::size_t off = 0;
+    for (const auto& t : tensors_) {
+      hp.push_back(host_params_.data() + off);
+      hg.push_back(host_grads_.data() + off);
+      off += static_cast<std::size_t>(t.numel());
+    }
+    host_->bind(hp, hg);
+    host_p_ = hp;
+  }
+  const models::ModelSpec& spec() const override { return host_->spec(); }
+  bool real() const override { return true; }
+  void bind(std::vector<float*> params, std::vector<float*> grads) override {
+    params_ = params;
+    mlp_->bind(std::move(params), std::move(grads));
+  }
+  void init_params(std::uint64_t seed) override {
+    host_->init_params(seed);
+    for (std::size_t t = 0; t < tensors_.size(); ++t)
+      GS_CUDA(cudaMemcpyAsync(params_[t], host_p_[t], static_cast<std::size_t>(tensors_[t].numel()) * sizeof(float),
+                              cudaMemcpyHostToDevice, stream_));
+    GS_CUDA(cudaStreamSynchronize(stream_));
+  }
+  double forward(const Batch& b) override { return mlp_->forward(b); }
+  void backward(std::int64_t, float scale, bool accumulate, const GradReadyFn& ready) override {
+    mlp_->backward(scale, accumulate, ready);
+  }
+  std::int64_t evaluate(std::int64_t first, std::int64_t stride) override {
+    GS_CUDA(cudaStreamSynchronize(stream_));
+    for (std::size_t t = 0; t < tensors_.size(); ++t)
+      GS_CUDA(cudaMemcpy(host_p_[t], params_[t], static_cast<std::size_t>(tensors_[t].numel()) * sizeof(float),
+                         cudaMemcpyDeviceToHost));
+    return host_->evaluate(first, stride);
+  }
+
+ private:
+  std::unique_ptr<Workload> host_;  // init and evaluation on host copies
+  cudaStream_t stream_;
+  std::vector<models::TensorSpec> tensors_;
+  std::unique_ptr<GpuMlp> mlp_;
+  std::vector<float> host_params_, host_grads_;
+  std::vector<float*> host_p_, params_;
+};
+
+}  // namespace
+
+std::unique_ptr<Workload> make_gpu_real_workload(const std::string& model, const SyntheticDataset& dataset,
+                                                 std::int64_t batch, DType precision, cudaStream_t stream) {
+  return std::make_unique<GpuRealWorkload>(model, dataset, batch, precision, stream);
+}
+
 }  // namespace gradsync::train

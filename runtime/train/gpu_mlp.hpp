@@ -1,10 +1,11 @@
 // gradsync/train/gpu_mlp.hpp — real forward/backward of "mlp" on the GPU (cuBLAS), for
-// gradsync-train --device cuda --compute real (gpu_trainer.hpp). CUDA builds only.
+// gradsync-train --device cuda --compute real (the CUDA device's real workload,
+// device/cuda.hpp). CUDA builds only.
 //
 // The network is mlp.hpp's (fc1 64->256, ReLU, fc2 256->256, ReLU, fc3 256->10, softmax
 // cross-entropy), taken from its ModelSpec as a chain of (weight {out, in}, bias {out})
 // Linear layers. Parameters are fp32 master weights in device memory and gradients are the
-// GPU reducer's bucket views; both are bound from outside (as Network::bind).
+// reducer's bucket views in device memory; both are bound from outside (as Network::bind).
 //
 // GEMMs: cublasGemmEx with CUBLAS_COMPUTE_32F (fp32 accumulation) and fp32 output; the
 // inputs are fp32 (F32) or half copies (F16/BF16: the weights are cast at each forward, the
@@ -37,6 +38,7 @@
 #include "models/zoo.hpp"
 #include "train/loader.hpp"
 #include "train/network.hpp"
+#include "train/workload.hpp"
 
 namespace gradsync::train {
 
@@ -86,5 +88,12 @@ class GpuMlp {
   DeviceBuffer probs_, dz_, da_, dz_half_, labels_, loss_;
   PinnedBuffer host_x_, host_y_, host_loss_;
 };
+
+// Real compute on the GPU behind the Workload seam (workload.hpp): forward/backward are
+// GpuMlp's on `stream`; init_params and evaluate are the host network's (make_real_workload)
+// on a host copy of the parameters: init there, then upload (the CPU run's initial
+// weights); evaluate downloads the device weights first. Only "mlp" (else UsageError).
+std::unique_ptr<Workload> make_gpu_real_workload(const std::string& model, const SyntheticDataset& dataset,
+                                                 std::int64_t batch, DType precision, cudaStream_t stream);
 
 }  // namespace gradsync::train

@@ -20,12 +20,13 @@
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "core/units.hpp"
+#include "device/host.hpp"
 #include "train/options.hpp"
 #include "train/results.hpp"
 #include "train/trainer.hpp"
 #ifdef GRADSYNC_HAVE_CUDA
 #include "cuda/device.hpp"
-#include "train/gpu_trainer.hpp"
+#include "device/cuda.hpp"
 #endif
 
 namespace {
@@ -138,30 +139,24 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv, argv + argc);
   MpiRuntime mpi(&argc, &argv);
   MpiCommunicator world;
-  // Declared outside the try: on a run-time error we abort *before* its destructor runs,
-  // which would join a communication thread that may be waiting on a dead peer.
+  // Declared outside the try: on a run-time error we abort *before* their destructors run,
+  // which would join a communication thread that may be waiting on a dead peer. The device
+  // (device/device.hpp) outlives the trainer.
+  std::unique_ptr<device::Device> dev;
   std::unique_ptr<Trainer> trainer;
-#ifdef GRADSYNC_HAVE_CUDA
-  std::unique_ptr<GpuTrainer> gpu_trainer;
-#endif
   try {
 #ifdef GRADSYNC_HAVE_CUDA
-    // A GPU on every rank, checked by all ranks together before anything else.
-    if (o.device == "cuda") require_cuda_on_all_ranks(world);
+    if (o.device == "cuda") {
+      // A GPU on every rank, checked by all ranks together before anything else.
+      device::require_cuda_on_all_ranks(world);
+      dev = device::make_cuda_device(world.local_rank());
+    }
 #endif
+    if (!dev) dev = device::make_host_device();
     GS_CHECK(mpi.thread_level() >= MPI_THREAD_MULTIPLE, "the MPI library provides thread level ", mpi.thread_level(),
              " but the reducer's communication thread needs MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE, ")");
-    RunResult r;
-#ifdef GRADSYNC_HAVE_CUDA
-    if (o.device == "cuda") {
-      gpu_trainer = std::make_unique<GpuTrainer>(o, world);
-      r = gpu_trainer->run();
-    }
-#endif
-    if (o.device != "cuda") {
-      trainer = std::make_unique<Trainer>(o, world);
-      r = trainer->run();
-    }
+    trainer = std::make_unique<Trainer>(o, world, *dev);
+    const RunResult r = trainer->run();
     if (world.rank() == 0) {
       const std::string path = o.out.empty() ? default_result_path(o.model) : o.out;
       write_train_results(path, o, r, args);

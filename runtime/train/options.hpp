@@ -12,7 +12,7 @@ namespace gradsync::train {
 
 struct TrainOptions {
   std::string model;
-  std::string device = "cpu";    // cpu | cuda (the GPU path: runtime/train/gpu_trainer.hpp)
+  std::string device = "cpu";    // cpu | cuda (device/device.hpp: the same trainer on GPU memory)
   std::string backend;           // nccl | mpi; default nccl on cuda, mpi on cpu (nccl on cpu refused)
   std::string compute;           // "real" | "emulated"; default: real for mlp/cnn, emulated otherwise
   std::string compute_profile;   // name or TOML path; default: h200 (emulated), cpu (real: recorded only)
@@ -54,8 +54,8 @@ std::string train_usage();
 // compressor spec, optimizer, profile, ranges, exclusive options). UsageError otherwise.
 void validate_train_options(const TrainOptions& o);
 // The part of it that applies to --device cuda only (called by validate_train_options):
-// what the GPU path does not support yet (real compute of models other than mlp; compressors
-// other than none, fp16, bf16, which run on host buffers only) is refused with exit status 2.
+// what the GPU path does not support yet (real compute of models other than mlp) is refused
+// with exit status 2. Every --compress spec and precision runs on cuda.
 void check_cuda_train_options(const TrainOptions& o);
 
 // The options that define the run as (option name, canonical value) pairs, in help order

@@ -9,7 +9,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/timer.hpp"
-#include "kernels/cpu_kernels.hpp"
+#include "device/host.hpp"
 
 namespace gradsync::train {
 
@@ -83,37 +83,52 @@ bool BucketReadiness::pop_launchable(std::size_t& b) {
 
 Reducer::Reducer(Communicator& comm, AllreduceAlgorithm& allreduce, Compressor& compressor,
                  std::vector<models::TensorSpec> tensors, ReducerOptions opts)
-    : comm_(comm), allreduce_(allreduce), compressor_(compressor), tensors_(std::move(tensors)), opts_(opts) {
+    : Reducer(device::host_device(), ReducerComms{&comm, &allreduce, nullptr, nullptr}, compressor, std::move(tensors),
+              opts) {}
+
+Reducer::Reducer(device::Device& dev, ReducerComms comms, Compressor& compressor,
+                 std::vector<models::TensorSpec> tensors, ReducerOptions opts)
+    : dev_(dev), comms_(comms), compressor_(compressor), tensors_(std::move(tensors)), opts_(opts) {
   GS_CHECK(!tensors_.empty(), "reducer: the model has no parameters");
+  GS_CHECK(comms_.host != nullptr && comms_.host_algo != nullptr, "reducer: no host communicator");
+  GS_CHECK((comms_.device == nullptr) == (comms_.device_algo == nullptr), "reducer: a device communicator needs its algorithm");
+  // Decided once: device buckets go in place only where a device communicator exists and
+  // the compressor touches them through it alone.
+  staged_ = !dev_.host_memory() && !(comms_.device != nullptr && compressor_.accepts_device_memory());
   std::vector<std::int64_t> bytes;
   for (const auto& t : tensors_) bytes.push_back(t.numel() * static_cast<std::int64_t>(sizeof(float)));
   assignment_ = assign_buckets(bytes, opts_.bucket_bytes, opts_.first_bucket_bytes);
 
   const std::size_t nb = assignment_.size();
   storage_.resize(nb);
+  mirror_.resize(nb);
   views_.resize(nb);
   grad_ptr_.assign(tensors_.size(), nullptr);
   for (std::size_t b = 0; b < nb; ++b) {
     std::size_t count = 0;
     for (std::size_t i : assignment_[b]) count += static_cast<std::size_t>(tensors_[i].numel());
-    storage_[b].assign(count, 0.0f);
+    storage_[b] = dev_.zeros(count);
+    if (staged_) mirror_[b] = dev_.host_mirror(count);
     BucketView& v = views_[b];
     v.index = static_cast<int>(b);
-    v.data = storage_[b].data();
+    v.data = staged_ ? mirror_[b]->data() : storage_[b]->data();
+    v.kernels = dev_.host_memory() || staged_ ? nullptr : dev_.bucket_kernels();  // in place on a device
     v.count = count;
     std::size_t off = 0;
     for (std::size_t i : assignment_[b]) {
       const auto n = static_cast<std::size_t>(tensors_[i].numel());
       v.tensors.push_back(TensorView{tensors_[i].name, tensors_[i].shape, off, n});
-      grad_ptr_[i] = v.data + off;
+      grad_ptr_[i] = storage_[b]->data() + off;
       off += n;
     }
   }
+  dev_.prepare_buckets(nb);
   readiness_ = BucketReadiness(assignment_, tensors_.size());
   records_.resize(nb);
   stats_.resize(nb);
-  GS_LOG(INFO) << "reducer: " << tensors_.size() << " tensors in " << nb << " buckets, overlap "
-               << (opts_.overlap ? "on" : "off");
+  GS_LOG(INFO) << "reducer: " << tensors_.size() << " tensors in " << nb << " buckets on " << dev_.name()
+               << (dev_.host_memory() ? "" : staged_ ? " (staged through host memory)" : " (in place, device communicator)")
+               << ", overlap " << (opts_.overlap ? "on" : "off");
   thread_ = std::thread([this] { comm_loop(); });
 }
 
@@ -128,7 +143,7 @@ Reducer::~Reducer() {
 
 std::vector<std::int64_t> Reducer::bucket_bytes() const {
   std::vector<std::int64_t> out;
-  for (const auto& v : views_) out.push_back(static_cast<std::int64_t>(v.count * sizeof(float)));
+  for (const auto& v : views_) out.push_back(static_cast<std::int64_t>(v.count * sizeof(float)));  // fp32 on every device
   return out;
 }
 
@@ -177,7 +192,9 @@ void Reducer::mark_ready(std::size_t i) {
   const double t = now_s();
   GS_CHECK(in_backward_, "reducer: mark_ready(", i, ") outside backward");
   if (readiness_.mark(i, "reducer") && sync_) {
-    records_[readiness_.bucket_of(i)].ready_s = t - t0_;  // only this thread writes ready_s
+    const std::size_t b = readiness_.bucket_of(i);
+    records_[b].ready_s = t - t0_;  // only this thread writes ready_s
+    dev_.bucket_produced(b);        // cuda: the bucket's event, after its gradients' kernels
     if (opts_.overlap) {
       train_overhead_s_ += now_s() - t;
       timed_launch();
@@ -244,14 +261,42 @@ StepComm Reducer::finish_backward() {
   return out;
 }
 
-bool Reducer::unscale_bucket(std::size_t b, float inv_scale, bool zero_bad) {
+bool Reducer::unscale_bucket(device::Device& work, std::size_t b, float inv_scale, bool zero_bad) {
   BucketView& v = views_[b];
-  const bool bad = !kernels::unscale_check_finite(v.data, v.count, inv_scale);
-  if (bad && zero_bad) std::fill(v.data, v.data + v.count, 0.0f);
+  const bool bad = !work.unscale_check_finite(v.data, v.count, inv_scale);
+  if (bad && zero_bad) work.fill_zero(v.data, v.count);
   return bad;
 }
 
+void Reducer::reduce_bucket(std::size_t b, std::int64_t step, float inv_scale, CompressStats& st, bool& bad,
+                            double& unscale_s) {
+  // The working copy: the host mirror (staged) or the bucket itself.
+  device::Device& work = staged_ ? device::host_device() : dev_;
+  BucketView& v = views_[b];
+  if (staged_) dev_.download(storage_[b]->data(), v.data, v.count);
+  if (opts_.unscale == Unscale::BeforeReduce) {
+    const double u = now_s();
+    bad = unscale_bucket(work, b, inv_scale, /*zero_bad=*/true);
+    unscale_s += now_s() - u;
+  }
+  const bool in_place_on_device = !dev_.host_memory() && !staged_;
+  compressor_.reduce(in_place_on_device ? *comms_.device : *comms_.host,
+                     in_place_on_device ? *comms_.device_algo : *comms_.host_algo, v, step, st);
+  if (opts_.unscale == Unscale::AfterReduce) {
+    const double u = now_s();
+    bad = unscale_bucket(work, b, inv_scale, /*zero_bad=*/false);
+    unscale_s += now_s() - u;
+  }
+  if (staged_) dev_.upload(v.data, storage_[b]->data(), v.count);
+}
+
 void Reducer::comm_loop() {
+  try {
+    dev_.enter_comm_thread();
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu_);
+    error_ = std::current_exception();  // every bucket is then only counted; finish rethrows
+  }
   for (;;) {
     std::size_t b = 0;
     bool failed = false;
@@ -269,23 +314,15 @@ void Reducer::comm_loop() {
       t0 = t0_;
       inv_scale = inv_scale_;
     }
-    const double start = now_s();
+    double start = now_s();
     CompressStats st;
     bool bad = false;
     double unscale_s = 0;
     if (!failed) {  // after an error the remaining buckets are only counted, so finish returns
       try {
-        if (opts_.unscale == Unscale::BeforeReduce) {
-          const double u = now_s();
-          bad = unscale_bucket(b, inv_scale, /*zero_bad=*/true);
-          unscale_s += now_s() - u;
-        }
-        compressor_.reduce(comm_, allreduce_, views_[b], step, st);
-        if (opts_.unscale == Unscale::AfterReduce) {
-          const double u = now_s();
-          bad = unscale_bucket(b, inv_scale, /*zero_bad=*/false);
-          unscale_s += now_s() - u;
-        }
+        dev_.wait_produced(b);  // cuda: the gradients' kernels have run
+        start = now_s();
+        reduce_bucket(b, step, inv_scale, st, bad, unscale_s);
       } catch (...) {
         std::lock_guard<std::mutex> lock(mu_);
         if (!error_) error_ = std::current_exception();

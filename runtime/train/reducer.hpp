@@ -37,6 +37,15 @@
 // first, so no inf/nan reaches its error-feedback memory or the wire). finish_backward()
 // reports this rank's verdict in StepComm::found_inf; the ranks must still agree on it.
 //
+// Devices (device/device.hpp): the buckets live in the memory of the reducer's Device.
+// On the host the compressor reduces them in place on the host communicator. On a GPU the
+// communication thread first waits for the bucket's gradients (Device::wait_produced: the
+// compute stream's event), then either reduces it in place on the device communicator
+// (NCCL, for compressors that accept device memory) or *stages* it: download into a host
+// mirror, [unscale], compressor.reduce on the host communicator, [unscale], upload — all
+// inside the bucket's [start, end]. Which path a run takes is decided once, at
+// construction (staged()); the protocol above is the same for both.
+//
 // Threads: mark_ready/begin/finish are called from one training thread. The communication
 // thread touches a bucket's buffer only between its launch and its completion, during
 // which backward no longer writes it (its gradients are final).
@@ -54,6 +63,7 @@
 #include "algos/allreduce.hpp"
 #include "comm/communicator.hpp"
 #include "compress/compressor.hpp"
+#include "device/device.hpp"
 #include "models/zoo.hpp"
 
 namespace gradsync::train {
@@ -64,7 +74,7 @@ namespace gradsync::train {
 std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<std::int64_t>& tensor_bytes,
                                                      std::int64_t bucket_bytes, std::int64_t first_bucket_bytes);
 
-// A backward's progress over the buckets, shared by the CPU and GPU reducers: which
+// A backward's progress over the buckets (the reducer's, on every device): which
 // gradients were marked ready, which buckets are complete, and which may be launched, in
 // bucket order (as DDP: bucket b only after b - 1).
 class BucketReadiness {
@@ -72,8 +82,8 @@ class BucketReadiness {
   BucketReadiness() = default;
   BucketReadiness(const std::vector<std::vector<std::size_t>>& assignment, std::size_t ntensors);
   void reset();  // a new backward: nothing marked, nothing launched
-  // Tensor i's gradient is ready; true when it completes its bucket. `who` ("reducer",
-  // "gpu reducer") starts the error for a tensor marked twice or unknown.
+  // Tensor i's gradient is ready; true when it completes its bucket. `who` ("reducer")
+  // starts the error for a tensor marked twice or unknown.
   bool mark(std::size_t i, const char* who);
   // The next bucket in bucket order if it is complete: b, and it counts as launched.
   bool pop_launchable(std::size_t& b);
@@ -91,7 +101,7 @@ class BucketReadiness {
 };
 
 // A bucket layout as text (limits, then each bucket's tensor range and bytes), for
-// check_same_on_all_ranks; both reducers' layout().
+// check_same_on_all_ranks; Reducer::layout().
 std::string bucket_layout(std::int64_t bucket_bytes, std::int64_t first_bucket_bytes, std::size_t ntensors,
                           const std::vector<std::vector<std::size_t>>& assignment,
                           const std::vector<std::int64_t>& bytes_per_bucket);
@@ -130,10 +140,23 @@ struct StepComm {
   double unscale_s = 0;
 };
 
+// The communicators of a reducer. `host` (with `host_algo` built on it) reduces host-memory
+// buckets and staged device buckets; `device` (with `device_algo`), when set, reduces device
+// buckets in place (NCCL). Each should be used by nobody else while the reducer lives (the
+// communication thread runs on them).
+struct ReducerComms {
+  Communicator* host = nullptr;
+  AllreduceAlgorithm* host_algo = nullptr;
+  Communicator* device = nullptr;
+  AllreduceAlgorithm* device_algo = nullptr;
+};
+
 class Reducer {
  public:
-  // `comm` should be a communicator used by nobody else while the reducer lives (the
-  // communication thread runs on it); `allreduce` must have been built on it.
+  // Buckets in `dev`'s memory (not owned; outlives the reducer).
+  Reducer(device::Device& dev, ReducerComms comms, Compressor& compressor, std::vector<models::TensorSpec> tensors,
+          ReducerOptions opts);
+  // Host memory: `comm` and `allreduce` as ReducerComms::host / host_algo.
   Reducer(Communicator& comm, AllreduceAlgorithm& allreduce, Compressor& compressor,
           std::vector<models::TensorSpec> tensors, ReducerOptions opts);
   ~Reducer();
@@ -143,8 +166,11 @@ class Reducer {
   std::size_t num_buckets() const { return views_.size(); }
   std::vector<std::int64_t> bucket_bytes() const;
   const std::vector<std::vector<std::size_t>>& assignment() const { return assignment_; }
-  // Gradient view of tensor i (forward order), numel elements inside its bucket.
+  // Gradient view of tensor i (forward order), numel elements inside its bucket, in the
+  // device's memory.
   float* grad(std::size_t i) const { return grad_ptr_[i]; }
+  // Device buckets reduced through a host mirror (see above); false on the host.
+  bool staged() const { return staged_; }
   // The layout as text (limits, then each bucket's tensor range and bytes), for
   // check_same_on_all_ranks.
   std::string layout() const;
@@ -160,20 +186,25 @@ class Reducer {
   void timed_launch();          // the same, accounted in overhead (CPU) and launch_wall_s_
   void push(std::size_t b);
   void comm_loop();
-  // Communication thread: unscale and check bucket b; zero it when non-finite and
-  // `zero_bad`. Returns true when it held inf/nan.
-  bool unscale_bucket(std::size_t b, float inv_scale, bool zero_bad);
+  // Communication thread: unscale and check the working copy of bucket b (in `work`'s
+  // memory); zero it when non-finite and `zero_bad`. Returns true when it held inf/nan.
+  bool unscale_bucket(device::Device& work, std::size_t b, float inv_scale, bool zero_bad);
+  // Communication thread: everything between a bucket's start and end (see above).
+  void reduce_bucket(std::size_t b, std::int64_t step, float inv_scale, CompressStats& st, bool& bad,
+                     double& unscale_s);
 
-  Communicator& comm_;
-  AllreduceAlgorithm& allreduce_;
+  device::Device& dev_;
+  ReducerComms comms_;
   Compressor& compressor_;
   std::vector<models::TensorSpec> tensors_;
   ReducerOptions opts_;
+  bool staged_ = false;
 
   std::vector<std::vector<std::size_t>> assignment_;
-  std::vector<std::vector<float>> storage_;  // one flat buffer per bucket
-  std::vector<BucketView> views_;
-  std::vector<float*> grad_ptr_;             // per tensor
+  std::vector<std::unique_ptr<device::Array>> storage_;  // one flat buffer per bucket, in dev_
+  std::vector<std::unique_ptr<device::Array>> mirror_;   // staged: its host copy
+  std::vector<BucketView> views_;                        // the working copies the compressor reduces
+  std::vector<float*> grad_ptr_;                         // per tensor, into storage_
 
   // Training-thread state of the current backward.
   double t0_ = 0;

@@ -35,7 +35,7 @@
 // compress_effective (the compressor that ran: "fp16"/"bf16" for --compress none in half
 // precision; "compress" keeps the user's spec). compression_ratio = fp32 payload bytes /
 // payload bytes sent, so fp16/bf16 with --compress none gives 2.0 (as the fp16 compressor).
-// Root attributes of the device (--device, --backend; gpu_trainer.hpp):
+// Root attributes of the device (--device, --backend; device/device.hpp):
 //   device                 "cpu" | "cuda"
 //   backend                "mpi" (host memory; on cuda staged through pinned host buffers)
 //                          | "nccl" (device buffers, cuda only)
@@ -45,9 +45,10 @@
 //                          the last step (cudaMemGetInfo total - free: the whole device, so
 //                          it includes the CUDA context, NCCL's buffers and any other process
 //                          on that GPU); -1 on cpu
-// With --device cuda the /buckets times come from CUDA events (see gpu_trainer.hpp), and
-// encode_s, decode_s and unscale_s are 0 (casts and unscaling run on the GPU inside the
-// bucket's [start, end]).
+// With --device cuda the /buckets times are host clock times, as on the cpu: ready_s when
+// the training thread launched the bucket's last gradient kernel (its CUDA event is recorded
+// then), start_s once the communication thread has waited for that event, end_s after the
+// bucket's result is back in device memory (staged buckets: download, compressor, upload).
 //   /buckets/{step, bucket, bytes, ready_s, start_s, end_s}
 //                     rank 0's timeline, one row per bucket per step, seconds from the
 //                     step's start

@@ -18,6 +18,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/timer.hpp"
+#include "device/host.hpp"
 #include "models/compute_profile.hpp"
 #include "models/zoo.hpp"
 #include "train/dataset.hpp"
@@ -66,12 +67,6 @@ class Progress {
   bool tty_;
   double last_print_ = -1;
 };
-
-double param_norm(const std::vector<float>& p) {
-  double s = 0;
-  for (float v : p) s += static_cast<double>(v) * static_cast<double>(v);
-  return std::sqrt(s);
-}
 
 // The test hook GRADSYNC_TEST_INJECT_INF (trainer.hpp): the one place it is read.
 std::set<std::int64_t> inject_inf_steps() {
@@ -208,14 +203,19 @@ void finish_run(Communicator& world, const std::vector<StepRow>& mine, const std
 struct Trainer::Impl {
   TrainOptions o;
   Communicator& world;
+  device::Device& dev;  // where parameters, gradients and compute live (device/device.hpp)
   std::unique_ptr<Communicator> reducer_comm;
+  // Reduces device buckets in place (NCCL), with its algorithm; null on the host and when
+  // every bucket is staged. Declared before the reducer: destroyed after it.
+  std::unique_ptr<Communicator> device_comm;
+  std::unique_ptr<AllreduceAlgorithm> device_allreduce;
   int rank = 0, nranks = 1;
 
   models::ModelSpec spec;
   std::unique_ptr<SyntheticDataset> dataset;
   std::unique_ptr<Workload> workload;
   std::vector<models::TensorSpec> tensors;
-  std::vector<float> params;  // flat, forward order
+  std::unique_ptr<device::Array> params;  // flat, forward order, in dev's memory
   std::unique_ptr<AllreduceAlgorithm> allreduce;
   std::unique_ptr<Compressor> compressor;
   std::unique_ptr<Reducer> reducer;
@@ -233,7 +233,7 @@ struct Trainer::Impl {
 
   std::int64_t samples_per_epoch = 0, steps_per_epoch = 0, steps = 0;
 
-  Impl(const TrainOptions& opts, Communicator& w) : o(opts), world(w) {
+  Impl(const TrainOptions& opts, Communicator& w, device::Device& d) : o(opts), world(w), dev(d) {
     rank = world.rank();
     nranks = world.size();
     // First, before anything can fail differently on different ranks: the options that
@@ -263,17 +263,21 @@ struct Trainer::Impl {
     inject_steps = inject_inf_steps();
     if (o.compute == "real") {
       dataset = std::make_unique<SyntheticDataset>(data_spec_for(o.model, samples_per_epoch), o.seed);
-      workload = make_real_workload(o.model, *dataset, precision);
+      workload = dev.make_real_workload(o.model, *dataset, o.batch_per_rank, precision);
     } else {
       workload = make_emulated_workload(spec, models::load_profile(o.compute_profile), o.batch_per_rank, o.seed, rank,
-                                        precision);
+                                        precision, &dev.generator());
     }
     tensors = spec.tensors();
 
     // ---- parameters, reducer, optimizer --------------------------------------------------
-    params.assign(static_cast<std::size_t>(spec.num_parameters()), 0.0f);
+    params = dev.zeros(static_cast<std::size_t>(spec.num_parameters()));
     allreduce = make_allreduce(o.algo, *reducer_comm,
                                AlgoOptions{static_cast<std::size_t>(o.chunk_bytes), static_cast<int>(o.channels)});
+    // NCCL reduces in place with its own algorithm ("mpi" = the library's native call);
+    // --algo then applies to staged buckets.
+    device_comm = dev.make_communicator(*reducer_comm, o.backend);
+    if (device_comm) device_allreduce = make_allreduce("mpi", *device_comm);
     compressor = make_compressor(o.compress, o.seed, rank);
     user_compress = compressor->spec();
     ReducerOptions ro;
@@ -288,20 +292,22 @@ struct Trainer::Impl {
       const std::string eff = compressor->spec();
       ro.unscale = eff == "fp16" || eff == "bf16" ? Unscale::AfterReduce : Unscale::BeforeReduce;
     }
-    reducer = std::make_unique<Reducer>(*reducer_comm, *allreduce, *compressor, tensors, ro);
+    reducer = std::make_unique<Reducer>(
+        dev, ReducerComms{reducer_comm.get(), allreduce.get(), device_comm.get(), device_allreduce.get()}, *compressor,
+        tensors, ro);
     std::vector<float*> pv, gv;
     std::size_t off = 0;
     for (std::size_t i = 0; i < tensors.size(); ++i) {
-      pv.push_back(params.data() + off);
+      pv.push_back(params->data() + off);
       gv.push_back(reducer->grad(i));
-      slots.push_back(ParamSlot{params.data() + off, reducer->grad(i), tensors[i].numel()});
+      slots.push_back(ParamSlot{params->data() + off, reducer->grad(i), tensors[i].numel()});
       off += static_cast<std::size_t>(tensors[i].numel());
     }
     workload->bind(pv, gv);
     workload->init_params(o.seed);
     OptimizerOptions oo;
     oo.lr = o.lr;
-    optimizer = make_optimizer(o.optimizer, oo);
+    optimizer = dev.make_optimizer(o.optimizer, oo);
 
     // ---- the bucket layout must match too (it also depends on the model tables) ----------
     check_same_on_all_ranks(world, "bucket layout", reducer->layout());
@@ -325,6 +331,8 @@ struct Trainer::Impl {
     res.samples_per_epoch = samples_per_epoch;
     res.steps_per_epoch = steps_per_epoch;
     res.backend = o.backend;
+    res.device = dev.name();
+    res.gpu_name = dev.gpu_name();
 
     std::vector<StepRow> mine;
     mine.reserve(static_cast<std::size_t>(steps));
@@ -336,7 +344,7 @@ struct Trainer::Impl {
     bool inject_now = false;
     const GradReadyFn ready = [this, &inject_now](std::size_t i) {
       if (inject_now) {
-        reducer->grad(i)[0] = std::numeric_limits<float>::infinity();
+        dev.set_value(reducer->grad(i), std::numeric_limits<float>::infinity());
         inject_now = false;
       }
       reducer->mark_ready(i);
@@ -403,12 +411,16 @@ struct Trainer::Impl {
     // ---- statistics over ranks ---------------------------------------------------------------
     finish_run(world, mine, epoch_eval, steps, steps_per_epoch, scaler ? &*scaler : nullptr, uncompressed, compressed,
                workload->replay_stats(), [this] { return evaluate(); }, res);
-    res.final_param_norm = param_norm(params);
+    res.gpu_memory_used_bytes = dev.memory_used_bytes();
+    res.final_param_norm = std::sqrt(device::norm2(dev, params->data(), params->count()));
     return res;
   }
 };
 
-Trainer::Trainer(const TrainOptions& opts, Communicator& world) : impl_(std::make_unique<Impl>(opts, world)) {}
+Trainer::Trainer(const TrainOptions& opts, Communicator& world)
+    : impl_(std::make_unique<Impl>(opts, world, device::host_device())) {}
+Trainer::Trainer(const TrainOptions& opts, Communicator& world, device::Device& dev)
+    : impl_(std::make_unique<Impl>(opts, world, dev)) {}
 Trainer::~Trainer() = default;
 RunResult Trainer::run() { return impl_->run(); }
 

@@ -40,6 +40,7 @@
 #include "comm/communicator.hpp"
 #include "compress/loss_scaler.hpp"
 #include "core/dtype.hpp"
+#include "device/device.hpp"
 #include "train/loader.hpp"
 #include "train/options.hpp"
 #include "train/reducer.hpp"
@@ -103,7 +104,7 @@ struct RunResult {
   std::int64_t gpu_memory_used_bytes = -1;
 };
 
-// The start of a run's result, shared by the CPU and GPU trainers (collective: topology and
+// The start of a run's result (collective: topology and
 // host names): where it ran, the parameter tensors and the bucket each went to, the
 // compressor (as asked and as it runs), precision and loss scaling (scaler: null in fp32).
 void describe_run(Communicator& world, const std::vector<models::TensorSpec>& tensors,
@@ -111,7 +112,7 @@ void describe_run(Communicator& world, const std::vector<models::TensorSpec>& te
                   const std::string& compress_spec, const std::string& compress_effective, DType precision,
                   const LossScaler* scaler, RunResult& res);
 
-// What a run measured, at its end, shared by both trainers (collective). res.steps from
+// What a run measured, at its end (collective). res.steps from
 // every rank's rows (step_time_s the max over ranks; loss_scale and skipped this rank's,
 // which all ranks agreed on; every other column the mean over ranks), res.epochs from those
 // steps and the per-epoch evaluations, and the run totals: steps and epochs done, skipped
@@ -128,7 +129,11 @@ LoaderOptions loader_options(const TrainOptions& o, std::int64_t steps_per_epoch
 
 class Trainer {
  public:
+  // On the host device (device/host.hpp).
   Trainer(const TrainOptions& opts, Communicator& world);
+  // On `dev` (not owned; outlives the trainer): --device cuda passes a CUDA device
+  // (device/cuda.hpp). Same loop, same results schema.
+  Trainer(const TrainOptions& opts, Communicator& world, device::Device& dev);
   ~Trainer();
   RunResult run();
 

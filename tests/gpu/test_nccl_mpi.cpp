@@ -302,6 +302,27 @@ TEST_F(NcclTest, SplitMakesWorkingCommunicators) {
   EXPECT_EQ(wrong(download(buf.get(), count, DType::F32), [&](std::size_t) { return static_cast<double>(m); }), 0u);
 }
 
+TEST_F(NcclTest, NonBlockingCollectivesFollowTheCallersEvent) {
+  // The input arrives by an asynchronous copy on another stream; the collective is ordered
+  // after it only by the event handed to iallreduce / iallgather (no host synchronisation).
+  const int n = size();
+  const std::size_t count = 1 << 20;
+  gs::PinnedBuffer host(count * sizeof(float));
+  for (std::size_t i = 0; i < count; ++i) host.as<float>()[i] = rin(rank(), i);
+  gs::DeviceBuffer buf = poisoned(count, DType::F32), all = poisoned(count * static_cast<std::size_t>(n), DType::F32);
+  gs::Stream producer;
+  gs::Event ready(false);
+  GS_CUDA(cudaMemcpyAsync(buf.get(), host.get(), count * sizeof(float), cudaMemcpyHostToDevice, producer.get()));
+  ready.record(producer.get());
+  gs::Request g = comm_->iallgather(buf.get(), all.get(), count, DType::F32, ready.get());
+  gs::Request a = comm_->iallreduce(buf.get(), buf.get(), count, DType::F32, RedOp::Sum, ready.get());
+  gs::Request reqs[2] = {std::move(g), std::move(a)};
+  comm_->wait_all(reqs, 2);
+  EXPECT_EQ(wrong(download(buf.get(), count, DType::F32), [&](std::size_t i) { return rsum(n, i); }), 0u);
+  const std::vector<float> got = download(all.get(), count * static_cast<std::size_t>(n), DType::F32);
+  EXPECT_EQ(wrong(got, [&](std::size_t i) { return rin(static_cast<int>(i / count), i % count); }), 0u);
+}
+
 // Aborts its own communicator: only with GRADSYNC_TEST_NCCL_FAILURE=1 (its own CTest).
 TEST_F(NcclTest, FailureAbortsAndLaterCallsRefuse) {
   const char* on = std::getenv("GRADSYNC_TEST_NCCL_FAILURE");

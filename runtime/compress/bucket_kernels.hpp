@@ -1,0 +1,68 @@
+// gradsync/compress/bucket_kernels.hpp — the kernels a compressor runs on a bucket that
+// lives outside host memory (device/device.hpp), and the scratch memory they write.
+//
+// A BucketView with kernels == nullptr is host memory: compressors call the CPU kernels
+// (kernels/cpu_kernels.hpp) directly, as always. A bucket reduced in place on a device
+// (Compressor::accepts_device_memory) carries the device's BucketKernels: the same
+// operations on device memory (cuda: kernels/cuda_kernels.hpp on the communication
+// thread's stream). Ordering: kernels are asynchronous on the device; fence() completes
+// them before the compressor hands a buffer to a communicator (the NCCL communicator runs
+// on a stream of its own and returns only when its collective has completed).
+// make_host_bucket_kernels() is the host implementation of the same interface, so the
+// device-dispatch path of every compressor is exercised by host tests
+// (tests/train/test_device_reducer_mpi.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/dtype.hpp"
+#include "kernels/elementwise.hpp"
+
+namespace gradsync {
+
+class BucketKernels {
+ public:
+  virtual ~BucketKernels() = default;
+  // out[i] = half(in[i] * scale)  (t = F16 or BF16); as kernels::cast_to_half.
+  virtual void cast_to_half(DType t, const float* in, std::uint16_t* out, std::size_t n, float scale) = 0;
+  // out[i] = float(in[i]) * scale; as kernels::cast_from_half.
+  virtual void cast_from_half(DType t, const std::uint16_t* in, float* out, std::size_t n, float scale) = 0;
+  // QSGD (kernels::qsgd_encode / qsgd_dequantize): norms per block, then one code per element.
+  virtual void qsgd_encode(const float* x, std::size_t n, std::size_t block, std::uint32_t levels,
+                           kernels::RngKey key, float* norms, std::uint8_t* codes) = 0;
+  virtual void qsgd_dequantize(const std::uint8_t* codes, const float* norms, std::size_t n, std::size_t block,
+                               std::uint32_t levels, float* out, bool accumulate) = 0;
+  // Top-k: the k largest |x| (indices increasing), and out[idx[j]] += vals[j] * scale.
+  virtual void topk_select(const float* x, std::size_t n, std::size_t k, std::int32_t* idx, float* vals) = 0;
+  virtual void scatter_add(const std::int32_t* idx, const float* vals, std::size_t k, float scale, float* out) = 0;
+  // x += mem; x *= s; byte copies and zeroing within the bucket's memory kind.
+  virtual void add_inplace(float* x, const float* mem, std::size_t n) = 0;
+  virtual void scale_inplace(float* x, std::size_t n, float s) = 0;
+  virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void zero(void* dst, std::size_t bytes) = 0;
+
+  // At least `bytes` of the bucket's memory kind, owned by this object, one region per
+  // `slot` (contents are lost when it grows). Used by one thread at a time.
+  virtual void* scratch(int slot, std::size_t bytes) = 0;
+  // State that lives across steps (error-feedback memory): `bytes` per (owner, bucket,
+  // slot), zero when first asked for; a different size for a known key is an error. The
+  // owner (new_state_owner(), one per compressor object, never reused) keeps compressors
+  // sharing one device from sharing state; a finished owner's state stays until this
+  // object goes.
+  virtual void* state(std::uint64_t owner, int bucket, int slot, std::size_t bytes) = 0;
+  // Completes every kernel launched so far.
+  virtual void fence() = 0;
+  // Calls so far (tests: the device path was taken).
+  std::int64_t launches() const { return launches_; }
+
+ protected:
+  std::int64_t launches_ = 0;
+};
+
+std::unique_ptr<BucketKernels> make_host_bucket_kernels();
+// A process-wide unique owner id for BucketKernels::state (thread-safe).
+std::uint64_t new_state_owner();
+
+}  // namespace gradsync
