@@ -94,7 +94,9 @@ class RingPhase {
       n_max = std::max(n_max, ring.max_count());
     }
     // Every segment of every ring is cut into the same number of chunks C, so all channels
-    // advance through the same (step, chunk) units; no chunk exceeds chunk_bytes.
+    // advance through the same (step, chunk) units; no chunk exceeds chunk_bytes (0: the
+    // transport-aware default, the same on every rank).
+    if (chunk_bytes == 0) chunk_bytes = algos::choose_chunk(comm, AlgoOptions{}).bytes;
     const std::size_t chunk_elems = std::max<std::size_t>(1, chunk_bytes / esz_);
     C_ = std::max<std::size_t>(1, algos::ceil_div(n_max, chunk_elems));
     slot_elems_ = algos::ceil_div(n_max, C_);
@@ -233,15 +235,16 @@ namespace {
 class RingAllreduce final : public AllreduceAlgorithm {
  public:
   RingAllreduce(Communicator& comm, const AlgoOptions& opts)
-      : comm_(comm), chunk_bytes_(opts.chunk_bytes), channels_(opts.channels) {
+      : comm_(comm), chunk_(algos::choose_chunk(comm, opts)), chunk_bytes_(chunk_.bytes), channels_(opts.channels) {
     rings_.resize(static_cast<std::size_t>(channels_));
     if (comm.rank() == 0) {
-      GS_LOG(INFO) << "ring: " << comm.size() << " ranks, chunk " << chunk_bytes_ << " bytes, " << channels_
-                   << " channel(s)";
+      GS_LOG(INFO) << "ring: " << comm.size() << " ranks, chunk " << chunk_bytes_ << " bytes (" << chunk_.reason
+                   << "), " << channels_ << " channel(s)";
     }
   }
 
   std::string name() const override { return "ring"; }
+  ChunkChoice chunk() const override { return chunk_; }
 
   void run(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op) override {
     if (count == 0) return;
@@ -273,6 +276,7 @@ class RingAllreduce final : public AllreduceAlgorithm {
   }
 
   Communicator& comm_;
+  ChunkChoice chunk_;
   std::size_t chunk_bytes_;
   int channels_;
   std::vector<RingSegments> rings_;

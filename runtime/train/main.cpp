@@ -149,6 +149,7 @@ int main(int argc, char** argv) {
     // A GPU on every rank, checked by all ranks together before anything else.
     if (o.device == "cuda") require_cuda_on_all_ranks(world);
 #endif
+    apply_tune(o, world.node_count(), world.local_size());  // --tune: the same choice on every rank
     GS_CHECK(mpi.thread_level() >= MPI_THREAD_MULTIPLE, "the MPI library provides thread level ", mpi.thread_level(),
              " but the reducer's communication thread needs MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE, ")");
     RunResult r;
