@@ -276,12 +276,12 @@ double dbtree_allreduce(const Fabric& f, const Topology& t, double n, const Coll
 }
 
 // shm (runtime/algos/shm.cpp) on one node of g ranks: rounds of R bytes (--chunk-bytes,
-// default 1 MiB), each: copy-in of (g-1)/g of the round, one sync, the owner sums its part
+// default 4 MiB), each: copy-in of (g-1)/g of the round, one sync, the owner sums its part
 // reading g copies, one sync, copy-out of (g-1)/g. Copies run at the intra level's
 // bandwidth, the sum at its gamma, each sync costs one intra alpha:
 //   T = 2 ceil(n/R) a + 2 (g-1)/g n / B + (g-1)/g n g_reduce.
 // Several nodes: the runtime falls back to ring.
-constexpr double kShmRoundBytes = 1024.0 * 1024;
+constexpr double kShmRoundBytes = 4.0 * 1024 * 1024;
 double shm_allreduce(const Fabric& f, const Topology& t, double n, const CollOptions& o) {
   const int g = t.ranks_per_node;
   if (t.nodes > 1) return ring_allreduce(f, t, n, o);

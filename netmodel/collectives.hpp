@@ -31,7 +31,7 @@
 // connection cap). So a flat ring across nodes is limited by the inter-node link (one
 // flow per NIC, every step), while rd's far steps put all G ranks of a node on the NIC.
 //   shm    one node only (else ring, as the runtime): rounds of R bytes (--chunk-bytes,
-//          default 1 MiB), each two syncs (intra alpha) around a copy-in and a copy-out of
+//          default 4 MiB), each two syncs (intra alpha) around a copy-in and a copy-out of
 //          (g-1)/g of the round at the intra bandwidth and the owner's sum:
 //          2 ceil(n/R) a + 2 (g-1)/g n/B + (g-1)/g n g.
 //   hier   intra ring reduce-scatter (G ranks) + inter ring all-reduce of n/G among the N

@@ -13,9 +13,9 @@
 //   allgather, steps s = 0..p-2: send segment (r-s) right, receive segment (r-s-1) from the
 //     left straight into the result buffer.
 //   Chunking and pipelining: every per-step segment is cut into C chunks of at most
-//     chunk_bytes. The unit of work is (step, chunk); receives run up to kPipelineSlots units
-//     ahead into a ring of slots, and a unit's send is posted as soon as the data it carries
-//     is final, so the transfer of chunk k+1 is on the wire while chunk k is reduced.
+//     chunk_bytes. The unit of work is (step, chunk); receives run up to pipeline_slots(chunk)
+//     units ahead (4, or 1 MiB worth of small chunks) into a ring of slots, and a unit's send
+//     is posted as soon as the data it carries is final, so the transfer of chunk k+1 is on the wire while chunk k is reduced.
 //   Channels: K rings on K disjoint slices of the buffer, each with its own tag, advanced in
 //     lockstep: the receives of all channels for a unit are completed by one wait_all and
 //     their sends posted together, so the K transfers are in flight at once (the analog of
@@ -100,6 +100,7 @@ class RingPhase {
     const std::size_t chunk_elems = std::max<std::size_t>(1, chunk_bytes / esz_);
     C_ = std::max<std::size_t>(1, algos::ceil_div(n_max, chunk_elems));
     slot_elems_ = algos::ceil_div(n_max, C_);
+    depth_ = algos::pipeline_slots(slot_elems_ * esz_);
     U_ = static_cast<std::size_t>(p_ - 1) * C_;
     empty_ = n_max == 0;
   }
@@ -113,7 +114,7 @@ class RingPhase {
       return;
     }
     if (empty_) return;
-    const std::size_t D = std::min(algos::kPipelineSlots, U_);  // receive slots per channel
+    const std::size_t D = std::min(depth_, U_);  // receive slots per channel
     char* slots = static_cast<char*>(ws_.slots_.get(D * K_ * slot_elems_ * esz_));
     auto slot = [&](std::size_t u, std::size_t c) { return slots + ((u % D) * K_ + c) * slot_elems_ * esz_; };
     prepare_requests(D, C_ + D);
@@ -161,8 +162,8 @@ class RingPhase {
     if (p_ == 1 || empty_) return;
     // Receives land in place, so the look-ahead costs no memory: keep one step plus the
     // pipeline depth posted.
-    const std::size_t W = std::min(U_, C_ + algos::kPipelineSlots);
-    prepare_requests(W, C_ + algos::kPipelineSlots);
+    const std::size_t W = std::min(U_, C_ + depth_);
+    prepare_requests(W, C_ + depth_);
 
     auto post_recv = [&](std::size_t u) {  // chunk k of segment (r-s-1) from the left
       const int seg = mod(r_ - static_cast<int>(u / C_) - 1, p_);
@@ -215,6 +216,7 @@ class RingPhase {
   RingWorkspace& ws_;
   int p_ = 1, r_ = 0, right_ = 0, left_ = 0;
   std::size_t K_ = 1, C_ = 1, slot_elems_ = 0, U_ = 0;
+  std::size_t depth_ = algos::kPipelineSlots;  // units in flight (pipeline_slots of the chunk)
   bool empty_ = true;
 };
 

@@ -45,6 +45,6 @@ class ShmReducer {
 };
 
 // Default round size of shm when --chunk-bytes is not given (measured; see shm.cpp).
-inline constexpr std::size_t kShmRoundBytes = std::size_t{1} << 20;
+inline constexpr std::size_t kShmRoundBytes = std::size_t{4} << 20;
 
 }  // namespace gradsync::algos

@@ -274,7 +274,9 @@ TEST(Auto, ChoosesBySizeAndPlacement) {
   EXPECT_EQ(emulated->chosen(8), "rd");
   EXPECT_EQ(emulated->chosen(64 << 10), "rd");
   EXPECT_EQ(emulated->chosen(16 << 20), equal_nodes ? "hier" : "ring");
-  if (!equal_nodes && p > 2) EXPECT_EQ(emulated->chosen(1 << 20), "rabenseifner");
+  if (!equal_nodes && p > 2) {
+    EXPECT_EQ(emulated->chosen(1 << 20), "rabenseifner");
+  }
 }
 
 // ---- transport-aware chunk --------------------------------------------------------------------
@@ -322,9 +324,13 @@ TEST(Chunk, BelowTheTcpEagerLimitBetweenNodes) {
 TEST(Chunk, OneNodeAndUnknownTransport) {
   const gs::ChunkChoice one = gs::algos::choose_chunk(*g_world, {});
   EXPECT_EQ(one.bytes, 4u << 20);
-  if (g_world->size() > 1) EXPECT_NE(one.reason.find("shared-memory"), std::string::npos) << one.reason;
+  if (g_world->size() > 1) {
+    EXPECT_NE(one.reason.find("shared-memory"), std::string::npos) << one.reason;
+  }
   EmulatedNodes unknown(*g_world, 1);  // several nodes, no link information
-  if (g_world->size() > 1) EXPECT_NE(gs::algos::choose_chunk(unknown, {}).reason.find("unknown"), std::string::npos);
+  if (g_world->size() > 1) {
+    EXPECT_NE(gs::algos::choose_chunk(unknown, {}).reason.find("unknown"), std::string::npos);
+  }
 }
 
 TEST(Hier, FallsBackToRingWhenNodesDiffer) {

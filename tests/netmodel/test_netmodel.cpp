@@ -241,15 +241,15 @@ TEST(Collectives, AutoAndMpiResolution) {
 }
 
 TEST(Collectives, ShmScheduleOnOneNode) {
-  // 2 ceil(n/R) a + 2 (g-1)/g n/B + (g-1)/g n/G, R = 1 MiB by default.
+  // 2 ceil(n/R) a + 2 (g-1)/g n/B + (g-1)/g n/G, R = 4 MiB by default.
   const double a = 1e-6, B = 5e9, G = 8e9;
   const Fabric f = simple_fabric(a, B, G);
   const double n = 16.0 * (1 << 20);
   EXPECT_NEAR(collective_time(f, Op::Allreduce, "shm", Topology{1, 4}, n),
-              2 * 16 * a + 2 * 0.75 * n / B + 0.75 * n / G, 1e-12);
+              2 * 4 * a + 2 * 0.75 * n / B + 0.75 * n / G, 1e-12);
   CollOptions o;
-  o.chunk_bytes = 4.0 * (1 << 20);  // --chunk-bytes is the round size
-  EXPECT_NEAR(collective_time(f, Op::Allreduce, "shm", Topology{1, 2}, n, o), 2 * 4 * a + n / B + 0.5 * n / G,
+  o.chunk_bytes = 1.0 * (1 << 20);  // --chunk-bytes is the round size
+  EXPECT_NEAR(collective_time(f, Op::Allreduce, "shm", Topology{1, 2}, n, o), 2 * 16 * a + n / B + 0.5 * n / G,
               1e-12);
   // Fewer syncs than the ring's 2 (p-1) steps, the same bytes: never slower than ring.
   EXPECT_LT(collective_time(f, Op::Allreduce, "shm", Topology{1, 4}, 4096), collective_time(f, Op::Allreduce, "ring", Topology{1, 4}, 4096));
