@@ -68,6 +68,7 @@ class AutoAllreduce final : public AllreduceAlgorithm {
 
   std::string name() const override { return "auto"; }
   std::string chosen(std::size_t bytes) const override { return pick(bytes).name(); }
+  ChunkChoice chunk() const override { return ring_->chunk(); }  // what its pipelined choices use
 
   void run(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op) override {
     if (count == 0) return;
