@@ -263,7 +263,6 @@ std::vector<std::pair<std::string, std::string>> fingerprint_items(const TrainOp
           {"channels", std::to_string(o.channels)},
           {"compress", o.compress},
           {"precision", o.precision},
-          {"tune", o.tune},
           {"loss-scale", o.loss_scale},
           {"optimizer", o.optimizer},
           {"lr", num(o.lr)},
@@ -271,7 +270,8 @@ std::vector<std::pair<std::string, std::string>> fingerprint_items(const TrainOp
           {"loader-workers", std::to_string(o.loader_workers)},
           {"prefetch", std::to_string(o.prefetch)},
           {"data-time-us", num(o.data_time_us)},
-          {"warmup-steps", std::to_string(o.warmup_steps)}};
+          {"warmup-steps", std::to_string(o.warmup_steps)},
+          {"tune", o.tune}};
 }
 
 std::string train_fingerprint(const TrainOptions& o) {
