@@ -40,7 +40,9 @@ std::vector<BenchPoint> read_bench_file(const std::string& path) {
   proto.topo.nodes = static_cast<int>(geti("nnodes", 1));
   proto.topo.ranks_per_node = static_cast<int>(geti("ranks_per_node", std::max<int64_t>(1, nranks / std::max(1, proto.topo.nodes))));
   GS_USAGE_CHECK(proto.topo.ranks() == nranks, path, ": nranks (", nranks, ") != nnodes x ranks_per_node");
-  proto.opt.chunk_bytes = static_cast<double>(geti("chunk_bytes", 0));
+  // The chunk the run used (chunk_bytes_used; chunk_bytes is 0 for the transport-aware auto).
+  proto.opt.chunk_bytes = static_cast<double>(geti("chunk_bytes_used", 0) > 0 ? geti("chunk_bytes_used", 0)
+                                                                              : geti("chunk_bytes", 0));
   proto.opt.channels = static_cast<int>(std::max<int64_t>(1, geti("channels", 1)));
   const auto sizes = r.read_double("/size_bytes");
   std::vector<std::string> used;

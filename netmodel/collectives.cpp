@@ -42,7 +42,7 @@ const char* op_name(Op op) {
 }
 
 const std::vector<std::string>& algo_names() {
-  static const std::vector<std::string> names = {"ring", "rd", "rabenseifner", "tree", "hier", "mpi", "auto", "dbtree", "nccl"};
+  static const std::vector<std::string> names = {"ring", "rd", "rabenseifner", "tree", "hier", "shm", "mpi", "auto", "dbtree", "nccl"};
   return names;
 }
 
@@ -56,8 +56,10 @@ void check_algo_name(const std::string& name) {
 
 // The one place where "auto" and "mpi" are decided.
 std::string resolve_algo(const std::string& algo, Op op, double bytes, const Topology& topo) {
-  (void)topo;
   if (op != Op::Allreduce) return algo;
+  if (algo == "auto" && topo.nodes == 1 && topo.ranks_per_node > 1) {  // the runtime's one-node rule
+    return bytes <= 64.0 * 1024 ? resolve_algo("mpi", op, bytes, topo) : "shm";
+  }
   if (algo == "auto") {
     if (bytes <= 64.0 * 1024) return "rd";
     if (bytes <= 1024.0 * 1024) return "rabenseifner";
@@ -274,6 +276,24 @@ double dbtree_allreduce(const Fabric& f, const Topology& t, double n, const Coll
   return (depth + k - 1) * (hop(1) + hop(0));
 }
 
+// shm (runtime/algos/shm.cpp) on one node of g ranks: rounds of R bytes (--chunk-bytes,
+// default 4 MiB), each: copy-in of (g-1)/g of the round, one sync, the owner sums its part
+// reading g copies, one sync, copy-out of (g-1)/g. Copies run at the intra level's
+// bandwidth, the sum at its gamma, each sync costs one intra alpha:
+//   T = 2 ceil(n/R) a + 2 (g-1)/g n / B + (g-1)/g n g_reduce.
+// Several nodes: the runtime falls back to ring.
+constexpr double kShmRoundBytes = 4.0 * 1024 * 1024;
+double shm_allreduce(const Fabric& f, const Topology& t, double n, const CollOptions& o) {
+  const int g = t.ranks_per_node;
+  if (t.nodes > 1) return ring_allreduce(f, t, n, o);
+  if (g <= 1) return 0;
+  const double round = o.chunk_bytes > 0 ? o.chunk_bytes : kShmRoundBytes;
+  const double rounds = std::max(1.0, std::ceil(n / round));
+  const double share = (g - 1.0) / g;
+  return 2 * rounds * f.intra.alpha(std::min(n, round)) + 2 * share * n / f.intra.bw(std::min(n, round)) +
+         share * f.intra.reduce_s(n);
+}
+
 double hier_allreduce(const Fabric& f, const Topology& t, double n, const CollOptions& o) {
   const int g = t.ranks_per_node, nn = t.nodes;
   if (nn == 1 || g == 1) return ring_allreduce(f, t, n, o);
@@ -298,6 +318,7 @@ double allreduce(const Fabric& f, const std::string& algo, const Topology& t, do
   if (algo == "tree") return tree_allreduce(f, t, n);
   if (algo == "dbtree") return dbtree_allreduce(f, t, n, o);
   if (algo == "hier") return hier_allreduce(f, t, n, o);
+  if (algo == "shm") return shm_allreduce(f, t, n, o);
   check_algo_name(algo);
   throw Error("collective_time: algorithm '" + algo + "' was not resolved");
 }

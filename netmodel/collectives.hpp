@@ -30,6 +30,10 @@
 // node talk off-node in the same step they share the NIC (each gets bw/s, up to the
 // connection cap). So a flat ring across nodes is limited by the inter-node link (one
 // flow per NIC, every step), while rd's far steps put all G ranks of a node on the NIC.
+//   shm    one node only (else ring, as the runtime): rounds of R bytes (--chunk-bytes,
+//          default 4 MiB), each two syncs (intra alpha) around a copy-in and a copy-out of
+//          (g-1)/g of the round at the intra bandwidth and the owner's sum:
+//          2 ceil(n/R) a + 2 (g-1)/g n/B + (g-1)/g n g.
 //   hier   intra ring reduce-scatter (G ranks) + inter ring all-reduce of n/G among the N
 //          nodes, G of them at once over each NIC + intra ring all-gather.
 //
@@ -46,7 +50,9 @@
 // ompi_coll_tuned_allreduce_intra_dec_fixed before 4.0 — recursive doubling below 10,000
 // bytes, ring above. (4.x uses a larger table measured on its developers' clusters;
 // calibrate against algo=mpi bench files when it matters.)
-// "auto" (one place: resolve_algo): rd for n <= 64 KiB, rabenseifner up to 1 MiB, ring above.
+// "auto" (one place: resolve_algo): on one node with several ranks, "mpi" for n <= 64 KiB
+// and shm above (the runtime's one-node rule); otherwise rd for n <= 64 KiB, rabenseifner
+// up to 1 MiB, ring above.
 // "nccl": what NCCL would run (nccl_tuning.hpp): the fabric's ring cost (channels spread
 // over the node's NICs) x NCCL's model's best time over its best ring time at this size,
 // nodes and ranks per node; it needs the fabric, so resolve_algo leaves it as it is and
@@ -77,7 +83,7 @@ struct CollOptions {
   int channels = 1;
 };
 
-// Algorithm names: the runtime's (ring, rd, rabenseifner, tree, hier, mpi, auto) plus the
+// Algorithm names: the runtime's (ring, rd, rabenseifner, tree, hier, shm, mpi, auto) plus the
 // model's dbtree (NCCL's double binary tree) and nccl (NCCL's own choice).
 const std::vector<std::string>& algo_names();
 void check_algo_name(const std::string& name);  // UsageError listing the names

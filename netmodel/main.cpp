@@ -35,6 +35,7 @@
 #include "netmodel/fabric.hpp"
 #include "netmodel/grid.hpp"
 #include "netmodel/predict.hpp"
+#include "netmodel/tune.hpp"
 
 namespace po = boost::program_options;
 using namespace gradsync;
@@ -50,6 +51,7 @@ constexpr const char* kUsage =
     "  predict      step and epoch time of a training configuration (numeric options take lists and A..B[:S] ranges)\n"
     "  calibrate    fit a fabric (or with --compute a compute profile) to gradsync-bench / gradsync-train files\n"
     "  compare      predict measured gradsync-train runs and report the errors\n"
+    "  tune         search bucket, algorithm, chunk, channels, compressor, precision (and interface) for a cluster\n"
     "Run 'gradsync-model <command> --help' for the options of a command.\n";
 
 std::vector<std::string> g_argv;
@@ -131,7 +133,7 @@ int cmd_collective(const std::vector<std::string>& args) {
   po::options_description d("gradsync-model collective");
   d.add_options()("help,h", "this help")("op", po::value<std::string>()->default_value("allreduce"),
                                          "allreduce|allgather|reducescatter|alltoall|broadcast|pingpong")(
-      "algo", po::value<std::string>()->default_value("ring"), "ring|rd|rabenseifner|tree|hier|mpi|auto|dbtree|nccl (NCCL's own ring/tree and protocol choice)")(
+      "algo", po::value<std::string>()->default_value("ring"), "ring|rd|rabenseifner|tree|hier|shm|mpi|auto|dbtree|nccl (NCCL's own ring/tree and protocol choice)")(
       "ranks", po::value<std::string>(), "total ranks (required)")("nodes", po::value<std::string>()->default_value("1"),
                                                                    "nodes (ranks are split evenly)")(
       "bytes", po::value<std::string>(), "size per rank (nccl-tests convention); list or range allowed, e.g. 8,1K,1M")(
@@ -666,6 +668,57 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   return 0;
 }
 
+// ---- tune ------------------------------------------------------------------------------------
+
+int cmd_tune(const std::vector<std::string>& args) {
+  po::options_description d(
+      "gradsync-model tune (knobs not given are searched; a knob given as a list searches those values;\n"
+      "--compress takes specs separated by ';'; --fabric a list of interfaces' fabrics)");
+  d.add_options()("help,h", "this help");
+  for (const auto& a : predict_axes()) d.add_options()(a.name, po::value<std::string>(), a.help);
+  d.add_options()("top", po::value<int>()->default_value(5), "alternatives to show")("json", "print one JSON object");
+  const auto vm = parse(args, d);
+  if (vm.count("help")) {
+    std::cout << d;
+    return 0;
+  }
+  GS_USAGE_CHECK(vm.count("fabric"), "option --fabric is required (a built-in name, see 'gradsync-model fabrics', or a TOML file)");
+  GS_USAGE_CHECK(vm["top"].as<int>() >= 1, "option --top: must be >= 1");
+  std::vector<Axis> given;
+  for (const auto& a : predict_axes()) {
+    const bool knob_default = std::string(a.name) == "bucket-mb" || std::string(a.name) == "first-bucket-mb" ||
+                              std::string(a.name) == "algo" || std::string(a.name) == "chunk-bytes" ||
+                              std::string(a.name) == "channels" || std::string(a.name) == "compress" ||
+                              std::string(a.name) == "precision";
+    std::string text;
+    if (vm.count(a.name)) text = vm[a.name].as<std::string>();
+    else if (a.def && !knob_default) text = a.def;
+    else continue;
+    Axis ax;
+    ax.name = a.name;
+    const std::string option = std::string("--") + a.name;
+    if (a.numeric) ax.numbers = parse_number_list(text, option);
+    else if (ax.name == "compress") {
+      for (std::size_t pos = 0; pos <= text.size();) {  // specs contain commas: ';' separates them
+        const std::size_t semi = text.find(';', pos);
+        ax.strings.push_back(text.substr(pos, semi == std::string::npos ? std::string::npos : semi - pos));
+        GS_USAGE_CHECK(!ax.strings.back().empty(), "option --compress: empty spec in '", text, "'");
+        if (semi == std::string::npos) break;
+        pos = semi + 1;
+      }
+    } else ax.strings = parse_string_list(text, option);
+    given.push_back(std::move(ax));
+  }
+  PredictConfig base;
+  TuneSpace space;
+  apply_tune_axes(given, base, space);
+  Predictor predictor;
+  const TuneReport rep = tune(base, space, predictor, static_cast<std::size_t>(vm["top"].as<int>()));
+  if (vm.count("json")) std::cout << tune_json(rep).dump() << "\n";
+  else std::cout << tune_text(rep);
+  return 0;
+}
+
 // ---- compare ---------------------------------------------------------------------------------
 
 int cmd_compare(const std::vector<std::string>& args) {
@@ -710,7 +763,8 @@ int main(int argc, char** argv) {
     if (cmd == "predict") return cmd_predict(args);
     if (cmd == "calibrate") return cmd_calibrate(args);
     if (cmd == "compare") return cmd_compare(args);
-    throw UsageError("unknown command '" + cmd + "' (known: fabrics, collective, predict, calibrate, compare)");
+    if (cmd == "tune") return cmd_tune(args);
+    throw UsageError("unknown command '" + cmd + "' (known: fabrics, collective, predict, calibrate, compare, tune)");
   } catch (const po::error& e) {
     std::fprintf(stderr, "gradsync-model: error: %s\n", e.what());
     return 2;

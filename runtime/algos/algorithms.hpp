@@ -14,10 +14,17 @@ std::unique_ptr<AllreduceAlgorithm> make_recursive_doubling(Communicator& comm, 
 std::unique_ptr<AllreduceAlgorithm> make_rabenseifner(Communicator& comm, const AlgoOptions& opts);
 std::unique_ptr<AllreduceAlgorithm> make_tree(Communicator& comm, const AlgoOptions& opts);
 std::unique_ptr<AllreduceAlgorithm> make_hierarchical(Communicator& comm, const AlgoOptions& opts);
+std::unique_ptr<AllreduceAlgorithm> make_shared_memory(Communicator& comm, const AlgoOptions& opts);
 std::unique_ptr<AllreduceAlgorithm> make_native(Communicator& comm, const AlgoOptions& opts);
 std::unique_ptr<AllreduceAlgorithm> make_auto(Communicator& comm, const AlgoOptions& opts);
 
-// Throws UsageError for chunk_bytes == 0 or channels outside [1, kMaxChannels].
+// Throws UsageError for channels outside [1, kMaxChannels].
 void check_options(const AlgoOptions& opts);
+
+// The pipelining chunk for an algorithm on `comm` (chunk.cpp): opts.chunk_bytes when set,
+// else from the transport between its nodes. Depends only on the node count and the MPI
+// library's settings, so every rank computes the same value (the pipelined algorithms
+// need that: all ranks must cut segments into the same chunks).
+ChunkChoice choose_chunk(const Communicator& comm, const AlgoOptions& opts);
 
 }  // namespace gradsync::algos

@@ -18,8 +18,16 @@
 namespace gradsync {
 
 struct AlgoOptions {
-  std::size_t chunk_bytes = 4u << 20;  // ring pipelining chunk (NCCL_BUFFSIZE analog)
-  int channels = 1;                    // concurrent rings on disjoint slices
+  // Pipelining chunk of ring-based algorithms (NCCL_BUFFSIZE analog) and round size of shm.
+  // 0: transport-aware default (see choose_chunk() in algorithms.hpp and ring.cpp's header).
+  std::size_t chunk_bytes = 0;
+  int channels = 1;  // concurrent rings on disjoint slices
+};
+
+// The chunk an algorithm runs with and why (recorded in result files and the log).
+struct ChunkChoice {
+  std::size_t bytes = 0;  // 0: the algorithm does not pipeline
+  std::string reason;
 };
 
 class AllreduceAlgorithm {
@@ -31,13 +39,15 @@ class AllreduceAlgorithm {
     (void)bytes;
     return name();
   }
+  // The pipelining chunk it uses (for ranks' own links; the same on every rank for ring).
+  virtual ChunkChoice chunk() const { return {}; }
   // Reduce `count` elements of `t` across all ranks of the communicator given at
   // construction. recvbuf == sendbuf means in place. Every rank calls with the same
   // count, type and op.
   virtual void run(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op) = 0;
 };
 
-// Names in registry order: ring, rd, rabenseifner, tree, hier, mpi, auto.
+// Names in registry order: ring, rd, rabenseifner, tree, hier, shm, mpi, auto.
 const std::vector<std::string>& allreduce_names();
 // Throws UsageError listing the known names for an unknown one.
 std::unique_ptr<AllreduceAlgorithm> make_allreduce(const std::string& name, Communicator& comm,

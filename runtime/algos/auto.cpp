@@ -16,6 +16,12 @@
 //   2 (p-1) alphas become negligible and its pipelining and neighbour-only pattern (and the
 //   absence of a pre/post step on non-power-of-two p) win. Both are constants here, meant
 //   to be revisited with calibrated fabric files.
+//   One node (every rank shares one node, more than one rank, shm available): a separate
+//   rule, placed before the table above (one_node_pick):
+//     bytes <= 64 KiB -> mpi   Open MPI's shared-memory collectives answer small messages
+//                              in well under a microsecond, below rd's lg p exchanges
+//     larger          -> shm   each byte copied once into a shared window, summed once
+//   (measured on 2026-12-01, see README "Shared-memory all-reduce").
 //   The sub-algorithms are built once, in the constructor (hier builds sub-communicators,
 //   a collective step), and share the options (chunk size, channels). The choice is
 //   reported through chosen(bytes) and logged at INFO once per distinct size on rank 0.
@@ -41,6 +47,15 @@ class AutoAllreduce final : public AllreduceAlgorithm {
     rd_ = algos::make_recursive_doubling(comm, opts);
     rabenseifner_ = algos::make_rabenseifner(comm, opts);
     ring_ = algos::make_ring(comm, opts);
+    // node_count and size are the same on every rank, and shm answers "available" alike
+    // everywhere, so this is collective on all ranks or none.
+    if (comm.node_count() == 1 && comm.size() > 1) {
+      auto shm = algos::make_shared_memory(comm, opts);
+      if (shm->chosen(kMediumBytes) == "shm") {
+        shm_ = std::move(shm);
+        native_ = algos::make_native(comm, opts);
+      }
+    }
     // node_count is the same on every rank, so every rank takes this branch or none does
     // (hier's constructor is collective; local_size may differ between nodes, which hier
     // detects collectively and answers with its ring fallback).
@@ -53,6 +68,7 @@ class AutoAllreduce final : public AllreduceAlgorithm {
 
   std::string name() const override { return "auto"; }
   std::string chosen(std::size_t bytes) const override { return pick(bytes).name(); }
+  ChunkChoice chunk() const override { return ring_->chunk(); }  // what its pipelined choices use
 
   void run(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op) override {
     if (count == 0) return;
@@ -65,7 +81,14 @@ class AutoAllreduce final : public AllreduceAlgorithm {
   }
 
  private:
+  // The one-node rule (see the header): native for small messages, shm for the rest.
+  AllreduceAlgorithm* one_node_pick(std::size_t bytes) const {
+    if (!shm_) return nullptr;
+    return bytes <= kSmallBytes ? native_.get() : shm_.get();
+  }
+
   AllreduceAlgorithm& pick(std::size_t bytes) const {
+    if (AllreduceAlgorithm* a = one_node_pick(bytes)) return *a;
     if (bytes <= kSmallBytes) return *rd_;
     if (hier_) return *hier_;
     if (bytes <= kMediumBytes) return *rabenseifner_;
@@ -74,6 +97,7 @@ class AutoAllreduce final : public AllreduceAlgorithm {
 
   Communicator& comm_;
   std::unique_ptr<AllreduceAlgorithm> rd_, rabenseifner_, ring_, hier_;
+  std::unique_ptr<AllreduceAlgorithm> shm_, native_;  // one node only
   std::set<std::size_t> logged_;  // sizes whose choice was logged
 };
 

@@ -26,6 +26,7 @@ const std::vector<Entry>& table() {
       {"rabenseifner", &algos::make_rabenseifner},
       {"tree", &algos::make_tree},
       {"hier", &algos::make_hierarchical},
+      {"shm", &algos::make_shared_memory},
       {"mpi", &algos::make_native},
       {"auto", &algos::make_auto},
   };
@@ -61,7 +62,6 @@ std::unique_ptr<AllreduceAlgorithm> make_allreduce(const std::string& name, Comm
 }
 
 void algos::check_options(const AlgoOptions& opts) {
-  GS_USAGE_CHECK(opts.chunk_bytes > 0, "all-reduce chunk size (--chunk-bytes) must be at least 1 byte");
   GS_USAGE_CHECK(opts.channels >= 1 && opts.channels <= kMaxChannels, "all-reduce channels (--channels) must be in 1..",
                  kMaxChannels, ", got ", opts.channels);
 }

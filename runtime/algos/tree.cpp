@@ -45,7 +45,8 @@ using algos::Span;
 
 class BinomialTree final : public AllreduceAlgorithm {
  public:
-  BinomialTree(Communicator& comm, const AlgoOptions& opts) : comm_(comm), chunk_bytes_(opts.chunk_bytes) {
+  BinomialTree(Communicator& comm, const AlgoOptions& opts)
+      : comm_(comm), chunk_(algos::choose_chunk(comm, opts)), chunk_bytes_(chunk_.bytes) {
     p_ = comm.size();
     r_ = comm.rank();
     for (int mask = 1; mask < p_; mask <<= 1) {
@@ -58,6 +59,7 @@ class BinomialTree final : public AllreduceAlgorithm {
   }
 
   std::string name() const override { return "tree"; }
+  ChunkChoice chunk() const override { return chunk_; }
 
   void run(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op) override {
     if (count == 0) return;
@@ -129,6 +131,7 @@ class BinomialTree final : public AllreduceAlgorithm {
 
  private:
   Communicator& comm_;
+  ChunkChoice chunk_;
   std::size_t chunk_bytes_;
   int p_ = 1, r_ = 0, parent_ = -1;
   std::vector<int> children_;  // increasing distance

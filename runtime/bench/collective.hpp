@@ -80,6 +80,8 @@ class Collective {
 
   // The algorithm that served a message of `bytes` (what "auto" chose).
   virtual std::string algo_used(std::size_t bytes) const = 0;
+  // The pipelining chunk it runs with and why ({0, ""}: none, or chosen by the library).
+  virtual ChunkChoice chunk() const { return {}; }
 
   // Called once before the sweep with the largest element counts of the sweep, so that a
   // wrapper can allocate (e.g. the pinned buffers of host staging) outside the timed region.

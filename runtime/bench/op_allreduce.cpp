@@ -36,6 +36,7 @@ class AllreduceOp final : public Collective {
   void run_in_place(void* buf, const Layout& l) override {
     algo_->run(buf, buf, l.param_count, cfg_.dtype, cfg_.redop);
   }
+  ChunkChoice chunk() const override { return cfg_.algo == "nccl" ? ChunkChoice{} : algo_->chunk(); }
   std::string algo_used(std::size_t bytes) const override {
     return cfg_.algo == "nccl" ? cfg_.algo : algo_->chosen(bytes);
   }

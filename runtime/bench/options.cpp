@@ -155,8 +155,9 @@ BenchOptions parse_options(int argc, char** argv) {
   const bool chunk_given = vm.count("chunk-bytes") > 0, channels_given = vm.count("channels") > 0;
   const std::string chunk_text = chunk_given ? text_of(vm, "chunk-bytes") : param_string("GRADSYNC_CHUNK_BYTES");
   const std::string chunk_opt = chunk_given ? "--chunk-bytes" : "--chunk-bytes (default from GRADSYNC_CHUNK_BYTES)";
-  o.chunk_bytes = parse_size(chunk_text, chunk_opt);
-  GS_USAGE_CHECK(o.chunk_bytes > 0, "option ", chunk_opt, ": must be > 0 bytes (got ", chunk_text, ")");
+  o.chunk_bytes = chunk_text == "auto" ? 0 : parse_size(chunk_text, chunk_opt);  // 0: transport-aware
+  GS_USAGE_CHECK(chunk_text == "auto" || o.chunk_bytes > 0, "option ", chunk_opt, ": must be > 0 bytes or auto (got ",
+                 chunk_text, ")");
   const std::string channels_text = channels_given ? text_of(vm, "channels") : param_string("GRADSYNC_CHANNELS");
   const std::string channels_opt = channels_given ? "--channels" : "--channels (default from GRADSYNC_CHANNELS)";
   o.channels = parse_int_in(channels_text, channels_opt, 1, algos::kMaxChannels,
@@ -236,7 +237,8 @@ std::string usage_text() {
         "  -c, --check 0|1      check every result and count wrong elements (default 1)\n"
         "  -d, --datatype T     float (default), half, bfloat16 (pingpong moves bytes)\n"
         "  -o, --redop OP       sum (default), avg (allreduce and reducescatter)\n"
-        "      --chunk-bytes B  ring pipelining chunk (default GRADSYNC_CHUNK_BYTES or 4M)\n"
+        "      --chunk-bytes B  ring pipelining chunk or auto (default GRADSYNC_CHUNK_BYTES or auto:\n"
+        "                       below the TCP eager limit between nodes, 4M on one node)\n"
         "      --channels K     concurrent rings (default GRADSYNC_CHANNELS or 1)\n"
         "      --root R         broadcast root (default 0)\n"
         "      --out FILE.h5    result file (default results/bench-<op>-<algo>-<UTC time>.h5\n"

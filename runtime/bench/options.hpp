@@ -28,7 +28,7 @@ struct BenchOptions {
   bool check = true;
   DType dtype = DType::F32;
   RedOp redop = RedOp::Sum;
-  std::int64_t chunk_bytes = 0;  // default from GRADSYNC_CHUNK_BYTES
+  std::int64_t chunk_bytes = 0;  // default from GRADSYNC_CHUNK_BYTES; 0: auto, by transport
   int channels = 1;              // default from GRADSYNC_CHANNELS
   int root = 0;
   std::string out;               // empty: results/bench-<op>-<algo>-<UTC>.h5

@@ -77,6 +77,9 @@ void Table::header() const {
   if (!info_.pingpong())
     std::fprintf(f, " chunkBytes %lld channels %d", static_cast<long long>(o.chunk_bytes), o.channels);
   std::fprintf(f, "\n");
+  if (info_.chunk.bytes > 0)
+    std::fprintf(f, "# chunk used: %lld bytes (%s)\n", static_cast<long long>(info_.chunk.bytes),
+                 info_.chunk.reason.c_str());
   if (info_.pingpong())
     std::fprintf(f, "# time: half the round trip (rank 0 sends, rank 1 sends it back), mean over iterations\n");
   else
@@ -153,6 +156,8 @@ std::string to_json(const RunInfo& info, const std::vector<SizeResult>& rows) {
       .set("ranks_per_node", info.ranks_per_node)
       .set("hostnames", hosts)
       .set("chunk_bytes", static_cast<long long>(o.chunk_bytes))
+      .set("chunk_bytes_used", static_cast<long long>(info.chunk.bytes))
+      .set("chunk_reason", info.chunk.reason)
       .set("channels", o.channels)
       .set("iters", o.iters)
       .set("warmup", o.warmup)
@@ -290,7 +295,9 @@ void write_results(h5::Writer& w, const RunInfo& info, const std::vector<SizeRes
   w.attr("/", "dtype", dtype_text(info));
   w.attr("/", "redop", info.redop_text());
   w.attr("/", "ranks_per_node", static_cast<std::int64_t>(info.ranks_per_node));
-  w.attr("/", "chunk_bytes", static_cast<std::int64_t>(o.chunk_bytes));
+  w.attr("/", "chunk_bytes", static_cast<std::int64_t>(o.chunk_bytes));  // as given; 0: auto
+  w.attr("/", "chunk_bytes_used", static_cast<std::int64_t>(info.chunk.bytes));
+  w.attr("/", "chunk_reason", info.chunk.reason);
   w.attr("/", "channels", static_cast<std::int64_t>(o.channels));
   w.attr("/", "iters", static_cast<std::int64_t>(o.iters));
   w.attr("/", "warmup", static_cast<std::int64_t>(o.warmup));

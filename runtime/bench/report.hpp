@@ -9,6 +9,7 @@
 
 #include "bench/harness.hpp"
 #include "bench/options.hpp"
+#include "algos/allreduce.hpp"
 #include "core/h5io.hpp"
 #include "core/provenance.hpp"
 
@@ -25,6 +26,7 @@ struct RunInfo {
   bool has_redop = false;                // else the table says "none"
   bool has_root = false;                 // else the table says -1
   double bus_factor = 1.0;
+  ChunkChoice chunk;  // what the algorithm pipelines with (--chunk-bytes or auto) and why
   std::string out_path;
   // --device cuda: header lines about the GPU and how it was used, a footer line (memory
   // footprint) and a note for the `timing` attribute; all empty for cpu.

@@ -41,6 +41,26 @@ class Request {
   std::unique_ptr<Impl> impl_;
 };
 
+// Memory that every rank of a communicator can load and store directly (an MPI-3 shared
+// window on one node). Part r belongs to rank r; any rank may read or write any part, and
+// sync() is the only ordering: stores before it are visible to loads after it, on every rank.
+class SharedSegment {
+ public:
+  virtual ~SharedSegment() = default;
+  virtual std::size_t bytes_per_rank() const = 0;
+  virtual void* part(int rank) = 0;  // 64-byte aligned, bytes_per_rank() long
+  // Memory barrier + barrier of the communicator (collective, bounded by the time-out).
+  virtual void sync() = 0;
+};
+
+// How bytes reach one peer: what the transport is and where its eager/rendezvous switch is.
+struct PeerLink {
+  enum class Kind : std::uint8_t { Unknown, SharedMemory, Network };
+  Kind kind = Kind::Unknown;
+  std::string transport;        // "sm", "tcp", ... ("" when unknown)
+  std::size_t eager_limit = 0;  // bytes sent without a rendezvous handshake (0: unknown)
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -106,6 +126,20 @@ class Communicator {
 
   // Sub-communicator of the ranks with the same color, ordered by key (MPI_Comm_split).
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+
+  // ---- placement-aware extras (defaults: not available) -----------------------------------
+  // A shared segment of bytes_per_rank per rank, or nullptr when the ranks do not all share
+  // one node or the backend cannot map peers' memory. Collective; every rank gets the same
+  // answer.
+  virtual std::unique_ptr<SharedSegment> allocate_shared(std::size_t bytes_per_rank) {
+    (void)bytes_per_rank;
+    return nullptr;
+  }
+  // The transport towards `peer` (used to pick pipelining chunk sizes).
+  virtual PeerLink link_to(int peer) const {
+    (void)peer;
+    return {};
+  }
 
  protected:
   // Progress hook called while polling requests (MPI needs none; kept for backends that do).

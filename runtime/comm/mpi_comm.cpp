@@ -72,7 +72,7 @@ int to_int(std::size_t n, const char* what) {
 // Poll requests until done or the time-out passes. Yields the core after a short spin so
 // oversubscribed ranks (tests on 2 cores) make progress.
 template <typename Describe>
-void poll_until_done(int n, MPI_Request* reqs, Describe describe) {
+void poll_until_done(int n, MPI_Request* reqs, Describe describe, long yield_after = 2000) {
   const double timeout = comm_timeout_s();
   if (timeout <= 0) {
     GS_MPI(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE));
@@ -83,7 +83,7 @@ void poll_until_done(int n, MPI_Request* reqs, Describe describe) {
   for (long spin = 0;; ++spin) {
     GS_MPI(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
     if (done) return;
-    if (spin > 2000) sched_yield();
+    if (spin >= yield_after) sched_yield();
     if ((spin & 255) == 0 && now_s() - start > timeout) {
       throw TimeoutError(where() + ": timed out after " + std::to_string(static_cast<int>(timeout)) +
                          " s (GRADSYNC_TIMEOUT_S) waiting for " + describe() +
@@ -255,6 +255,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm) : comm_(comm), owned_(comm != MP
   // node id = number of distinct leaders with a smaller global rank
   std::vector<int> leaders(static_cast<std::size_t>(size_));
   GS_MPI(MPI_Allgather(&leader_rank, 1, MPI_INT, leaders.data(), 1, MPI_INT, comm_));
+  leader_of_ = leaders;
   std::vector<int> distinct;
   for (int l : leaders)
     if (std::find(distinct.begin(), distinct.end(), l) == distinct.end()) distinct.push_back(l);
@@ -416,6 +417,114 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
   MPI_Comm sub;
   GS_MPI(MPI_Comm_split(comm_, color, key, &sub));
   return std::make_unique<MpiCommunicator>(sub);
+}
+
+// ---- shared segments and peer links ---------------------------------------------------------
+
+namespace {
+
+// An MPI-3 shared window, locked once for passive-target access by every rank (the
+// "unified" memory model of MPI_Win_allocate_shared: loads and stores, ordered by
+// MPI_Win_sync around a barrier).
+class MpiSharedSegment final : public SharedSegment {
+ public:
+  MpiSharedSegment(MPI_Comm comm, int size, std::size_t bytes) : comm_(comm), bytes_(bytes) {
+    // More ranks on the node than cores we may run on: a rank waiting in sync() gives its
+    // core away at once (the ranks it waits for need it), else after a short spin.
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    const int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    yield_after_ = size > cores ? 0 : 200;
+    MPI_Info info;
+    GS_MPI(MPI_Info_create(&info));
+    GS_MPI(MPI_Info_set(info, "alloc_shared_noncontig", "true"));  // each part on its owner's NUMA node
+    void* mine = nullptr;
+    const int rc = MPI_Win_allocate_shared(static_cast<MPI_Aint>(bytes), 1, info, comm_, &mine, &win_);
+    MPI_Info_free(&info);
+    GS_MPI(rc);
+    parts_.resize(static_cast<std::size_t>(size));
+    for (int r = 0; r < size; ++r) {
+      MPI_Aint len = 0;
+      int disp = 0;
+      GS_MPI(MPI_Win_shared_query(win_, r, &len, &disp, &parts_[static_cast<std::size_t>(r)]));
+    }
+    GS_MPI(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_));
+  }
+  ~MpiSharedSegment() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;
+    MPI_Win_unlock_all(win_);
+    MPI_Win_free(&win_);
+  }
+  MpiSharedSegment(const MpiSharedSegment&) = delete;
+  MpiSharedSegment& operator=(const MpiSharedSegment&) = delete;
+
+  std::size_t bytes_per_rank() const override { return bytes_; }
+  void* part(int rank) override { return parts_[static_cast<std::size_t>(rank)]; }
+  void sync() override {
+    GS_MPI(MPI_Win_sync(win_));  // my stores are complete ...
+    MPI_Request req;
+    GS_MPI(MPI_Ibarrier(comm_, &req));  // ... everyone's are ...
+    poll_until_done(1, &req, [] { return std::string("MPI_Ibarrier of a shared segment"); }, yield_after_);
+    GS_MPI(MPI_Win_sync(win_));  // ... and my loads see them
+  }
+
+ private:
+  MPI_Comm comm_;
+  std::size_t bytes_;
+  MPI_Win win_ = MPI_WIN_NULL;
+  std::vector<void*> parts_;
+  long yield_after_ = 200;  // polls of the barrier before each one yields the core
+};
+
+// An Open MPI size control variable read through MPI_T (e.g. btl_tcp_eager_limit), or 0
+// when the library does not expose it.
+std::size_t read_size_cvar(const char* name) {
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return 0;
+  std::size_t value = 0;
+  int index = -1;
+  if (MPI_T_cvar_get_index(name, &index) == MPI_SUCCESS) {
+    MPI_T_cvar_handle handle;
+    int count = 0;
+    if (MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+      if (count == 1) {
+        unsigned long long v = 0;  // Open MPI registers sizes as size_t / unsigned long
+        if (MPI_T_cvar_read(handle, &v) == MPI_SUCCESS) value = static_cast<std::size_t>(v);
+      }
+      MPI_T_cvar_handle_free(&handle);
+    }
+  }
+  MPI_T_finalize();
+  return value;
+}
+
+}  // namespace
+
+std::unique_ptr<SharedSegment> MpiCommunicator::allocate_shared(std::size_t bytes_per_rank) {
+  if (local_size_ != size_) return nullptr;  // the same answer on every rank
+  return std::make_unique<MpiSharedSegment>(comm_, size_, std::max<std::size_t>(bytes_per_rank, 64));
+}
+
+PeerLink MpiCommunicator::link_to(int peer) const {
+  PeerLink link;
+  if (peer < 0 || peer >= size_) return link;
+  if (leader_of_[static_cast<std::size_t>(peer)] == leader_of_[static_cast<std::size_t>(rank_)]) {
+    link.kind = PeerLink::Kind::SharedMemory;
+    link.transport = "sm";
+    return link;
+  }
+  // Off the node: Open MPI's TCP BTL (the only network transport of the machines we run
+  // on). Its eager limit is btl_tcp_eager_limit, 64 KiB unless changed.
+  static const std::size_t eager = [] {
+    const std::size_t v = read_size_cvar("btl_tcp_eager_limit");
+    return v > 0 ? v : std::size_t{64} << 10;
+  }();
+  link.kind = PeerLink::Kind::Network;
+  link.transport = "tcp";
+  link.eager_limit = eager;
+  return link;
 }
 
 }  // namespace gradsync

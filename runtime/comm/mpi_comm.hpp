@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.hpp"
 
@@ -67,6 +68,8 @@ class MpiCommunicator final : public Communicator {
   void broadcast_bytes(std::vector<char>& bytes, int root) override;
 
   std::unique_ptr<Communicator> split(int color, int key) override;
+  std::unique_ptr<SharedSegment> allocate_shared(std::size_t bytes_per_rank) override;
+  PeerLink link_to(int peer) const override;
 
  private:
   // Wait for a native non-blocking collective with the time-out.
@@ -75,6 +78,7 @@ class MpiCommunicator final : public Communicator {
   bool owned_;
   int rank_ = 0, size_ = 1;
   int local_rank_ = 0, local_size_ = 1, node_id_ = 0, node_count_ = 1;
+  std::vector<int> leader_of_;  // per rank: lowest global rank on its node (same node <=> equal)
   std::string hostname_;
 };
 

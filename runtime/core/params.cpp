@@ -13,7 +13,8 @@ const std::vector<ParamInfo>& param_registry() {
       {"GRADSYNC_DEBUG_FILE", "", "write logs to this file instead of stderr; %h = host, %p = pid"},
       {"GRADSYNC_TIMEOUT_S", "300",
        "seconds a wait on a peer may take before the run fails with a time-out (0 = wait forever)"},
-      {"GRADSYNC_CHUNK_BYTES", "4194304", "default ring pipelining chunk (the NCCL_BUFFSIZE analog)"},
+      {"GRADSYNC_CHUNK_BYTES", "auto",
+       "default ring pipelining chunk (the NCCL_BUFFSIZE analog); auto: by transport (32K over TCP, 4M on one node)"},
       {"GRADSYNC_CHANNELS", "1", "default number of concurrent rings (the NCCL_NSOCKS_PERTHREAD analog)"},
   };
   return registry;

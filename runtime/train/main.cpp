@@ -153,6 +153,7 @@ int main(int argc, char** argv) {
     }
 #endif
     if (!dev) dev = device::make_host_device();
+    apply_tune(o, world.node_count(), world.local_size());  // --tune: the same choice on every rank
     GS_CHECK(mpi.thread_level() >= MPI_THREAD_MULTIPLE, "the MPI library provides thread level ", mpi.thread_level(),
              " but the reducer's communication thread needs MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE, ")");
     trainer = std::make_unique<Trainer>(o, world, *dev);

@@ -1,6 +1,7 @@
 // gradsync/train/options.cpp — see options.hpp.
 #include "train/options.hpp"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <iomanip>
@@ -11,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "core/params.hpp"
+#include "netmodel/tune.hpp"
 #include "core/units.hpp"
 #include "models/compute_profile.hpp"
 #include "models/zoo.hpp"
@@ -43,7 +45,7 @@ po::options_description describe(TrainOptions& o) {
     ("no-overlap", "launch all bucket all-reduces after backward instead of during it")
     ("accumulate", po::value(&o.accumulate), "micro-steps per optimizer step (gradient accumulation; sync on the last; default 1)")
     ("algo", po::value(&o.algo), "all-reduce algorithm from the registry (default ring)")
-    ("chunk-bytes", po::value<std::string>(), "ring pipelining chunk, e.g. 4M (default GRADSYNC_CHUNK_BYTES)")
+    ("chunk-bytes", po::value<std::string>(), "ring pipelining chunk, e.g. 4M, or auto (default GRADSYNC_CHUNK_BYTES: auto, by transport)")
     ("channels", po::value(&o.channels), "concurrent rings (default GRADSYNC_CHANNELS)")
     ("compress", po::value(&o.compress), "gradient compressor spec (default none; with --precision fp16/bf16, none communicates in that half type)")
     ("precision", po::value(&o.precision), "fp32, fp16 or bf16: mixed precision with fp32 master weights; half-precision compute (real) and gradients communicated in half (default fp32)")
@@ -57,6 +59,7 @@ po::options_description describe(TrainOptions& o) {
     ("warmup-steps", po::value(&o.warmup_steps), "steps left out of the summary statistics (default 2)")
     ("out", po::value(&o.out), "result file (default results/train-<model>-<UTC time>.h5)")
     ("list-models", po::bool_switch(&o.list_models), "list the models and exit")
+    ("tune", po::value(&o.tune), "FABRIC (name or TOML): let gradsync-model's tuner pick bucket sizes, algorithm, chunk, channels, compressor and precision (those not given) for this cluster; the choice and its predicted step are recorded")
     ("json", po::bool_switch(&o.json), "machine-readable output (--list-models, summary)")
     ("quiet", po::bool_switch(&o.quiet), "no progress and no summary (the output path is still printed)");
   // clang-format on
@@ -87,15 +90,24 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
   }
   if (o.help || o.list_models) return o;
   o.overlap = vm.count("no-overlap") == 0;
+  for (const char* k : {"bucket-mb", "first-bucket-mb", "algo", "chunk-bytes", "channels", "compress", "precision"})
+    if (vm.count(k)) o.knobs_given.emplace_back(k);
+  if (!vm.count("chunk-bytes") && param_string("GRADSYNC_CHUNK_BYTES") != "auto") o.knobs_given.emplace_back("chunk-bytes");
   GS_USAGE_CHECK(!o.model.empty(), "option --model is required (see --list-models)");
   GS_USAGE_CHECK(!(vm.count("steps") && vm.count("epochs")), "options --steps and --epochs are exclusive");
-  if (vm.count("chunk-bytes")) o.chunk_bytes = parse_size(vm["chunk-bytes"].as<std::string>(), "--chunk-bytes");
+  // 0 (auto, the default): the algorithm picks by transport (runtime/algos/chunk.cpp).
+  const std::string chunk_text =
+      vm.count("chunk-bytes") ? vm["chunk-bytes"].as<std::string>() : param_string("GRADSYNC_CHUNK_BYTES");
+  const char* chunk_opt = vm.count("chunk-bytes") ? "--chunk-bytes" : "--chunk-bytes (default from GRADSYNC_CHUNK_BYTES)";
+  if (chunk_text != "auto") {
+    o.chunk_bytes = parse_size(chunk_text, chunk_opt);
+    GS_USAGE_CHECK(o.chunk_bytes > 0, "option ", chunk_opt, ": must be > 0 bytes or auto, got ", chunk_text);
+  }
   if (o.backend.empty()) o.backend = o.device == "cuda" ? "nccl" : "mpi";
   if (o.compute.empty()) o.compute = is_trainable(o.model) ? "real" : "emulated";
   if (o.compute_profile.empty()) o.compute_profile = o.compute == "emulated" ? "h200" : "cpu";
   if (vm.count("lr") == 0) o.lr = o.optimizer == "adam" ? 0.001 : 0.05;
   if (o.steps == 0 && o.epochs == 0 && !vm.count("steps") && !vm.count("epochs")) o.steps = 50;
-  if (o.chunk_bytes == 0) o.chunk_bytes = static_cast<std::int64_t>(param_double("GRADSYNC_CHUNK_BYTES"));
   o.loss_scale_given = vm.count("loss-scale") != 0;
   if (!o.loss_scale_given) {
     const bool known = o.precision == "fp32" || o.precision == "fp16" || o.precision == "bf16";
@@ -104,6 +116,57 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
   }
   if (o.channels == 0) o.channels = static_cast<std::int64_t>(param_double("GRADSYNC_CHANNELS"));
   return o;
+}
+
+void apply_tune(TrainOptions& o, int nodes, int ranks_per_node) {
+  if (o.tune.empty()) return;
+  GS_USAGE_CHECK(o.compute == "emulated", "option --tune: the model predicts zoo models with --compute emulated, not '",
+                 o.model, "' with --compute ", o.compute);
+  netmodel::PredictConfig base;
+  base.model = o.model;
+  base.fabric = o.tune;
+  base.compute_profile = o.compute_profile;
+  base.nodes = nodes;
+  base.ranks_per_node = ranks_per_node;
+  base.batch_per_rank = o.batch_per_rank;
+  base.overlap = o.overlap;
+  base.accumulate = static_cast<int>(o.accumulate);
+  base.loader_workers = static_cast<int>(o.loader_workers);
+  base.data_time_s = o.data_time_us * 1e-6;
+  base.optimizer = o.optimizer;
+  base.samples_per_epoch = o.samples_per_epoch;
+  netmodel::TuneSpace space = netmodel::default_tune_space(nodes, ranks_per_node);
+  auto given = [&](const char* k) { return std::find(o.knobs_given.begin(), o.knobs_given.end(), k) != o.knobs_given.end(); };
+  if (given("bucket-mb")) space.bucket_mb = {o.bucket_mb};
+  if (given("first-bucket-mb")) space.first_bucket_mb = {o.first_bucket_mb};
+  if (given("algo")) space.algo = {o.algo};
+  if (given("chunk-bytes")) space.chunk_bytes = {static_cast<double>(o.chunk_bytes)};
+  if (given("channels")) space.channels = {static_cast<int>(o.channels)};
+  if (given("compress")) space.compress = {o.compress};
+  if (given("precision")) space.precision = {o.precision};
+  netmodel::Predictor predictor;
+  netmodel::TuneReport rep;
+  try {
+    rep = netmodel::tune(base, space, predictor, 1);
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("option --tune: ") + e.what());
+  }
+  const netmodel::PredictConfig& c = rep.best.config;
+  o.bucket_mb = c.bucket_mb;
+  o.first_bucket_mb = c.first_bucket_mb;
+  o.algo = c.algo;
+  // The model's chunk for algorithms that take one; the transport-aware default otherwise.
+  if (!given("chunk-bytes")) o.chunk_bytes = c.algo == "ring" || c.algo == "hier" || c.algo == "tree" || c.algo == "auto" || c.algo == "shm"
+                                                 ? static_cast<std::int64_t>(c.chunk_bytes)
+                                                 : 0;
+  o.channels = c.channels;
+  o.compress = c.compress;
+  o.precision = c.precision;
+  if (!o.loss_scale_given) o.loss_scale = default_loss_scale(parse_precision(o.precision));
+  o.tune_choice = netmodel::train_args(c);
+  o.tune_bound = rep.bound.name;
+  o.tune_predicted_step_s = rep.best.step_time_s;
+  o.tune_default_step_s = rep.base.step_time_s;
 }
 
 void validate_train_options(const TrainOptions& o) {
@@ -148,7 +211,7 @@ void validate_train_options(const TrainOptions& o) {
   } catch (const UsageError& e) {
     throw UsageError(std::string("option --algo: ") + e.what());
   }
-  GS_USAGE_CHECK(o.chunk_bytes > 0, "option --chunk-bytes: must be positive, got ", o.chunk_bytes);
+  GS_USAGE_CHECK(o.chunk_bytes >= 0, "option --chunk-bytes: must be positive, got ", o.chunk_bytes);
   GS_USAGE_CHECK(o.channels >= 1, "option --channels: must be >= 1, got ", o.channels);
   check_compressor_spec(o.compress);  // its messages name --compress
   const DType precision = parse_precision(o.precision);  // its message names --precision
@@ -205,7 +268,8 @@ std::vector<std::pair<std::string, std::string>> fingerprint_items(const TrainOp
           {"loader-workers", std::to_string(o.loader_workers)},
           {"prefetch", std::to_string(o.prefetch)},
           {"data-time-us", num(o.data_time_us)},
-          {"warmup-steps", std::to_string(o.warmup_steps)}};
+          {"warmup-steps", std::to_string(o.warmup_steps)},
+          {"tune", o.tune}};
 }
 
 std::string train_fingerprint(const TrainOptions& o) {

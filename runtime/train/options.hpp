@@ -25,7 +25,7 @@ struct TrainOptions {
   bool overlap = true;
   std::int64_t accumulate = 1;
   std::string algo = "ring";
-  std::int64_t chunk_bytes = 0;  // 0: GRADSYNC_CHUNK_BYTES
+  std::int64_t chunk_bytes = 0;  // 0: auto, by transport (GRADSYNC_CHUNK_BYTES=auto)
   std::int64_t channels = 0;     // 0: GRADSYNC_CHANNELS
   std::string compress = "none";
   std::string precision = "fp32";  // fp32 | fp16 | bf16 (precision.hpp)
@@ -39,6 +39,13 @@ struct TrainOptions {
   double data_time_us = 0;       // emulated loading cost per sample
   std::int64_t warmup_steps = 2;
   std::string out;               // default results/train-<model>-<UTC>.h5
+  // --tune FABRIC: before the run, the model (netmodel/tune.hpp) picks every knob of the
+  // list below that was not given on the command line; what it chose is recorded.
+  std::string tune;
+  std::vector<std::string> knobs_given;  // of bucket-mb, first-bucket-mb, algo, chunk-bytes, channels, compress, precision
+  std::string tune_choice;               // the applied gradsync-train options
+  std::string tune_bound;                // what bounds the chosen configuration
+  double tune_predicted_step_s = 0, tune_default_step_s = 0;
   bool list_models = false;
   bool json = false;
   bool quiet = false;
@@ -53,6 +60,10 @@ std::string train_usage();
 // Checks every option that can be checked without a communicator (model, algorithm,
 // compressor spec, optimizer, profile, ranges, exclusive options). UsageError otherwise.
 void validate_train_options(const TrainOptions& o);
+// --tune: applies the model's choice for a cluster of nodes x ranks_per_node (the knobs not
+// given on the command line). Deterministic, so every rank picks the same. UsageError when
+// the run is not one the model can predict (real compute, an unknown fabric).
+void apply_tune(TrainOptions& o, int nodes, int ranks_per_node);
 // The part of it that applies to --device cuda only (called by validate_train_options):
 // what the GPU path does not support yet (real compute of models other than mlp) is refused
 // with exit status 2. Every --compress spec and precision runs on cuda.

@@ -50,7 +50,14 @@ void write_train_results(const std::string& path, const TrainOptions& o, const R
   w.attr("/", "overlap", static_cast<I>(o.overlap ? 1 : 0));
   w.attr("/", "accumulate", static_cast<I>(o.accumulate));
   w.attr("/", "algo", r.backend == "nccl" ? std::string("nccl") : o.algo);  // NCCL picks its own algorithm
-  w.attr("/", "chunk_bytes", static_cast<I>(o.chunk_bytes));
+  w.attr("/", "chunk_bytes", static_cast<I>(o.chunk_bytes));  // 0: auto, by transport
+  // --tune: the fabric the model tuned for, the options it applied, its predicted step
+  // (and the default configuration's), and what bounds it ("" / 0 without --tune).
+  w.attr("/", "tune_fabric", o.tune);
+  w.attr("/", "tune_choice", o.tune_choice);
+  w.attr("/", "tune_bound", o.tune_bound);
+  w.attr("/", "tune_predicted_step_s", o.tune_predicted_step_s);
+  w.attr("/", "tune_default_predicted_step_s", o.tune_default_step_s);
   w.attr("/", "channels", static_cast<I>(o.channels));
   w.attr("/", "compress", r.compress_spec);
   w.attr("/", "compress_effective", r.compress_effective);

@@ -186,7 +186,8 @@ def model_curve(ctx, bench: results.Bench, fabric: str):
     if op != "pingpong":
         args += ["--algo", a.get("algo", "ring")]
         if a.get("algo") == "ring":
-            args += ["--chunk-bytes", int(a.get("chunk_bytes", 0)), "--channels", int(a.get("channels", 1))]
+            chunk = int(a.get("chunk_bytes_used", 0)) or int(a.get("chunk_bytes", 0))  # 0: auto, see _used
+            args += ["--chunk-bytes", chunk, "--channels", int(a.get("channels", 1))]
     try:
         _, data = tools.run_model(ctx.bindir, args, os.path.join(ctx.dir, "model", "analyze.log"), want_json=True)
     except tools.ToolError as e:

@@ -215,3 +215,4 @@ def grid_of(ctx, program):
 
 
 from . import seed_conclusions  # noqa: E402,F401  (registers the seed writers)
+from . import tune_conclusions  # noqa: E402,F401  (registers the tune-verify writer)

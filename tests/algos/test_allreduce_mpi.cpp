@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "algos/algorithms.hpp"
 #include "algos/allreduce.hpp"
 #include "comm/mpi_comm.hpp"
 #include "core/dtype.hpp"
@@ -40,7 +41,7 @@ gs::Communicator* g_world = nullptr;
 // ---- a communicator with emulated placement ---------------------------------------------
 
 // Forwards everything to `inner` but reports nodes of `ranks_per_node` consecutive ranks.
-class EmulatedNodes final : public gs::Communicator {
+class EmulatedNodes : public gs::Communicator {
  public:
   EmulatedNodes(gs::Communicator& inner, int ranks_per_node) : in_(inner), rpn_(ranks_per_node) {}
   int rank() const override { return in_.rank(); }
@@ -216,13 +217,14 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, AllreduceTest,
                          ::testing::Values(Variant{"ring", 1, 0}, Variant{"ring", 3, 0}, Variant{"rd", 1, 0},
                                            Variant{"rabenseifner", 1, 0}, Variant{"tree", 1, 0},
                                            Variant{"hier", 1, 0}, Variant{"hier", 2, 2}, Variant{"hier", 1, 1},
+                                           Variant{"shm", 1, 0}, Variant{"shm", 1, 2},
                                            Variant{"mpi", 1, 0}, Variant{"auto", 1, 0}, Variant{"auto", 1, 2}),
                          variant_name);
 
 // ---- registry -------------------------------------------------------------------------------
 
 TEST(Registry, NamesInOrder) {
-  const std::vector<std::string> want = {"ring", "rd", "rabenseifner", "tree", "hier", "mpi", "auto"};
+  const std::vector<std::string> want = {"ring", "rd", "rabenseifner", "tree", "hier", "shm", "mpi", "auto"};
   EXPECT_EQ(gs::allreduce_names(), want);
   for (const auto& n : want) EXPECT_NO_THROW(gs::check_allreduce_name(n));
 }
@@ -243,9 +245,6 @@ TEST(Registry, UnknownNameThrowsUsageErrorListingKnownNames) {
 
 TEST(Registry, BadOptionsThrowUsageError) {
   gs::AlgoOptions opts;
-  opts.chunk_bytes = 0;
-  EXPECT_THROW((void)gs::make_allreduce("ring", *g_world, opts), gs::UsageError);
-  opts = {};
   opts.channels = 0;
   EXPECT_THROW((void)gs::make_allreduce("ring", *g_world, opts), gs::UsageError);
   opts.channels = 1000;
@@ -255,21 +254,83 @@ TEST(Registry, BadOptionsThrowUsageError) {
 TEST(Auto, ChoosesBySizeAndPlacement) {
   auto algo = gs::make_allreduce("auto", *g_world);
   EXPECT_EQ(algo->name(), "auto");
-  EXPECT_EQ(algo->chosen(8), "rd");
-  EXPECT_EQ(algo->chosen(64 << 10), "rd");
-  const bool multinode = g_world->node_count() > 1 && g_world->local_size() > 1;
-  if (!multinode) {
+  // The test ranks all run on one node: native for small messages, shm for the rest.
+  if (g_world->size() > 1 && g_world->node_count() == 1) {
+    EXPECT_EQ(algo->chosen(8), "mpi");
+    EXPECT_EQ(algo->chosen(64 << 10), "mpi");
+    EXPECT_EQ(algo->chosen((64 << 10) + 1), "shm");
+    EXPECT_EQ(algo->chosen(16 << 20), "shm");
+  }
+  if (g_world->size() == 1) {
+    EXPECT_EQ(algo->chosen(8), "rd");
     EXPECT_EQ(algo->chosen((64 << 10) + 1), "rabenseifner");
-    EXPECT_EQ(algo->chosen(1 << 20), "rabenseifner");
     EXPECT_EQ(algo->chosen(16 << 20), "ring");
   }
-  // Emulated 2 ranks per node: hier for large messages when the nodes are equal.
+  // Emulated nodes (no shared segment across the wrapper): the multi-node table.
   EmulatedNodes two_per_node(*g_world, 2);
   auto emulated = gs::make_allreduce("auto", two_per_node);
   const int p = g_world->size();
   const bool equal_nodes = p >= 4 && p % 2 == 0;
-  EXPECT_EQ(emulated->chosen(16 << 20), equal_nodes ? "hier" : "ring");
   EXPECT_EQ(emulated->chosen(8), "rd");
+  EXPECT_EQ(emulated->chosen(64 << 10), "rd");
+  EXPECT_EQ(emulated->chosen(16 << 20), equal_nodes ? "hier" : "ring");
+  if (!equal_nodes && p > 2) {
+    EXPECT_EQ(emulated->chosen(1 << 20), "rabenseifner");
+  }
+}
+
+// ---- transport-aware chunk --------------------------------------------------------------------
+
+// Reports every peer on another node as a TCP link with the given eager limit.
+class TcpNodes final : public EmulatedNodes {
+ public:
+  TcpNodes(gs::Communicator& inner, std::size_t eager) : EmulatedNodes(inner, 1), eager_(eager) {}
+  gs::PeerLink link_to(int peer) const override {
+    gs::PeerLink l;
+    l.kind = peer == rank() ? gs::PeerLink::Kind::SharedMemory : gs::PeerLink::Kind::Network;
+    l.transport = "tcp";
+    l.eager_limit = eager_;
+    return l;
+  }
+
+ private:
+  std::size_t eager_;
+};
+
+TEST(Chunk, ExplicitWinsOverTransport) {
+  gs::AlgoOptions opts;
+  opts.chunk_bytes = 12345;
+  TcpNodes tcp(*g_world, 64 << 10);
+  EXPECT_EQ(gs::algos::choose_chunk(tcp, opts).bytes, 12345u);
+  EXPECT_EQ(gs::algos::choose_chunk(*g_world, opts).bytes, 12345u);
+}
+
+TEST(Chunk, BelowTheTcpEagerLimitBetweenNodes) {
+  if (g_world->size() < 2) GTEST_SKIP() << "needs 2 ranks (emulated nodes)";
+  TcpNodes tcp64(*g_world, 64 << 10);
+  const gs::ChunkChoice c = gs::algos::choose_chunk(tcp64, {});
+  EXPECT_EQ(c.bytes, 32u << 10);
+  EXPECT_NE(c.reason.find("eager"), std::string::npos) << c.reason;
+  TcpNodes tcp1m(*g_world, 1 << 20);
+  EXPECT_EQ(gs::algos::choose_chunk(tcp1m, {}).bytes, 512u << 10);
+  TcpNodes tcp4k(*g_world, 4096);
+  EXPECT_EQ(gs::algos::choose_chunk(tcp4k, {}).bytes, 2048u);
+  // The ring built on it runs with that chunk and stays exact.
+  auto ring = gs::make_allreduce("ring", tcp64);
+  EXPECT_EQ(ring->chunk().bytes, 32u << 10);
+  EXPECT_EQ(run_case(*ring, g_world->rank(), g_world->size(), gs::DType::F32, gs::RedOp::Sum, 100003, false), "");
+}
+
+TEST(Chunk, OneNodeAndUnknownTransport) {
+  const gs::ChunkChoice one = gs::algos::choose_chunk(*g_world, {});
+  EXPECT_EQ(one.bytes, 4u << 20);
+  if (g_world->size() > 1) {
+    EXPECT_NE(one.reason.find("shared-memory"), std::string::npos) << one.reason;
+  }
+  EmulatedNodes unknown(*g_world, 1);  // several nodes, no link information
+  if (g_world->size() > 1) {
+    EXPECT_NE(gs::algos::choose_chunk(unknown, {}).reason.find("unknown"), std::string::npos);
+  }
 }
 
 TEST(Hier, FallsBackToRingWhenNodesDiffer) {

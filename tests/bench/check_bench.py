@@ -140,8 +140,11 @@ def check_file(path, op, algo, dtype, nranks, iters, table_rows, check_on, redop
         a = f.attrs
         for name in ("schema_version", "program", "argv", "git_revision", "created_utc", "hostnames", "nranks",
                      "nnodes", "op", "algo", "dtype", "redop", "ranks_per_node", "chunk_bytes", "channels",
-                     "iters", "warmup", "check", "root"):
+                     "iters", "warmup", "check", "root", "chunk_bytes_used", "chunk_reason"):
             check(name in a, f"root attribute '{name}' missing")
+        if op == "allreduce" and algo == "ring" and a["chunk_bytes"] == 0 and a["nranks"] > 1:  # auto, one node
+            check(a["chunk_bytes_used"] == 4 << 20 and "shared-memory" in str(a["chunk_reason"]),
+                  f"auto chunk {a['chunk_bytes_used']} ({a['chunk_reason']!r}), want 4 MiB on one node")
         check(a["program"] == "gradsync-bench", "program attribute")
         check(a["op"] == op and a["algo"] == algo, f"op/algo attributes {a['op']}/{a['algo']}")
         check(a["dtype"] == ("byte" if op == "pingpong" else dtype), f"dtype attribute {a['dtype']}")
@@ -295,7 +298,7 @@ def case_json(bench):
     out = bench.run_ok(2, ["-b", "8", "-e", "1K", "-f", "4", "-n", "2", "--json", "--out", path])
     j = json.loads(out)  # stdout is exactly one JSON object
     for k in ("op", "algo", "dtype", "redop", "nranks", "nnodes", "iters", "warmup", "check", "chunk_bytes",
-              "channels", "rows", "out_of_bounds", "avg_busbw_GBps", "out"):
+              "chunk_bytes_used", "chunk_reason", "channels", "rows", "out_of_bounds", "avg_busbw_GBps", "out"):
         check(k in j, f"JSON lacks '{k}'")
     check(j["out"] == path and os.path.isfile(path), "JSON 'out' is not the file written")
     check(j["out_of_bounds"] == 0, "JSON out_of_bounds")

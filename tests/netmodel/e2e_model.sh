@@ -44,6 +44,15 @@ printf 'name = "bad"\n[inter]\nalpha_us = 3\nbw_GBps = 0\n' > "$W/bad.toml"
 expect_rc 2 "bad.toml:4" "$M" collective --ranks 4 --bytes 1M --fabric "$W/bad.toml"
 expect_rc 2 "" "$M" collective --ranks 4 --bytes 1M --fabric ib-hdr --unknown-option
 
+# tune: a recommendation, JSON keys, knobs fixed, one-line errors naming the option
+expect_rc 0 "recommended:" "$M" tune --model resnet50 --fabric seed-tcp --nodes 4 --batch-per-rank 32
+expect_rc 0 "" "$M" tune --model resnet50 --fabric seed-tcp,ib-hdr --nodes 2 --ranks-per-node 2 --algo ring,hier --compress "none;powersgd:rank=4" --json
+json_keys recommended default predicted_gain_pct top best_per_compressor bound evaluated seconds
+expect_rc 2 "--nodes" "$M" tune --model resnet50 --fabric seed-tcp --nodes 2,4
+expect_rc 2 "--fabric" "$M" tune --model resnet50
+expect_rc 2 "butterfly" "$M" tune --model resnet50 --fabric seed-tcp --algo butterfly
+expect_rc 2 "--compress" "$M" tune --model resnet50 --fabric seed-tcp --compress "none;"
+
 # predict: single configuration, JSON keys, HDF5 output
 expect_rc 0 "epoch" "$M" predict --model resnet50 --fabric roce-100g --nodes 16 --ranks-per-node 8 --batch-per-rank 32
 expect_rc 0 "" "$M" predict --model resnet50 --fabric roce-100g --nodes 2 --ranks-per-node 8 --compress powersgd:rank=4 --precision fp16 --json --out "$W/pred.h5"

@@ -231,6 +231,32 @@ TEST(Collectives, AutoAndMpiResolution) {
   EXPECT_EQ(resolve_algo("mpi", Op::Allreduce, 9999, t), "rd");
   EXPECT_EQ(resolve_algo("mpi", Op::Allreduce, 10000, t), "ring");
   EXPECT_THROW(check_algo_name("butterfly"), UsageError);
+  // One node of several ranks: the runtime's one-node rule (native small, shm large).
+  const Topology one{1, 4};
+  EXPECT_EQ(resolve_algo("auto", Op::Allreduce, 8, one), "rd");  // what "mpi" does at 8 B
+  EXPECT_EQ(resolve_algo("auto", Op::Allreduce, 65536, one), "ring");
+  EXPECT_EQ(resolve_algo("auto", Op::Allreduce, 65537, one), "shm");
+  EXPECT_EQ(resolve_algo("auto", Op::Allreduce, 1 << 26, one), "shm");
+  EXPECT_EQ(resolve_algo("auto", Op::Allreduce, 1 << 26, Topology{1, 1}), "ring");
+}
+
+TEST(Collectives, ShmScheduleOnOneNode) {
+  // 2 ceil(n/R) a + 2 (g-1)/g n/B + (g-1)/g n/G, R = 4 MiB by default.
+  const double a = 1e-6, B = 5e9, G = 8e9;
+  const Fabric f = simple_fabric(a, B, G);
+  const double n = 16.0 * (1 << 20);
+  EXPECT_NEAR(collective_time(f, Op::Allreduce, "shm", Topology{1, 4}, n),
+              2 * 4 * a + 2 * 0.75 * n / B + 0.75 * n / G, 1e-12);
+  CollOptions o;
+  o.chunk_bytes = 1.0 * (1 << 20);  // --chunk-bytes is the round size
+  EXPECT_NEAR(collective_time(f, Op::Allreduce, "shm", Topology{1, 2}, n, o), 2 * 16 * a + n / B + 0.5 * n / G,
+              1e-12);
+  // Fewer syncs than the ring's 2 (p-1) steps, the same bytes: never slower than ring.
+  EXPECT_LT(collective_time(f, Op::Allreduce, "shm", Topology{1, 4}, 4096), collective_time(f, Op::Allreduce, "ring", Topology{1, 4}, 4096));
+  // Across nodes the runtime falls back to ring, and so does the model.
+  EXPECT_DOUBLE_EQ(collective_time(f, Op::Allreduce, "shm", Topology{2, 2}, n),
+                   collective_time(f, Op::Allreduce, "ring", Topology{2, 2}, n));
+  EXPECT_EQ(collective_time(f, Op::Allreduce, "shm", Topology{1, 1}, n), 0);
 }
 
 TEST(Collectives, ChunkPipelining) {

@@ -186,6 +186,32 @@ def case_mismatch(r):
     check(not glob.glob(os.path.join(r.workdir, "results", "*.h5")), "a result file was written")
 
 
+def case_tune(r):
+    # --tune applies the model's choice of the knobs not given, and records it.
+    f = r.train_file(2, "tuned", ["--model", "resnet18-cifar", "--compute", "emulated", "--steps", "3",
+                                  "--tune", "seed-tcp", "--bucket-mb", "5"])
+    a = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
+    check(a["tune_fabric"] == "seed-tcp", f"tune_fabric {a['tune_fabric']!r}")
+    choice = a["tune_choice"]
+    check(choice.startswith("--bucket-mb 5 "), f"the fixed --bucket-mb 5 was not kept: {choice!r}")
+    check(a["bucket_mb"] == 5, f"bucket_mb {a['bucket_mb']}")
+    check(f"--algo {a['algo']} " in choice, f"algo {a['algo']!r} is not the tuned one: {choice!r}")
+    check(f"--compress {a['compress']} " in choice, f"compress {a['compress']!r} is not the tuned one: {choice!r}")
+    check(f"--precision {a['precision']}" in choice, f"precision {a['precision']!r} is not the tuned one")
+    check(0 < a["tune_predicted_step_s"] <= a["tune_default_predicted_step_s"],
+          f"predicted {a['tune_predicted_step_s']} vs default {a['tune_default_predicted_step_s']}")
+    check(a["tune_bound"] in ("compute", "data", "latency", "bandwidth", "codec"), f"bound {a['tune_bound']!r}")
+    # Without --tune the attributes are empty.
+    g = r.train_file(1, "untuned", ["--model", "resnet18-cifar", "--compute", "emulated", "--steps", "2"])
+    check(g.attrs["tune_predicted_step_s"] == 0, "tune_predicted_step_s set without --tune")
+    # Runs the model cannot predict, or an unknown fabric: exit 2, one line naming --tune.
+    for args, pat in ((["--model", "mlp", "--steps", "2", "--tune", "seed-tcp"], r"--tune"),
+                      (["--model", "resnet18-cifar", "--compute", "emulated", "--steps", "2", "--tune", "no-such-fabric"],
+                       r"--tune.*no-such-fabric")):
+        p = r.run(2, args, expect=2)
+        check(re.search(pat, p.stderr), f"stderr does not match {pat!r}: {p.stderr}")
+
+
 def case_usage(r):
     bad = [
         (["--model", "nope"], "--model", "known: mlp, cnn, resnet18-cifar"),

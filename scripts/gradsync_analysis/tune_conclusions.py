@@ -1,0 +1,98 @@
+"""Conclusion writer of the tune-verify study (experiments/tune-verify.toml).
+
+Over the study's gradsync-train grid it compares the model's ranking of the configurations
+(gradsync-model compare, the calibrated fabric and compute profile) with the measured one:
+Spearman rank correlation, whether the configuration the model ranks first is within 5% of
+the measured best, and the tuned configuration's gain over gradsync-train's default
+(bucket 25 MiB, ring, no compression) measured against predicted."""
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from .conclusions import grid_of, ms, writer
+
+KNOBS = ("bucket-mb", "first-bucket-mb", "algo", "chunk-bytes", "channels", "compress", "precision")
+DEFAULT = {"bucket-mb": 25, "algo": "ring", "compress": "none"}
+
+
+def ranks(v):
+    """Ranks 1..n, ties sharing their mean rank (as scipy.stats.rankdata)."""
+    v = np.asarray(v, dtype=float)
+    order = np.argsort(v, kind="mergesort")
+    r = np.empty(len(v))
+    r[order] = np.arange(1, len(v) + 1)
+    for x in np.unique(v):
+        tie = v == x
+        if tie.sum() > 1:
+            r[tie] = r[tie].mean()
+    return r
+
+
+def spearman(a, b):
+    """Spearman's rank correlation (Pearson's r of the ranks); nan for fewer than 3 points."""
+    if len(a) < 3:
+        return math.nan
+    ra, rb = ranks(a), ranks(b)
+    if ra.std() == 0 or rb.std() == 0:
+        return math.nan
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def config_table(ctx, grid):
+    """{configuration key: (median measured step, median predicted step)} over repeats."""
+    c = ctx.t.compare
+    fidx = {os.path.basename(str(f)): k for k, f in enumerate(c["file"])} if c else {}
+    meas, pred = {}, {}
+    for i in ctx.rows(grid):
+        p = ctx.t.params[i]
+        key = tuple((k, p[k]) for k in KNOBS if k in p)
+        meas.setdefault(key, []).append(float(ctx.t.cols["step_time_s"][i]))
+        k = fidx.get(os.path.basename(str(ctx.t.cols["result"][i])))
+        if k is not None:
+            pred.setdefault(key, []).append(float(c["predicted_step_time_s"][k]))
+    return {key: (float(np.median(meas[key])), float(np.median(pred[key])) if key in pred else math.nan)
+            for key in meas}
+
+
+def label(key):
+    return ", ".join(f"{k} {v}" for k, v in key) or "(one configuration)"
+
+
+@writer("tune-verify")
+def tune_verify(ctx):
+    grid = grid_of(ctx, "train")
+    if grid is None:
+        return "No gradsync-train grid."
+    tab = config_table(ctx, grid)
+    both = {k: v for k, v in tab.items() if math.isfinite(v[0]) and math.isfinite(v[1])}
+    if len(both) < 3:
+        return f"{len(tab)} measured configuration(s), {len(both)} with a prediction: too few to rank."
+    keys = list(both)
+    m = np.array([both[k][0] for k in keys])
+    p = np.array([both[k][1] for k in keys])
+    rho = spearman(p, m)
+    tuned, best = keys[int(np.argmin(p))], keys[int(np.argmin(m))]
+    lines = [f"Spearman rank correlation between predicted and measured step time over {len(keys)} "
+             f"configurations: {rho:.2f} (target >= 0.8).",
+             f"The model ranks first: {label(tuned)} (predicted {ms(both[tuned][1])}, measured {ms(both[tuned][0])}); "
+             f"the measured best: {label(best)} ({ms(both[best][0])}); the tuned configuration is "
+             f"{100 * (both[tuned][0] / both[best][0] - 1):+.1f}% from the measured best (target within 5%)."]
+    default = [k for k in keys if all(dict(k).get(a, v) == v for a, v in DEFAULT.items())]
+    if default:
+        d = default[0]
+        gm = 100 * (1 - both[tuned][0] / both[d][0])
+        gp = 100 * (1 - both[tuned][1] / both[d][1])
+        lines.append(f"Against the default ({label(d)}: measured {ms(both[d][0])}), the tuned configuration gains "
+                     f"{gm:.1f}% measured vs {gp:.1f}% predicted ({abs(gm - gp):.1f} points apart; target within 5).")
+    comp = {}
+    for k in keys:
+        c = dict(k).get("compress", "none")
+        comp[c] = min(comp.get(c, (math.inf, math.inf)), both[k])
+    if len(comp) > 1:
+        lines.append("Best measured (predicted) step per compressor: "
+                     + ", ".join(f"{c} {ms(v[0])} ({ms(v[1])})" for c, v in sorted(comp.items(), key=lambda x: x[1][0]))
+                     + "; compression pays here iff a compressor other than none is first.")
+    return " ".join(lines)

@@ -1,0 +1,178 @@
+// Tests of `gradsync-model tune` (netmodel/tune.hpp): the search respects fixed knobs, its
+// winner is the minimum of an independent re-prediction of every candidate, the default
+// configuration is gradsync-train's, the compressor crossover follows the fabric, and the
+// option handling refuses lists on non-knobs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "netmodel/grid.hpp"
+#include "netmodel/predict.hpp"
+#include "netmodel/tune.hpp"
+
+using namespace gradsync;
+using namespace gradsync::netmodel;
+
+namespace {
+
+PredictConfig base_config(const std::string& fabric, int nodes, int rpn, int64_t batch) {
+  PredictConfig c;
+  c.model = "resnet50";
+  c.fabric = fabric;
+  c.nodes = nodes;
+  c.ranks_per_node = rpn;
+  c.batch_per_rank = batch;
+  return c;
+}
+
+TuneSpace small_space() {
+  TuneSpace s;
+  s.bucket_mb = {25, 5, 100};
+  s.first_bucket_mb = {1, 5};
+  s.algo = {"ring", "rabenseifner", "rd"};
+  s.chunk_bytes = {32768, 4194304};
+  s.channels = {1, 2};
+  s.compress = {"none", "powersgd:rank=4"};
+  s.precision = {"fp32"};
+  return s;
+}
+
+}  // namespace
+
+TEST(Tune, EveryKnobFixedEvaluatesExactlyThatConfiguration) {
+  Predictor p;
+  TuneSpace s;
+  s.bucket_mb = {10};
+  s.first_bucket_mb = {2};
+  s.algo = {"rabenseifner"};
+  s.chunk_bytes = {65536};
+  s.channels = {1};
+  s.compress = {"fp16"};
+  s.precision = {"fp32"};
+  const PredictConfig base = base_config("seed-tcp", 4, 1, 32);
+  const TuneReport r = tune(base, s, p, 5);
+  EXPECT_EQ(r.evaluated, 1u);
+  EXPECT_EQ(r.best.config.bucket_mb, 10);
+  EXPECT_EQ(r.best.config.first_bucket_mb, 2);
+  EXPECT_EQ(r.best.config.algo, "rabenseifner");
+  EXPECT_EQ(r.best.config.compress, "fp16");
+  PredictConfig again = r.best.config;
+  EXPECT_DOUBLE_EQ(p.predict(again, false).step_time_s, r.best.step_time_s);
+}
+
+TEST(Tune, WinnerIsTheMinimumOverAnIndependentRePrediction) {
+  Predictor p;
+  const PredictConfig base = base_config("seed-tcp", 4, 1, 32);
+  const TuneSpace s = small_space();
+  const TuneReport r = tune(base, s, p, 5);
+  // rd and rabenseifner take no chunk or channels: 3 x 2 x 2 x (2 x 2 ring + 1 + 1).
+  EXPECT_EQ(r.evaluated, 3u * 2 * 2 * (4 + 1 + 1));
+  Predictor fresh;
+  double best = 1e300;
+  for (double b : s.bucket_mb)
+    for (double f : s.first_bucket_mb)
+      for (const auto& a : s.algo)
+        for (double ch : s.chunk_bytes)
+          for (int k : s.channels)
+            for (const auto& comp : s.compress) {
+              PredictConfig c = base;
+              c.bucket_mb = b;
+              c.first_bucket_mb = f;
+              c.algo = a;
+              c.chunk_bytes = ch;
+              c.channels = k;
+              c.compress = comp;
+              best = std::min(best, fresh.predict(c, false).step_time_s);
+            }
+  EXPECT_DOUBLE_EQ(r.best.step_time_s, best);
+  ASSERT_FALSE(r.top.empty());
+  EXPECT_DOUBLE_EQ(r.top.front().step_time_s, r.best.step_time_s);
+  for (std::size_t i = 1; i < r.top.size(); ++i) EXPECT_LE(r.top[i - 1].step_time_s, r.top[i].step_time_s);
+  ASSERT_EQ(r.best_per_compressor.size(), 2u);
+  EXPECT_EQ(r.best_per_compressor[0].config.compress, "none");
+  EXPECT_EQ(r.best_per_compressor[1].config.compress, "powersgd:rank=4");
+}
+
+TEST(Tune, DefaultIsTheTrainDefaultAndNeverBeatsTheWinner) {
+  Predictor p;
+  const PredictConfig base = base_config("seed-tcp", 4, 1, 32);
+  const PredictConfig d = runtime_default_config(base);
+  EXPECT_EQ(d.algo, "ring");
+  EXPECT_EQ(d.bucket_mb, 25);
+  EXPECT_EQ(d.first_bucket_mb, 1);
+  EXPECT_EQ(d.chunk_bytes, 32768);  // between nodes: below the 64 KiB TCP eager limit
+  EXPECT_EQ(runtime_default_config(base_config("shm-local", 1, 4, 32)).chunk_bytes, 4 << 20);
+  const TuneReport r = tune(base, default_tune_space(4, 1), p, 3);
+  EXPECT_LE(r.best.step_time_s, r.base.step_time_s);
+  EXPECT_GT(r.evaluated, 10000u);
+}
+
+TEST(Tune, CompressionPaysOnSlowLinksNotOnFastOnes) {
+  TuneSpace s = small_space();
+  Predictor p;
+  // 1 Gbit/s-class Ethernet, 8 nodes: the bandwidth term dominates, PowerSGD wins.
+  const TuneReport slow = tune(base_config("seed-tcp", 8, 1, 32), s, p, 3);
+  EXPECT_EQ(slow.best.config.compress, "powersgd:rank=4");
+  // NVLink inside one node, a large batch: compute-bound, the codec is pure cost.
+  const TuneReport fast = tune(base_config("nvlink-h100", 1, 8, 256), s, p, 3);
+  EXPECT_EQ(fast.best.config.compress, "none");
+  EXPECT_EQ(fast.bound.name, "compute");
+}
+
+TEST(Tune, DefaultSpaceFollowsThePlacement) {
+  auto has = [](const TuneSpace& s, const char* a) { return std::find(s.algo.begin(), s.algo.end(), a) != s.algo.end(); };
+  EXPECT_TRUE(has(default_tune_space(1, 4), "shm"));
+  EXPECT_FALSE(has(default_tune_space(1, 4), "hier"));
+  EXPECT_TRUE(has(default_tune_space(2, 4), "hier"));
+  EXPECT_FALSE(has(default_tune_space(2, 4), "shm"));
+  EXPECT_FALSE(has(default_tune_space(4, 1), "hier"));
+}
+
+TEST(Tune, OptionsFixKnobsAndRefuseListsElsewhere) {
+  std::vector<Axis> given(3);
+  given[0].name = "nodes";
+  given[0].numbers = {2};
+  given[1].name = "algo";
+  given[1].strings = {"ring", "rd"};
+  given[2].name = "fabric";
+  given[2].strings = {"seed-tcp", "seed-roce"};
+  PredictConfig base;
+  TuneSpace s;
+  apply_tune_axes(given, base, s);
+  EXPECT_EQ(base.nodes, 2);
+  EXPECT_EQ(s.algo, (std::vector<std::string>{"ring", "rd"}));
+  EXPECT_EQ(s.fabric.size(), 2u);
+  EXPECT_EQ(base.fabric, "seed-tcp");
+  EXPECT_EQ(s.bucket_mb, default_tune_space(2, 1).bucket_mb);  // not given: searched
+  given[0].numbers = {2, 4};
+  EXPECT_THROW(apply_tune_axes(given, base, s), UsageError);
+}
+
+TEST(Tune, InterfaceIsAKnobWhenSeveralFabricsAreOffered) {
+  Predictor p;
+  TuneSpace s = small_space();
+  s.fabric = {"seed-tcp", "ib-hdr"};
+  const TuneReport r = tune(base_config("seed-tcp", 4, 1, 32), s, p, 3);
+  EXPECT_EQ(r.fabrics_searched, 2u);
+  EXPECT_EQ(r.best.config.fabric, "ib-hdr");
+  EXPECT_NE(tune_text(r).find("interface (fabric): ib-hdr"), std::string::npos);
+}
+
+TEST(Tune, TrainArgsNameOnlyTheKnobsTheAlgorithmTakes) {
+  PredictConfig c;
+  c.bucket_mb = 10;
+  c.first_bucket_mb = 0.5;
+  c.algo = "ring";
+  c.chunk_bytes = 32768;
+  c.channels = 2;
+  c.compress = "powersgd:rank=4";
+  c.precision = "bf16";
+  EXPECT_EQ(train_args(c), "--bucket-mb 10 --first-bucket-mb 0.5 --algo ring --chunk-bytes 32768 --channels 2 "
+                           "--compress powersgd:rank=4 --precision bf16");
+  c.algo = "rd";
+  EXPECT_EQ(train_args(c).find("--chunk-bytes"), std::string::npos);
+  EXPECT_EQ(train_args(c).find("--channels"), std::string::npos);
+}
