@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "plan/algos.hpp"
 
 namespace gradsync::netmodel {
 
@@ -40,8 +41,13 @@ const char* op_name(Op op) {
   return "?";
 }
 
+// The runtime's names (shared: runtime/plan/algos.hpp), then the model's own.
 const std::vector<std::string>& algo_names() {
-  static const std::vector<std::string> names = {"ring", "rd", "rabenseifner", "tree", "hier", "mpi", "auto", "dbtree"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v = plan::allreduce_names();
+    v.emplace_back("dbtree");
+    return v;
+  }();
   return names;
 }
 
@@ -53,17 +59,12 @@ void check_algo_name(const std::string& name) {
   throw UsageError("unknown algorithm '" + name + "' (known: " + all + ")");
 }
 
-// The one place where "auto" and "mpi" are decided.
+// "auto" and "mpi" are decided by the runtime's rule (runtime/plan/algos.hpp), with the
+// topology: auto runs hier on several nodes of several ranks each.
 std::string resolve_algo(const std::string& algo, Op op, double bytes, const Topology& topo) {
-  (void)topo;
   if (op != Op::Allreduce) return algo;
-  if (algo == "auto") {
-    if (bytes <= 64.0 * 1024) return "rd";
-    if (bytes <= 1024.0 * 1024) return "rabenseifner";
-    return "ring";
-  }
-  if (algo == "mpi") return bytes < 10000 ? "rd" : "ring";
-  return algo;
+  const auto b = static_cast<std::uint64_t>(std::llround(std::max(0.0, bytes)));
+  return plan::resolve_allreduce(algo, b, plan::Shape{topo.nodes, topo.ranks_per_node, true});
 }
 
 double busbw_factor(Op op, int p) {

@@ -46,7 +46,9 @@
 // ompi_coll_tuned_allreduce_intra_dec_fixed before 4.0 — recursive doubling below 10,000
 // bytes, ring above. (4.x uses a larger table measured on its developers' clusters;
 // calibrate against algo=mpi bench files when it matters.)
-// "auto" (one place: resolve_algo): rd for n <= 64 KiB, rabenseifner up to 1 MiB, ring above.
+// "auto" and "mpi" resolve by the runtime's own rule (runtime/plan/algos.hpp): auto is rd
+// for n <= 64 KiB, hier on several nodes of several ranks each, else rabenseifner up to
+// 1 MiB and ring above.
 #pragma once
 
 #include <cstdint>

@@ -6,27 +6,32 @@
 #include <queue>
 
 #include "core/error.hpp"
+#include "plan/buckets.hpp"
 
 namespace gradsync::netmodel {
 
 std::vector<Bucket> make_buckets(const std::vector<ReadyGrad>& grads, double bucket_mb, double first_bucket_mb) {
   GS_USAGE_CHECK(bucket_mb > 0, "option --bucket-mb must be > 0, got ", bucket_mb);
   GS_USAGE_CHECK(first_bucket_mb > 0, "option --first-bucket-mb must be > 0, got ", first_bucket_mb);
-  const double mib = 1024.0 * 1024.0;
+  // The reducer's own rule (plan::assign_buckets) takes forward order: grads are in ready
+  // order, so ready position i is forward index N-1-i.
+  const std::size_t nt = grads.size();
+  std::vector<int64_t> forward_bytes(nt);
+  for (std::size_t i = 0; i < nt; ++i) forward_bytes[nt - 1 - i] = grads[i].shape.numel * 4;
+  const auto assignment = plan::assign_buckets(forward_bytes, plan::bucket_limit_bytes(bucket_mb),
+                                               plan::bucket_limit_bytes(first_bucket_mb));
   std::vector<Bucket> out;
-  Bucket cur;
-  double cap = first_bucket_mb * mib;
-  for (const auto& g : grads) {
-    cur.tensors.push_back(g.shape);
-    cur.grad_bytes += g.shape.numel * 4;
-    cur.ready_s = std::max(cur.ready_s, g.ready_s);
-    if (static_cast<double>(cur.grad_bytes) >= cap) {  // the crossing tensor stays in
-      out.push_back(std::move(cur));
-      cur = Bucket{};
-      cap = bucket_mb * mib;
+  out.reserve(assignment.size());
+  for (const auto& members : assignment) {
+    Bucket cur;
+    for (std::size_t k : members) {
+      const ReadyGrad& g = grads[nt - 1 - k];
+      cur.tensors.push_back(g.shape);
+      cur.grad_bytes += g.shape.numel * 4;
+      cur.ready_s = std::max(cur.ready_s, g.ready_s);
     }
+    out.push_back(std::move(cur));
   }
-  if (!cur.tensors.empty()) out.push_back(std::move(cur));
   return out;
 }
 

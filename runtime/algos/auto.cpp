@@ -3,19 +3,11 @@
 // Purpose: one sensible default for training, where bucket sizes range from a few KiB
 //   (biases, norms, the last bucket) to tens of MiB.
 //
-// Approach: a fixed decision table (like Open MPI's tuned decision rules and NCCL's
-//   tuner, in their simplest form), evaluated identically on every rank because it
-//   depends only on the message size and the communicator's shape:
-//     bytes <= 64 KiB                          -> rd            latency-bound: lg p rounds
-//     several nodes, equal ranks per node > 1  -> hier          keep bytes on the node
-//     bytes <= 1 MiB                           -> rabenseifner  2 lg p rounds, 2n(p-1)/p bytes
-//     larger                                   -> ring          bandwidth-optimal, pipelined,
-//                                                               neighbour-only traffic
-//   The 64 KiB bound is where n beta starts to rival the alpha terms on the fabrics we
-//   model (alpha ~ 1-50 us, beta ~ 0.1-1 ns/byte); the 1 MiB bound is where the ring's
-//   2 (p-1) alphas become negligible and its pipelining and neighbour-only pattern (and the
-//   absence of a pre/post step on non-power-of-two p) win. Both are constants here, meant
-//   to be revisited with calibrated fabric files.
+// Approach: the shared decision table plan::auto_allreduce (runtime/plan/algos.hpp; the
+//   model resolves "auto" with the same function), evaluated identically on every rank
+//   because it depends only on the message size and the communicator's shape:
+//     bytes <= 64 KiB -> rd; several equal nodes of several ranks -> hier;
+//     bytes <= 1 MiB -> rabenseifner; larger -> ring.
 //   The sub-algorithms are built once, in the constructor (hier builds sub-communicators,
 //   a collective step), and share the options (chunk size, channels). The choice is
 //   reported through chosen(bytes) and logged at INFO once per distinct size on rank 0.
@@ -27,13 +19,12 @@
 #include <string>
 
 #include "algos/algorithms.hpp"
+#include "core/error.hpp"
 #include "core/log.hpp"
+#include "plan/algos.hpp"
 
 namespace gradsync {
 namespace {
-
-constexpr std::size_t kSmallBytes = std::size_t{64} << 10;
-constexpr std::size_t kMediumBytes = std::size_t{1} << 20;
 
 class AutoAllreduce final : public AllreduceAlgorithm {
  public:
@@ -43,11 +34,14 @@ class AutoAllreduce final : public AllreduceAlgorithm {
     ring_ = algos::make_ring(comm, opts);
     // node_count is the same on every rank, so every rank takes this branch or none does
     // (hier's constructor is collective; local_size may differ between nodes, which hier
-    // detects collectively and answers with its ring fallback).
+    // detects collectively and answers with its ring fallback: the shape is not uniform).
+    shape_.nodes = comm.node_count();
+    shape_.ranks_per_node = comm.local_size();
     if (comm.node_count() > 1) {
       auto hier = algos::make_hierarchical(comm, opts);
-      // Equal nodes (no fallback) of more than one rank: local_size is now the same everywhere.
-      if (hier->chosen(kMediumBytes) == "hier" && comm.local_size() > 1) hier_ = std::move(hier);
+      shape_.uniform = hier->chosen(plan::kAutoMediumBytes) == "hier";
+      // Uniform: local_size is now the same everywhere, so the decision below is too.
+      if (plan::auto_uses_hier(shape_)) hier_ = std::move(hier);
     }
   }
 
@@ -66,13 +60,16 @@ class AutoAllreduce final : public AllreduceAlgorithm {
 
  private:
   AllreduceAlgorithm& pick(std::size_t bytes) const {
-    if (bytes <= kSmallBytes) return *rd_;
-    if (hier_) return *hier_;
-    if (bytes <= kMediumBytes) return *rabenseifner_;
+    const std::string name = plan::auto_allreduce(bytes, shape_);
+    if (name == "rd") return *rd_;
+    if (name == "hier") return *hier_;
+    if (name == "rabenseifner") return *rabenseifner_;
+    GS_CHECK(name == "ring", "auto: the shared rule chose '", name, "', which auto does not build");
     return *ring_;
   }
 
   Communicator& comm_;
+  plan::Shape shape_;
   std::unique_ptr<AllreduceAlgorithm> rd_, rabenseifner_, ring_, hier_;
   std::set<std::size_t> logged_;  // sizes whose choice was logged
 };

@@ -44,6 +44,7 @@
 #include "train/reducer.hpp"
 #include "train/rng.hpp"
 #include "train/sampler.hpp"
+#include "plan/buckets.hpp"
 
 namespace gradsync::train {
 
@@ -79,7 +80,7 @@ ncclDataType_t nccl_half(DType t) {
 
 // ---- the reducer on device buffers -------------------------------------------------------
 //
-// Same bucket layout as the CPU Reducer (assign_buckets), same protocol for the trainer
+// Same bucket layout as the CPU Reducer (plan::assign_buckets), same protocol for the trainer
 // (begin_backward / mark_ready per tensor / finish_backward), but the readiness of a bucket
 // is a CUDA event on the compute stream and the all-reduce is ordered after it on the GPU
 // (nccl) or waited for by a communication thread (mpi, host staging). See gpu_trainer.hpp.
@@ -102,7 +103,7 @@ class GpuReducer {
     GS_CHECK((s_.nccl != nullptr) != (s_.staged != nullptr), "gpu reducer: exactly one of nccl and staged");
     std::vector<std::int64_t> bytes;
     for (const auto& t : tensors_) bytes.push_back(t.numel() * static_cast<std::int64_t>(sizeof(float)));
-    assignment_ = assign_buckets(bytes, s_.bucket_bytes, s_.first_bucket_bytes);
+    assignment_ = plan::assign_buckets(bytes, s_.bucket_bytes, s_.first_bucket_bytes);
     const std::size_t nb = assignment_.size();
     bucket_of_.assign(tensors_.size(), 0);
     offset_.assign(tensors_.size(), 0);
@@ -559,8 +560,8 @@ struct GpuTrainer::Impl {
     rs.wire = wire;
     rs.unscale = scaler.has_value();
     rs.overlap = o.overlap;
-    rs.bucket_bytes = std::max<std::int64_t>(4, std::llround(o.bucket_mb * 1048576.0));
-    rs.first_bucket_bytes = std::max<std::int64_t>(4, std::llround(o.first_bucket_mb * 1048576.0));
+    rs.bucket_bytes = plan::bucket_limit_bytes(o.bucket_mb);
+    rs.first_bucket_bytes = plan::bucket_limit_bytes(o.first_bucket_mb);
     rs.compute = compute->get();
     reducer = std::make_unique<GpuReducer>(tensors, rs);
 

@@ -13,7 +13,7 @@
 //     is the host's launch time only (the GPU's backward ends up in comm_exposed_s). The
 //     held-out set is evaluated after each epoch on the host with a copy of the weights.
 //     --device cuda --compute real for cnn is refused (exit 2, options.cpp).
-//   * gradients: one fp32 DeviceBuffer per bucket (the CPU reducer's layout: assign_buckets,
+//   * gradients: one fp32 DeviceBuffer per bucket (the CPU reducer's layout: plan::assign_buckets,
 //     tensors in gradient-ready order); parameters and optimizer state use the same layout,
 //     so the optimizer is one kernel per bucket.
 //   * readiness: when the last tensor of a bucket has had its kernel launched, a CUDA event

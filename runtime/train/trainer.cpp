@@ -27,6 +27,7 @@
 #include "train/optimizer.hpp"
 #include "train/precision.hpp"
 #include "train/sampler.hpp"
+#include "plan/buckets.hpp"
 
 namespace gradsync::train {
 
@@ -277,8 +278,8 @@ struct Trainer::Impl {
     compressor = make_compressor(o.compress, o.seed, rank);
     user_compress = compressor->spec();
     ReducerOptions ro;
-    ro.bucket_bytes = std::max<std::int64_t>(4, std::llround(o.bucket_mb * 1048576.0));
-    ro.first_bucket_bytes = std::max<std::int64_t>(4, std::llround(o.first_bucket_mb * 1048576.0));
+    ro.bucket_bytes = plan::bucket_limit_bytes(o.bucket_mb);
+    ro.first_bucket_bytes = plan::bucket_limit_bytes(o.first_bucket_mb);
     ro.overlap = o.overlap;
     if (precision != DType::F32) {
       // Half precision communicates in half: "none" becomes the precision's cast
