@@ -118,6 +118,21 @@ struct Shaper {
 FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::string& name, const std::string& base = "",
                            const Shaper& shaper = {});
 
+// Contention with compute (fabric.hpp `contention`): from gradsync-train runs with overlap
+// on (compress none, fp32), the buckets whose all-reduce ran entirely inside backward
+// (bucket end <= data + forward + backward, medians) took measured / alone longer than the
+// fabric predicts for them alone; the factor is the median of that ratio over those
+// buckets, per level (one node: intra; one rank per node: inter). The fabric should come
+// from microbenchmarks or no-overlap runs (what "alone" means). Runs that do not qualify
+// are listed in `skipped` with the reason; a level without buckets keeps its factor.
+struct ContentionFit {
+  Fabric fabric;                      // the input fabric with the fitted factors
+  std::vector<std::string> notes;     // per level, in words
+  std::vector<std::string> skipped;
+  int intra_buckets = 0, inter_buckets = 0;
+};
+ContentionFit calibrate_contention(const std::vector<std::string>& train_files, const Fabric& fabric);
+
 struct ComputeFit {
   models::ComputeProfile profile;
   double overhead_s = 0, flops_per_s = 0;

@@ -25,6 +25,12 @@
 // (a + n/B + n g) before the power-of-two core and get the result back (a + n/B) after it.
 // Rabenseifner's halving starts at distance 1 with the largest message (n/2), as MPICH.
 //
+// Both ways: steps in which a rank sends and receives at once (ring, hier and alltoall
+// steps, rd/rabenseifner exchanges, sendrecv) move at the level's duplex bandwidth
+// (fabric.hpp); one-way steps (ping-pong, binomial tree steps, the non-power-of-two
+// pre/post steps) at bw.
+//   sendrecv      one ring step: a + n / B_duplex (send n to rank+1 while receiving n from rank-1)
+//
 // Two levels. Each step of a flat algorithm takes as long as its slowest message: if a
 // step has a message between nodes it costs the inter-node time, and when s ranks of one
 // node talk off-node in the same step they share the NIC (each gets bw/s, up to the
@@ -59,9 +65,10 @@
 
 namespace gradsync::netmodel {
 
-enum class Op { Allreduce, Allgather, ReduceScatter, Alltoall, Broadcast, Pingpong };
+enum class Op { Allreduce, Allgather, ReduceScatter, Alltoall, Broadcast, Pingpong, Sendrecv };
 
-Op parse_op(const std::string& name);  // allreduce, allgather, reducescatter|reduce_scatter, alltoall, broadcast, pingpong
+// allreduce, allgather, reducescatter|reduce_scatter, alltoall, broadcast, pingpong, sendrecv
+Op parse_op(const std::string& name);
 const char* op_name(Op op);
 
 struct Topology {
@@ -88,7 +95,7 @@ double collective_time(const Fabric& fabric, Op op, const std::string& algo, con
                        double bytes, const CollOptions& opt = {});
 
 // nccl-tests' bus bandwidth factor: allreduce 2(p-1)/p; allgather, reducescatter,
-// alltoall (p-1)/p; broadcast and pingpong 1.
+// alltoall (p-1)/p; broadcast, pingpong and sendrecv 1.
 double busbw_factor(Op op, int p);
 
 }  // namespace gradsync::netmodel

@@ -57,8 +57,14 @@ struct Tokens {
 // The shaped link's peak: the inter level with every bandwidth at peak_bw.
 Fabric peak_fabric(const Fabric& f) {
   Fabric p = f;
-  p.inter.bw_Bps = f.inter.peak_bw_Bps;
-  for (auto& r : p.inter.regimes) r.bw_Bps = f.inter.peak_bw_Bps;
+  // The duplex factor (both-ways / one-way) is kept at the peak rate.
+  const double pk = f.inter.peak_bw_Bps;
+  if (p.inter.duplex_bw_Bps > 0) p.inter.duplex_bw_Bps *= pk / p.inter.bw_Bps;
+  p.inter.bw_Bps = pk;
+  for (auto& r : p.inter.regimes) {
+    if (r.duplex_bw_Bps > 0) r.duplex_bw_Bps *= pk / r.bw_Bps;
+    r.bw_Bps = pk;
+  }
   return p;
 }
 
@@ -85,6 +91,15 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
   const bool shaped = net.nodes > 1 && fabric.inter.burst_bytes > 0;
   const Fabric peak = shaped ? peak_fabric(fabric) : Fabric{};
   const double burst = fabric.inter.burst_bytes, rate = fabric.inter.bw(kInf);
+  // Contention with compute (fabric.hpp): the part of a collective inside backward runs
+  // `slow` times slower. A collective of d seconds alone starting at t < bwd_end: it does
+  // (bwd_end - t) / slow of its work before backward ends, the rest at full speed.
+  const double slow = (net.nodes > 1 ? fabric.inter : fabric.intra).contention;
+  auto contended = [&](double t, double d) {
+    if (!st.overlap || slow == 1 || t >= bwd_end || d <= 0) return d;
+    const double busy = bwd_end - t;
+    return d * slow <= busy ? d * slow : busy + (d - busy / slow);
+  };
   auto collective = [&](const Phase& ph, double t, Tokens& tok) {
     const double sustained = collective_time(fabric, ph.op, net.algo, topo, ph.bytes, copt);
     const double x = busbw_factor(ph.op, topo.ranks()) * ph.bytes;
@@ -124,11 +139,13 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
       if (busy || next >= nb || !ready[next]) continue;
       // Start bucket `next` now: its phases (local work, then a collective) in order.
       const Bucket& bk = buckets[next];
-      double comm = 0, codec = bk.plan.tail_s, t = e.t;
+      double comm = 0, codec = bk.plan.tail_s, t = e.t, extra = 0;
       for (const Phase& ph : bk.plan.phases) {
         codec += ph.compute_s;
         t += ph.compute_s;
-        const double c = collective(ph, t, tok);
+        const double alone = collective(ph, t, tok);
+        const double c = contended(t, alone);
+        extra += c - alone;
         comm += c;
         t += c;
       }
@@ -145,6 +162,7 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
         bt.end_s = end;
         bt.comm_s = comm;
         bt.codec_s = codec;
+        bt.contention_s = extra;
       }
       last_end = end;
       busy = true;

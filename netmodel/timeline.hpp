@@ -91,6 +91,7 @@ struct BucketTiming {
   double ready_s = 0, start_s = 0, end_s = 0;  // relative to the step start
   double comm_s = 0;   // collectives only
   double codec_s = 0;  // encode + decode + casts
+  double contention_s = 0;  // of comm_s: extra time of collectives that ran during backward (fabric contention)
 };
 
 struct StepResult {

@@ -382,8 +382,12 @@ struct Trainer::Impl {
           row.encode_s = sc.stats.encode_s;
           row.decode_s = sc.stats.decode_s;
           row.unscale_s = sc.unscale_s;
-          uncompressed += sc.stats.uncompressed_bytes;
-          compressed += sc.stats.compressed_bytes;
+          // compression_ratio counts compressed steps only (results/README.md): PowerSGD's
+          // plain steps before start=K, and plain all-reduces, send the payload unchanged.
+          if (sc.stats.compressed) {
+            uncompressed += sc.stats.uncompressed_bytes;
+            compressed += sc.stats.compressed_bytes;
+          }
           if (rank == 0)
             for (std::size_t b = 0; b < sc.buckets.size(); ++b)
               res.buckets.push_back(BucketRow{s, static_cast<std::int64_t>(b), sc.buckets[b]});
