@@ -297,10 +297,13 @@ Solved solve(const std::vector<BenchPoint>& pts, const Model& m) {
 // solve() with the duplex term decided per regime: a regime gets its own 1/duplex_bw when
 // its points have both one-way steps (ping-pong, tree, pre/post steps) and both-ways steps
 // (ring, sendrecv, rd exchanges) — otherwise the two cannot be told apart and one 1/bw
-// serves both — and keeps it only when the fitted both-ways bandwidth is positive. The
+// serves both — and keeps it only when the fitted both-ways bandwidth is positive and at
+// most kMaxDuplex times the one-way one. The
 // duplex terms are kept only when they cut the log-error sum by a quarter (as one more
 // regime must): on full-duplex data they would only fit noise and cost the other
 // parameters precision.
+constexpr double kMaxDuplex = 2.0;
+
 Solved solve_duplex(const std::vector<BenchPoint>& pts, Model& m) {
   m.duplex.assign(static_cast<std::size_t>(m.nreg()), true);
   auto covered = [&](int col) {
@@ -322,8 +325,11 @@ Solved solve_duplex(const std::vector<BenchPoint>& pts, Model& m) {
   m.duplex = dup;
   Solved s = solve(pts, m);
   bool again = false;
+  // A both-ways bandwidth above twice the one-way one is not a duplex effect but two poorly
+  // determined numbers (latency-bound sizes): that regime shares 1/bw instead.
   for (int j = 0; j < m.nreg(); ++j)
-    if (m.dup(j) && !(s.x[m.index(j, Model::InvDuplex)] > 0)) {
+    if (m.dup(j) && !(s.x[m.index(j, Model::InvDuplex)] > 0 &&
+                      s.x[m.index(j, Model::InvBw)] <= kMaxDuplex * s.x[m.index(j, Model::InvDuplex)])) {
       m.duplex[static_cast<std::size_t>(j)] = false;
       again = true;
     }
@@ -420,6 +426,8 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
     if (s.rank < m.ncols()) return false;
     for (int j = 0; j < m.nreg(); ++j)
       if (!(s.x[m.index(j, Model::InvBw)] > 0)) return false;
+    // gamma was positive with one regime; a regime split must not turn it negative.
+    if (m.gamma && !(s.x[m.index(-1, Model::InvGamma)] > 0)) return false;
     m_out = m;
     s_out = s;
     return true;

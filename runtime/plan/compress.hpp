@@ -85,8 +85,8 @@ struct WirePlan {
 // PowerSGD's rank for a rows x cols matrix (>= 2-D tensor), or 0 when it stays uncompressed.
 int powersgd_rank(std::int64_t rows, std::int64_t cols, int rank, double min_rate);
 
-// Bytes per element on the wire for the "none" compressor at a precision's element size.
-// The bucket plan; wire_elem_bytes is 4 (fp32) or 2 (fp16/bf16 precision; only "none" uses it).
+// The bucket plan for p ranks; wire_elem_bytes is 4 (fp32) or 2 (fp16/bf16 precision: only
+// "none" uses it, as the cast of that size). Tensors in bucket order.
 WirePlan wire_plan(const CompressorSpec& c, const std::vector<TensorShape>& tensors, int wire_elem_bytes, int p);
 
 // Ring-like all-reduce bytes one rank sends: round(2 (p-1)/p B); (p-1) B for a gather block.
