@@ -649,13 +649,24 @@ ContentionFit calibrate_contention(const std::vector<std::string>& files, const 
     const double bwd_end = (std::isfinite(run.data_s) ? run.data_s : 0.0) + run.forward_s + run.backward_s;
     int used = 0;
     for (std::size_t b = 0; b < run.bucket_bytes.size() && b < run.bucket_comm_s.size(); ++b) {
-      if (!(run.bucket_end_s[b] <= bwd_end) || !(run.bucket_comm_s[b] > 0)) continue;
+      const double measured = run.bucket_comm_s[b], start = run.bucket_start_s[b];
       const double alone = collective_time(fabric, Op::Allreduce, c.algo, topo, run.bucket_bytes[b], opt);
-      if (!(alone > 0)) continue;
-      (c.nodes == 1 ? intra : inter).push_back(run.bucket_comm_s[b] / alone);
+      if (!(measured > 0) || !(alone > 0) || !(start < bwd_end)) continue;
+      // Inside backward throughout: s = measured / alone. Straddling its end (the timeline's
+      // rule: busy / s of the work before, the rest alone): measured = busy + alone - busy / s,
+      // so s = busy / (busy + alone - measured) — used when at least a quarter of the
+      // all-reduce fell inside backward and the rest is not slower than alone allows.
+      const double busy = bwd_end - start;
+      double ratio = 0;
+      if (start + measured <= bwd_end) ratio = measured / alone;
+      else if (busy >= 0.25 * measured && busy + alone - measured > 0) ratio = busy / (busy + alone - measured);
+      if (!(ratio > 0) || !std::isfinite(ratio)) continue;
+      (c.nodes == 1 ? intra : inter).push_back(ratio);
       ++used;
     }
-    if (used == 0) out.skipped.push_back(path + ": no bucket all-reduce ran entirely inside backward");
+    if (used == 0)
+      out.skipped.push_back(path + ": no bucket all-reduce ran inside backward long enough to measure (or its time "
+                                   "exceeds what the fabric allows even at any slowdown: check the fabric)");
   }
   auto apply = [&](const char* name, std::vector<double>& ratios, Level& l, int& count) {
     count = static_cast<int>(ratios.size());

@@ -119,10 +119,10 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
                            const Shaper& shaper = {});
 
 // Contention with compute (fabric.hpp `contention`): from gradsync-train runs with overlap
-// on (compress none, fp32), the buckets whose all-reduce ran entirely inside backward
-// (bucket end <= data + forward + backward, medians) took measured / alone longer than the
-// fabric predicts for them alone; the factor is the median of that ratio over those
-// buckets, per level (one node: intra; one rank per node: inter). The fabric should come
+// on (compress none, fp32), the buckets whose all-reduce started inside backward (before
+// data + forward + backward, medians): one entirely inside took measured / alone as long as
+// the fabric predicts alone; one straddling the end gives the factor by the timeline's own
+// rule (calibrate.cpp); the factor is the median over those buckets, per level (one node: intra; one rank per node: inter). The fabric should come
 // from microbenchmarks or no-overlap runs (what "alone" means). Runs that do not qualify
 // are listed in `skipped` with the reason; a level without buckets keeps its factor.
 struct ContentionFit {
