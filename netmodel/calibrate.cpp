@@ -701,6 +701,7 @@ ComputeFit calibrate_compute(const std::vector<std::string>& files, const std::s
   std::string base_profile = "cpu";
   bool half = false;
   std::vector<double> opt_rates;
+  std::vector<std::pair<double, double>> reducer_rows;  // (buckets, reducer_s) per run
   for (const auto& path : files) {
     const TrainRun run = read_train_file(path);
     models::ModelSpec m;
@@ -722,6 +723,8 @@ ComputeFit calibrate_compute(const std::vector<std::string>& files, const std::s
       opt_rates.push_back(m.num_parameters() * optimizer_bytes_per_param(run.config.optimizer) / run.optimizer_s);
     base_profile = run.config.compute_profile.empty() ? base_profile : run.config.compute_profile;
     half = half || precision_bytes(run.config.precision) == 2;
+    if (std::isfinite(run.reducer_s) && run.reducer_s >= 0 && !run.bucket_bytes.empty())
+      reducer_rows.emplace_back(static_cast<double>(run.bucket_bytes.size()), run.reducer_s);
     out.used.push_back(path);
   }
   if (rows.size() < 2) throw CalibrationError("calibrate --compute: no usable runs (zoo models with forward_s/backward_s)");
@@ -765,6 +768,30 @@ ComputeFit calibrate_compute(const std::vector<std::string>& files, const std::s
   p.per_layer_overhead_s = out.overhead_s;
   p.measured.clear();
   if (!opt_rates.empty()) p.optimizer_bytes_per_s = median(opt_rates);
+  // The reducer's own per-step work: reducer_s = per_step + per_bucket x buckets, least
+  // squares over the runs (only per_step, their median, when every run has the same count).
+  if (!reducer_rows.empty()) {
+    std::set<double> counts;
+    for (const auto& r : reducer_rows) counts.insert(r.first);
+    if (counts.size() < 2) {
+      std::vector<double> v;
+      for (const auto& r : reducer_rows) v.push_back(r.second);
+      out.reducer_per_step_s = median(v);
+    } else {
+      Eigen::MatrixXd A(static_cast<int>(reducer_rows.size()), 2);
+      Eigen::VectorXd y(static_cast<int>(reducer_rows.size()));
+      for (std::size_t i = 0; i < reducer_rows.size(); ++i) {
+        A(static_cast<int>(i), 0) = 1;
+        A(static_cast<int>(i), 1) = reducer_rows[i].first;
+        y[static_cast<int>(i)] = reducer_rows[i].second;
+      }
+      const Eigen::VectorXd x = A.colPivHouseholderQr().solve(y);
+      out.reducer_per_step_s = std::max(0.0, x[0]);
+      out.reducer_per_bucket_s = std::max(0.0, x[1]);
+    }
+    p.reducer_per_step_s = out.reducer_per_step_s;
+    p.reducer_per_bucket_s = out.reducer_per_bucket_s;
+  }
   models::validate_profile(p);
   out.profile = p;
   return out;

@@ -136,6 +136,7 @@ ContentionFit calibrate_contention(const std::vector<std::string>& train_files, 
 struct ComputeFit {
   models::ComputeProfile profile;
   double overhead_s = 0, flops_per_s = 0;
+  double reducer_per_step_s = 0, reducer_per_bucket_s = 0;  // from /steps/reducer_s vs buckets
   double r2 = 0, max_abs_rel_residual = 0;
   std::vector<std::string> used, skipped;
 };

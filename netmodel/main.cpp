@@ -273,9 +273,10 @@ void print_prediction(const PredictConfig& c, const StepResult& r, Predictor& pr
                 b.comm_s * 1e3, b.codec_s * 1e3, b.contention_s * 1e3);
   }
   const double hidden = r.comm_total_s - r.comm_exposed_s;
-  std::printf("  step: data %.3f + forward %.3f + backward %.3f + exposed comm %.3f + optimizer %.3f = %.3f ms\n",
+  std::printf("  step: data %.3f + forward %.3f + backward %.3f + exposed comm %.3f + optimizer %.3f + reducer %.3f"
+              " = %.3f ms\n",
               r.data_s * 1e3, r.forward_s * 1e3, r.backward_s * 1e3, r.comm_exposed_s * 1e3, r.optimizer_s * 1e3,
-              r.step_time_s * 1e3);
+              r.reducer_s * 1e3, r.step_time_s * 1e3);
   std::printf("  communication: %.3f ms in total, %.3f ms hidden behind backward (%.0f%%), %.3f ms exposed\n",
               r.comm_total_s * 1e3, hidden * 1e3, r.comm_total_s > 0 ? 100 * hidden / r.comm_total_s : 100.0,
               r.comm_exposed_s * 1e3);
@@ -291,7 +292,7 @@ Json prediction_json(const PredictConfig& c, const StepResult& r) {
   j.set("overlap", c.overlap);
   j.set("step_time_s", r.step_time_s).set("epoch_time_s", r.epoch_time_s).set("comm_exposed_s", r.comm_exposed_s);
   j.set("comm_total_s", r.comm_total_s).set("data_s", r.data_s).set("forward_s", r.forward_s);
-  j.set("backward_s", r.backward_s).set("optimizer_s", r.optimizer_s);
+  j.set("backward_s", r.backward_s).set("optimizer_s", r.optimizer_s).set("reducer_s", r.reducer_s);
   j.set("steps_per_epoch", static_cast<long long>(r.steps_per_epoch)).set("bytes_sent", r.bytes_sent);
   j.set("buckets", bucket_timings_json(r.buckets));
   return j;
@@ -520,6 +521,7 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       Json j = Json::object();
       j.set("output", out).set("per_layer_overhead_s", fit.overhead_s).set("flops_per_s", fit.flops_per_s);
       j.set("r2", fit.r2).set("max_abs_rel_residual", fit.max_abs_rel_residual).set("runs", static_cast<long long>(fit.used.size()));
+      j.set("reducer_per_step_s", fit.reducer_per_step_s).set("reducer_per_bucket_s", fit.reducer_per_bucket_s);
       Json sk = Json::array();
       for (const auto& s : fit.skipped) sk.push(s);
       j.set("skipped", sk);
@@ -527,6 +529,8 @@ int cmd_calibrate(const std::vector<std::string>& args) {
     } else {
       std::printf("compute fit from %zu runs: %.3f us per layer per pass, %.4g FLOP/s; R^2 %.5f, max |rel residual| %.2f%%\n",
                   fit.used.size(), fit.overhead_s * 1e6, fit.flops_per_s, fit.r2, 100 * fit.max_abs_rel_residual);
+      std::printf("reducer's own work per step: %.3f us + %.3f us per bucket\n", fit.reducer_per_step_s * 1e6,
+                  fit.reducer_per_bucket_s * 1e6);
       for (const auto& s : fit.skipped) std::printf("  skipped %s\n", s.c_str());
       std::printf("wrote %s\n", out.c_str());
     }

@@ -170,7 +170,8 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
       events.push({end, 1, -1});
     }
     r.comm_exposed_s = std::max(0.0, last_end - bwd_end);
-    const double compute_part = bwd_end + r.comm_exposed_s + r.optimizer_s;
+    r.reducer_s = w.reducer_per_step_s + w.reducer_per_bucket_s * nb;
+    const double compute_part = bwd_end + r.comm_exposed_s + r.optimizer_s + r.reducer_s;
 
     // Data loading (per micro-step batch x data_time_s of work).
     const double load = k * static_cast<double>(st.batch_per_rank) * st.data_time_s;

@@ -209,3 +209,27 @@ TEST(Contention, FileRoundTripAndValidation) {
   EXPECT_DOUBLE_EQ(g.intra.contention, 1.0);
   EXPECT_THROW(parse_fabric("name = \"b\"\n[intra]\nalpha_us = 1\nbw_GBps = 1\ncontention = 0\n", "b.toml"), UsageError);
 }
+
+TEST(ReducerCost, AddsToTheStepEvenWhenCommunicationHides) {
+  // One tiny bucket on a fast link: communication hides behind backward; the reducer's
+  // own work (per step + per bucket) still lengthens the step by exactly its cost.
+  Workload w;
+  w.forward_s = 2e-3;
+  w.backward_s = 3e-3;
+  w.optimizer_s = 0.5e-3;
+  w.grads = {{GradShape{1024, 1024, 1}, 1e-3}, {GradShape{1024, 1024, 1}, 2e-3}};
+  auto bs = make_buckets(w.grads, 0.001, 0.001);
+  ASSERT_EQ(bs.size(), 2u);
+  for (auto& b : bs) b.plan = Compressor("none").plan(b.tensors, 4, 2, DeviceRates{});
+  const Fabric f = simple_fabric(1e-6, 1e10);
+  const NetConfig net{1, 2, "ring", 0, 1};
+  StepConfig st;
+  st.loader_workers = 0;
+  const StepResult base = simulate_step(w, bs, f, net, st, 0);
+  w.reducer_per_step_s = 40e-6;
+  w.reducer_per_bucket_s = 15e-6;
+  const StepResult with = simulate_step(w, bs, f, net, st, 0);
+  EXPECT_NEAR(with.reducer_s, 40e-6 + 2 * 15e-6, 1e-15);
+  EXPECT_NEAR(with.step_time_s - base.step_time_s, 70e-6, 1e-12);
+  EXPECT_DOUBLE_EQ(with.comm_exposed_s, base.comm_exposed_s);
+}
