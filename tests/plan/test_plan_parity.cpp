@@ -240,6 +240,9 @@ TEST(PlanParity, BucketsOfEveryZooModel) {
 // PyTorch DDP's layout after its first-iteration rebuild: _compute_bucket_assignment_by_size
 // over the parameters in gradient-ready order with limits [1 MiB, 25 MiB] (same walk, same
 // `>=` test, no re-sort when tensor indices are given). Bytes per bucket, in launch order.
+// Checked 2026-12-01 against torch.distributed._compute_bucket_assignment_by_size itself
+// (meta tensors of the shapes gradsync-train records under /model, in reverse order,
+// limits [1 MiB, 25 MiB]): the same four layouts.
 TEST(PlanParity, DdpLayoutsAt25And1MiB) {
   const std::vector<std::pair<std::string, std::vector<std::int64_t>>> pinned = {
       {"resnet50", {8196000, 31502336, 26255360, 26550272, 9724160}},
