@@ -131,6 +131,10 @@ std::optional<Problem> first_problem(const ComputeProfile& p) {
     if (!positive(f.value))
       return Problem{f.key, "must be a finite number > 0, got " + num(f.value)};
   if (p.efficiency > 1) return Problem{"efficiency", "must be <= 1, got " + num(p.efficiency)};
+  for (const Field& f : {Field{"reducer_per_step_s", p.reducer_per_step_s},
+                         Field{"reducer_per_bucket_s", p.reducer_per_bucket_s}})
+    if (!std::isfinite(f.value) || f.value < 0)
+      return Problem{f.key, "must be a finite number >= 0, got " + num(f.value)};
   if (!std::isfinite(p.per_layer_overhead_s) || p.per_layer_overhead_s < 0)
     return Problem{"per_layer_overhead_s",
                    "must be a finite number >= 0, got " + num(p.per_layer_overhead_s)};
@@ -152,6 +156,8 @@ constexpr const char* kKnownKeys[] = {"name",
                                       "efficiency",
                                       "per_layer_overhead_s",
                                       "optimizer_bytes_per_s",
+                                      "reducer_per_step_s",
+                                      "reducer_per_bucket_s",
                                       "measured"};
 
 class ProfileReader {
@@ -179,6 +185,9 @@ class ProfileReader {
     p.efficiency = get_number(tbl, "efficiency");
     p.per_layer_overhead_s = get_number(tbl, "per_layer_overhead_s");
     p.optimizer_bytes_per_s = get_number(tbl, "optimizer_bytes_per_s");
+    for (auto [key, dst] : {std::pair{"reducer_per_step_s", &p.reducer_per_step_s},
+                            std::pair{"reducer_per_bucket_s", &p.reducer_per_bucket_s}})
+      if (const toml::node* n = tbl.get(key)) *dst = number(*n, key);
     if (const toml::node* m = tbl.get("measured")) read_measured(*m, p);
     if (auto problem = first_problem(p)) {
       auto it = lines_.find(problem->key);
@@ -372,6 +381,9 @@ void save_profile(const ComputeProfile& p, const std::string& path) {
      << "efficiency = " << toml_float(p.efficiency) << "\n"
      << "per_layer_overhead_s = " << toml_float(p.per_layer_overhead_s) << "\n"
      << "optimizer_bytes_per_s = " << toml_float(p.optimizer_bytes_per_s) << "\n";
+  if (p.reducer_per_step_s > 0 || p.reducer_per_bucket_s > 0)
+    os << "reducer_per_step_s = " << toml_float(p.reducer_per_step_s) << "\n"
+       << "reducer_per_bucket_s = " << toml_float(p.reducer_per_bucket_s) << "\n";
   if (!p.measured.empty()) {
     os << "\n[measured]  # layer = [fwd_s, bwd_s], seconds per sample\n";
     for (const auto& [layer, t] : p.measured)

@@ -47,6 +47,11 @@ struct ComputeProfile {
   double efficiency = 0;             // fraction of peak achieved, (0, 1]
   double per_layer_overhead_s = 0;   // kernel launch / framework overhead per layer per pass
   double optimizer_bytes_per_s = 0;  // optimizer step time = bytes touched / this
+  // The DDP reducer's own work per synchronized step on the training thread (marking
+  // gradients ready, launching and completing buckets): per_step + per_bucket x buckets.
+  // Optional in files (default 0); fitted by gradsync-model calibrate --compute.
+  double reducer_per_step_s = 0;
+  double reducer_per_bucket_s = 0;
   // Optional measured per-layer (fwd_s, bwd_s), in seconds PER SAMPLE (the overhead is
   // added on top), keyed by LayerSpec::name. Replaces the FLOP estimate for that layer.
   std::map<std::string, std::pair<double, double>> measured;

@@ -167,41 +167,75 @@ double eval(const BenchPoint& p, const Level& l) {
   return collective_time(f, p.op, p.algo, p.topo, p.bytes, p.opt);
 }
 
+// The unknowns of one level, as columns of the linear system. Per regime j: alpha_j,
+// 1/bw_j and, when the regime is fitted with a duplex term, 1/duplex_bw_j (the both-ways
+// bandwidth as its own unknown: a step that sends and receives at once costs m/duplex_bw,
+// a one-way step m/bw — linear in both inverses). Without it, one 1/bw_j serves both kinds
+// of step (duplex 1). Last, 1/gamma when fitted.
 struct Model {
+  enum Kind { Alpha, InvBw, InvDuplex, InvGamma };
+  struct Col {
+    int regime;
+    Kind kind;
+  };
   std::vector<double> breaks;  // regime upper bounds except the last (empty: one regime)
   bool gamma = false;
-  int ncols() const { return 2 * static_cast<int>(breaks.size() + 1) + (gamma ? 1 : 0); }
+  std::vector<bool> duplex;    // per regime (missing entries: false)
+
+  int nreg() const { return static_cast<int>(breaks.size()) + 1; }
+  bool dup(int j) const { return j < static_cast<int>(duplex.size()) && duplex[static_cast<std::size_t>(j)]; }
+  std::vector<Col> cols() const {
+    std::vector<Col> c;
+    for (int j = 0; j < nreg(); ++j) {
+      c.push_back({j, Alpha});
+      c.push_back({j, InvBw});
+      if (dup(j)) c.push_back({j, InvDuplex});
+    }
+    if (gamma) c.push_back({-1, InvGamma});
+    return c;
+  }
+  int ncols() const { return static_cast<int>(cols().size()); }
+  int index(int regime, Kind kind) const {
+    const auto c = cols();
+    for (std::size_t i = 0; i < c.size(); ++i)
+      if (c[i].regime == regime && c[i].kind == kind) return static_cast<int>(i);
+    return -1;
+  }
+  bool is_alpha(int col) const { return cols()[static_cast<std::size_t>(col)].kind == Alpha; }
   // A level with unknown `col` set to 1 and all others 0 (bandwidth terms as 1/bw).
   Level unit(int col) const {
+    const Col u = cols()[static_cast<std::size_t>(col)];
     Level l;
     l.alpha_s = 0;
     l.bw_Bps = kInf;
     l.gamma_Bps = kInf;
-    const int nreg = static_cast<int>(breaks.size()) + 1;
-    for (int j = 0; j < nreg; ++j) {
+    for (int j = 0; j < nreg(); ++j) {
       Regime r;
-      r.up_to_bytes = j < nreg - 1 ? breaks[j] : kInf;
-      r.alpha_s = col == 2 * j ? 1.0 : 0.0;
-      r.bw_Bps = col == 2 * j + 1 ? 1.0 : kInf;
+      r.up_to_bytes = j < nreg() - 1 ? breaks[static_cast<std::size_t>(j)] : kInf;
+      r.alpha_s = u.regime == j && u.kind == Alpha ? 1.0 : 0.0;
+      r.bw_Bps = u.regime == j && u.kind == InvBw ? 1.0 : kInf;
+      // Duplex regimes: both-ways steps read only their own column; others share 1/bw.
+      r.duplex_bw_Bps = dup(j) ? (u.regime == j && u.kind == InvDuplex ? 1.0 : kInf) : 0.0;
       l.regimes.push_back(r);
     }
-    if (gamma && col == 2 * nreg) l.gamma_Bps = 1.0;
+    if (u.kind == InvGamma) l.gamma_Bps = 1.0;
     return l;
   }
   Level level(const Eigen::VectorXd& x) const {
     Level l;
-    const int nreg = static_cast<int>(breaks.size()) + 1;
-    for (int j = 0; j < nreg; ++j) {
+    for (int j = 0; j < nreg(); ++j) {
       Regime r;
-      r.up_to_bytes = j < nreg - 1 ? breaks[j] : kInf;
-      r.alpha_s = std::max(0.0, x[2 * j]);
-      r.bw_Bps = 1.0 / x[2 * j + 1];
+      r.up_to_bytes = j < nreg() - 1 ? breaks[static_cast<std::size_t>(j)] : kInf;
+      r.alpha_s = std::max(0.0, x[index(j, Alpha)]);
+      r.bw_Bps = 1.0 / x[index(j, InvBw)];
+      if (dup(j)) r.duplex_bw_Bps = 1.0 / x[index(j, InvDuplex)];
       l.regimes.push_back(r);
     }
     l.alpha_s = l.regimes.back().alpha_s;
     l.bw_Bps = l.regimes.back().bw_Bps;
-    if (gamma) l.gamma_Bps = 1.0 / x[2 * nreg];
-    if (nreg == 1) l.regimes.clear();
+    l.duplex_bw_Bps = l.regimes.back().duplex_bw_Bps;
+    if (gamma) l.gamma_Bps = 1.0 / x[index(-1, InvGamma)];
+    if (nreg() == 1) l.regimes.clear();
     return l;
   }
 };
@@ -226,7 +260,7 @@ Solved solve_weighted(const Eigen::MatrixXd& raw, const Eigen::VectorXd& t, cons
   }
   // Latencies are non-negative: an alpha that comes out negative is fixed at 0 and the
   // rest re-fitted (active-set; at most one pass per regime).
-  const int nreg = static_cast<int>(m.breaks.size()) + 1;
+  const int nreg = m.nreg();
   std::vector<int> cols(static_cast<std::size_t>(k));
   std::iota(cols.begin(), cols.end(), 0);
   Solved s;
@@ -242,8 +276,7 @@ Solved solve_weighted(const Eigen::MatrixXd& raw, const Eigen::VectorXd& t, cons
     std::vector<int> keep;
     bool dropped = false;
     for (int c : cols) {
-      const bool is_alpha = c < 2 * nreg && c % 2 == 0;
-      if (is_alpha && s.x[c] < 0) dropped = true;
+      if (m.is_alpha(c) && s.x[c] < 0) dropped = true;
       else keep.push_back(c);
     }
     if (!dropped) break;
@@ -283,9 +316,86 @@ Solved solve(const std::vector<BenchPoint>& pts, const Model& m) {
   return s;
 }
 
+// solve() with the duplex term decided per regime: a regime gets its own 1/duplex_bw when
+// its points have both one-way steps (ping-pong, tree, pre/post steps) and both-ways steps
+// (ring, sendrecv, rd exchanges) — otherwise the two cannot be told apart and one 1/bw
+// serves both — and keeps it only when the fitted both-ways bandwidth is positive and at
+// most kMaxDuplex times the one-way one. The
+// duplex terms are kept only when they cut the log-error sum by a quarter (as one more
+// regime must): on full-duplex data they would only fit noise and cost the other
+// parameters precision.
+constexpr double kMaxDuplex = 2.0;
+
+Solved solve_duplex(const std::vector<BenchPoint>& pts, Model& m) {
+  m.duplex.assign(static_cast<std::size_t>(m.nreg()), true);
+  auto covered = [&](int col) {
+    const Level u = m.unit(col);
+    for (const auto& p : pts)
+      if (eval(p, u) > 0) return true;
+    return false;
+  };
+  std::vector<bool> dup(m.duplex.size());
+  for (int j = 0; j < m.nreg(); ++j)
+    dup[static_cast<std::size_t>(j)] = covered(m.index(j, Model::InvBw)) && covered(m.index(j, Model::InvDuplex));
+  Model plain = m;
+  plain.duplex.assign(dup.size(), false);
+  const Solved without = solve(pts, plain);
+  if (std::none_of(dup.begin(), dup.end(), [](bool b) { return b; })) {
+    m = plain;
+    return without;
+  }
+  m.duplex = dup;
+  Solved s = solve(pts, m);
+  bool again = false;
+  // A both-ways bandwidth above twice the one-way one is not a duplex effect but two poorly
+  // determined numbers (latency-bound sizes): that regime shares 1/bw instead.
+  for (int j = 0; j < m.nreg(); ++j)
+    if (m.dup(j) && !(s.x[m.index(j, Model::InvDuplex)] > 0 &&
+                      s.x[m.index(j, Model::InvBw)] <= kMaxDuplex * s.x[m.index(j, Model::InvDuplex)])) {
+      m.duplex[static_cast<std::size_t>(j)] = false;
+      again = true;
+    }
+  if (again) s = solve(pts, m);
+  if (s.rank < m.ncols() || !(s.wsse < 0.75 * without.wsse)) {
+    m = plain;
+    return without;
+  }
+  return s;
+}
+
 std::string fmt(double v) {
   std::ostringstream os;
   os << v;
+  return os.str();
+}
+
+// What the duplex term says, in words, per regime (or why it was not fitted).
+std::string duplex_words(const std::vector<BenchPoint>& pts, const Model& m, const Level& l) {
+  int one_way = 0, both_ways = 0;
+  for (const auto& p : pts) (p.op == Op::Pingpong ? one_way : both_ways) += 1;
+  std::ostringstream os;
+  os.precision(3);
+  bool any = false;
+  for (int j = 0; j < m.nreg(); ++j) {
+    if (!m.dup(j)) continue;
+    any = true;
+    const Regime r = l.regimes.empty() ? Regime{kInf, l.alpha_s, l.bw_Bps, l.duplex_bw_Bps} : l.regimes[static_cast<std::size_t>(j)];
+    os << "duplex" << (m.nreg() > 1 ? " (regime " + std::to_string(j) + ")" : std::string()) << ": sending and receiving "
+       << "at once, a rank gets " << r.duplex_bw_Bps / 1e9 << " GB/s per direction against " << r.bw_Bps / 1e9
+       << " GB/s one way (duplex " << r.duplex_bw_Bps / r.bw_Bps << "); ";
+  }
+  if (any) {
+    os << "fitted from " << both_ways << " points with both-ways steps (ring/sendrecv/rd/...) next to " << one_way
+       << " ping-pong points; ";
+  } else if (one_way == 0) {
+    os << "duplex not fitted (no ping-pong points: bw is the both-ways bandwidth of ring-like steps; add a pingpong "
+          "sweep to separate the two); ";
+  } else if (both_ways == 0) {
+    os << "duplex not fitted (no both-ways points: add a sendrecv or ring sweep); ";
+  } else {
+    os << "duplex 1 (full duplex): a separate both-ways bandwidth did not cut the log-error sum by a quarter, or "
+          "one-way and both-ways steps fall in different size regimes; ";
+  }
   return os.str();
 }
 
@@ -300,12 +410,12 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
   fit.level = level;
   Model one;
   one.gamma = true;
-  Solved s1 = solve(pts, one);
-  if (s1.rank < one.ncols() || !(s1.x[2] > 0)) {
+  Solved s1 = solve_duplex(pts, one);
+  if (s1.rank < one.ncols() || !(s1.x[one.index(-1, Model::InvGamma)] > 0)) {
     fit.notes += "gamma not determined (reduction bytes are proportional to transferred bytes in every point, or the "
                  "fit gave a non-positive 1/gamma): add pingpong/allgather sweeps next to rd/tree all-reduce; ";
     one.gamma = false;
-    s1 = solve(pts, one);
+    s1 = solve_duplex(pts, one);
   }
   if (s1.rank < one.ncols())
     throw CalibrationError("level " + level + ": the data cannot separate alpha from bandwidth (rank-deficient fit)");
@@ -315,7 +425,7 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
   std::set<double> cands;
   for (const auto& p : pts) {
     cands.insert(p.bytes);
-    if (p.op != Op::Pingpong && p.topo.ranks() > 1) cands.insert(p.bytes / p.topo.ranks());
+    if (p.op != Op::Pingpong && p.op != Op::Sendrecv && p.topo.ranks() > 1) cands.insert(p.bytes / p.topo.ranks());
   }
   const std::vector<double> sz(sizes.begin(), sizes.end());
   // Up to three regimes (e.g. eager / rendezvous in cache / out of cache on shared memory):
@@ -334,10 +444,12 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
     if (!regime_ok(br)) return false;
     Model m = one;
     m.breaks = br;
-    const Solved s = solve(pts, m);
+    const Solved s = solve_duplex(pts, m);
     if (s.rank < m.ncols()) return false;
-    for (std::size_t j = 0; j <= br.size(); ++j)
-      if (!(s.x[2 * j + 1] > 0)) return false;
+    for (int j = 0; j < m.nreg(); ++j)
+      if (!(s.x[m.index(j, Model::InvBw)] > 0)) return false;
+    // gamma was positive with one regime; a regime split must not turn it negative.
+    if (m.gamma && !(s.x[m.index(-1, Model::InvGamma)] > 0)) return false;
     m_out = m;
     s_out = s;
     return true;
@@ -384,14 +496,16 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
       sb = sk;
     }
   }
-  for (std::size_t j = 0; j <= best.breaks.size(); ++j)
-    if (!(sb.x[2 * j + 1] > 0))
-      throw CalibrationError("level " + level + ": fitted bandwidth is not positive (1/bw = " + fmt(sb.x[2 * j + 1]) +
+  for (int j = 0; j < best.nreg(); ++j)
+    if (!(sb.x[best.index(j, Model::InvBw)] > 0))
+      throw CalibrationError("level " + level + ": fitted bandwidth is not positive (1/bw = " + fmt(sb.x[best.index(j, Model::InvBw)]) +
                              "); the times do not grow with size — check the files");
-  for (std::size_t j = 0; j <= best.breaks.size(); ++j)
-    if (sb.x[2 * j] < 0) fit.notes += "alpha fitted negative (" + fmt(sb.x[2 * j] * 1e6) + " us), clamped to 0; ";
+  for (int j = 0; j < best.nreg(); ++j)
+    if (sb.x[best.index(j, Model::Alpha)] < 0)
+      fit.notes += "alpha fitted negative (" + fmt(sb.x[best.index(j, Model::Alpha)] * 1e6) + " us), clamped to 0; ";
   fit.params = best.level(sb.x);
   fit.gamma_fitted = best.gamma;
+  fit.notes += duplex_words(pts, best, fit.params);
   fit.params.source = "gradsync-model calibrate: " + std::to_string(pts.size()) + " points";
   // Quality.
   double mean = 0;
@@ -627,6 +741,75 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
   return out;
 }
 
+// ---- contention with compute ------------------------------------------------------------------
+
+ContentionFit calibrate_contention(const std::vector<std::string>& files, const Fabric& fabric) {
+  ContentionFit out;
+  out.fabric = fabric;
+  std::vector<double> intra, inter;
+  for (const auto& path : files) {
+    const TrainRun run = read_train_file(path);
+    const PredictConfig& c = run.config;
+    if (c.compress != "none" || c.precision != "fp32") {
+      out.skipped.push_back(path + ": compress " + c.compress + ", precision " + c.precision +
+                            " (only plain fp32 all-reduces of whole buckets)");
+      continue;
+    }
+    if (!c.overlap) {
+      out.skipped.push_back(path + ": overlap off (nothing runs during backward)");
+      continue;
+    }
+    if (c.nodes > 1 && c.ranks_per_node > 1) {
+      out.skipped.push_back(path + ": " + std::to_string(c.nodes) + " nodes x " + std::to_string(c.ranks_per_node) +
+                            " ranks mixes levels (not fitted)");
+      continue;
+    }
+    const Topology topo{c.nodes, c.ranks_per_node};
+    const CollOptions opt{c.chunk_bytes, std::max(1, c.channels)};
+    const double bwd_end = (std::isfinite(run.data_s) ? run.data_s : 0.0) + run.forward_s + run.backward_s;
+    int used = 0;
+    for (std::size_t b = 0; b < run.bucket_bytes.size() && b < run.bucket_comm_s.size(); ++b) {
+      const double measured = run.bucket_comm_s[b], start = run.bucket_start_s[b];
+      const double alone = collective_time(fabric, Op::Allreduce, c.algo, topo, run.bucket_bytes[b], opt);
+      if (!(measured > 0) || !(alone > 0) || !(start < bwd_end)) continue;
+      // Inside backward throughout: s = measured / alone. Straddling its end (the timeline's
+      // rule: busy / s of the work before, the rest alone): measured = busy + alone - busy / s,
+      // so s = busy / (busy + alone - measured) — used when at least a quarter of the
+      // all-reduce fell inside backward and the rest is not slower than alone allows.
+      const double busy = bwd_end - start;
+      double ratio = 0;
+      if (start + measured <= bwd_end) ratio = measured / alone;
+      else if (busy >= 0.25 * measured && busy + alone - measured > 0) ratio = busy / (busy + alone - measured);
+      if (!(ratio > 0) || !std::isfinite(ratio)) continue;
+      (c.nodes == 1 ? intra : inter).push_back(ratio);
+      ++used;
+    }
+    if (used == 0)
+      out.skipped.push_back(path + ": no bucket all-reduce ran inside backward long enough to measure (or its time "
+                                   "exceeds what the fabric allows even at any slowdown: check the fabric)");
+  }
+  auto apply = [&](const char* name, std::vector<double>& ratios, Level& l, int& count) {
+    count = static_cast<int>(ratios.size());
+    if (ratios.empty()) {
+      out.notes.push_back(std::string(name) + ": no buckets inside backward; contention kept at " + fmt(l.contention));
+      return;
+    }
+    l.contention = median(ratios);
+    std::ostringstream os;
+    os.precision(3);
+    os << name << ": while backward computes, a bucket all-reduce takes " << l.contention
+       << " x its time alone (median of " << ratios.size() << " buckets, from " << percentile(ratios, 0.1) << " to "
+       << percentile(ratios, 0.9) << " between the 10th and 90th percentile)";
+    out.notes.push_back(os.str());
+  };
+  apply("intra", intra, out.fabric.intra, out.intra_buckets);
+  apply("inter", inter, out.fabric.inter, out.inter_buckets);
+  if (intra.empty() && inter.empty())
+    throw CalibrationError("contention: no bucket of an overlap-on, compress none, fp32 run ran inside backward");
+  validate_fabric(out.fabric);
+  return out;
+}
+
 // ---- compute fit -----------------------------------------------------------------------------
 
 ComputeFit calibrate_compute(const std::vector<std::string>& files, const std::string& name) {
@@ -638,6 +821,7 @@ ComputeFit calibrate_compute(const std::vector<std::string>& files, const std::s
   std::string base_profile = "cpu";
   bool half = false;
   std::vector<double> opt_rates;
+  std::vector<std::pair<double, double>> reducer_rows;  // (buckets, reducer_s) per run
   for (const auto& path : files) {
     const TrainRun run = read_train_file(path);
     models::ModelSpec m;
@@ -659,6 +843,8 @@ ComputeFit calibrate_compute(const std::vector<std::string>& files, const std::s
       opt_rates.push_back(m.num_parameters() * optimizer_bytes_per_param(run.config.optimizer) / run.optimizer_s);
     base_profile = run.config.compute_profile.empty() ? base_profile : run.config.compute_profile;
     half = half || precision_bytes(run.config.precision) == 2;
+    if (std::isfinite(run.reducer_s) && run.reducer_s >= 0 && !run.bucket_bytes.empty())
+      reducer_rows.emplace_back(static_cast<double>(run.bucket_bytes.size()), run.reducer_s);
     out.used.push_back(path);
   }
   if (rows.size() < 2) throw CalibrationError("calibrate --compute: no usable runs (zoo models with forward_s/backward_s)");
@@ -702,6 +888,30 @@ ComputeFit calibrate_compute(const std::vector<std::string>& files, const std::s
   p.per_layer_overhead_s = out.overhead_s;
   p.measured.clear();
   if (!opt_rates.empty()) p.optimizer_bytes_per_s = median(opt_rates);
+  // The reducer's own per-step work: reducer_s = per_step + per_bucket x buckets, least
+  // squares over the runs (only per_step, their median, when every run has the same count).
+  if (!reducer_rows.empty()) {
+    std::set<double> counts;
+    for (const auto& r : reducer_rows) counts.insert(r.first);
+    if (counts.size() < 2) {
+      std::vector<double> v;
+      for (const auto& r : reducer_rows) v.push_back(r.second);
+      out.reducer_per_step_s = median(v);
+    } else {
+      Eigen::MatrixXd A(static_cast<int>(reducer_rows.size()), 2);
+      Eigen::VectorXd y(static_cast<int>(reducer_rows.size()));
+      for (std::size_t i = 0; i < reducer_rows.size(); ++i) {
+        A(static_cast<int>(i), 0) = 1;
+        A(static_cast<int>(i), 1) = reducer_rows[i].first;
+        y[static_cast<int>(i)] = reducer_rows[i].second;
+      }
+      const Eigen::VectorXd x = A.colPivHouseholderQr().solve(y);
+      out.reducer_per_step_s = std::max(0.0, x[0]);
+      out.reducer_per_bucket_s = std::max(0.0, x[1]);
+    }
+    p.reducer_per_step_s = out.reducer_per_step_s;
+    p.reducer_per_bucket_s = out.reducer_per_bucket_s;
+  }
   models::validate_profile(p);
   out.profile = p;
   return out;

@@ -137,9 +137,25 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
 FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::string& name, const std::string& base,
                            const Shaper& shaper, const std::string& intra_given);
 
+// Contention with compute (fabric.hpp `contention`): from gradsync-train runs with overlap
+// on (compress none, fp32), the buckets whose all-reduce started inside backward (before
+// data + forward + backward, medians): one entirely inside took measured / alone as long as
+// the fabric predicts alone; one straddling the end gives the factor by the timeline's own
+// rule (calibrate.cpp); the factor is the median over those buckets, per level (one node: intra; one rank per node: inter). The fabric should come
+// from microbenchmarks or no-overlap runs (what "alone" means). Runs that do not qualify
+// are listed in `skipped` with the reason; a level without buckets keeps its factor.
+struct ContentionFit {
+  Fabric fabric;                      // the input fabric with the fitted factors
+  std::vector<std::string> notes;     // per level, in words
+  std::vector<std::string> skipped;
+  int intra_buckets = 0, inter_buckets = 0;
+};
+ContentionFit calibrate_contention(const std::vector<std::string>& train_files, const Fabric& fabric);
+
 struct ComputeFit {
   models::ComputeProfile profile;
   double overhead_s = 0, flops_per_s = 0;
+  double reducer_per_step_s = 0, reducer_per_bucket_s = 0;  // from /steps/reducer_s vs buckets
   double r2 = 0, max_abs_rel_residual = 0;
   std::vector<std::string> used, skipped;
 };

@@ -15,6 +15,7 @@
 
 #include "core/error.hpp"
 #include "netmodel/nccl_tuning.hpp"
+#include "plan/algos.hpp"
 
 namespace gradsync::netmodel {
 
@@ -25,8 +26,9 @@ Op parse_op(const std::string& name) {
   if (name == "alltoall") return Op::Alltoall;
   if (name == "broadcast" || name == "bcast") return Op::Broadcast;
   if (name == "pingpong") return Op::Pingpong;
+  if (name == "sendrecv") return Op::Sendrecv;
   throw UsageError("unknown collective op '" + name +
-                   "' (known: allreduce, allgather, reducescatter, alltoall, broadcast, pingpong)");
+                   "' (known: allreduce, allgather, reducescatter, alltoall, broadcast, pingpong, sendrecv)");
 }
 
 const char* op_name(Op op) {
@@ -37,12 +39,19 @@ const char* op_name(Op op) {
     case Op::Alltoall: return "alltoall";
     case Op::Broadcast: return "broadcast";
     case Op::Pingpong: return "pingpong";
+    case Op::Sendrecv: return "sendrecv";
   }
   return "?";
 }
 
+// The runtime's names (shared: runtime/plan/algos.hpp), then the model's own.
 const std::vector<std::string>& algo_names() {
-  static const std::vector<std::string> names = {"ring", "rd", "rabenseifner", "tree", "hier", "shm", "mpi", "auto", "dbtree", "nccl"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v = plan::allreduce_names();
+    v.emplace_back("dbtree");
+    v.emplace_back("nccl");
+    return v;
+  }();
   return names;
 }
 
@@ -54,19 +63,13 @@ void check_algo_name(const std::string& name) {
   throw UsageError("unknown algorithm '" + name + "' (known: " + all + ")");
 }
 
-// The one place where "auto" and "mpi" are decided.
+// "auto" and "mpi" are decided by the runtime's rule (runtime/plan/algos.hpp), with the
+// topology: auto runs hier on several nodes of several ranks each.
 std::string resolve_algo(const std::string& algo, Op op, double bytes, const Topology& topo) {
   if (op != Op::Allreduce) return algo;
-  if (algo == "auto" && topo.nodes == 1 && topo.ranks_per_node > 1) {  // the runtime's one-node rule
-    return bytes <= 64.0 * 1024 ? resolve_algo("mpi", op, bytes, topo) : "shm";
-  }
-  if (algo == "auto") {
-    if (bytes <= 64.0 * 1024) return "rd";
-    if (bytes <= 1024.0 * 1024) return "rabenseifner";
-    return "ring";
-  }
-  if (algo == "mpi") return bytes < 10000 ? "rd" : "ring";
-  return algo;
+  const auto b = static_cast<std::uint64_t>(std::llround(std::max(0.0, bytes)));
+  // The model assumes a shared window on one node (the runtime's shm is available there).
+  return plan::resolve_allreduce(algo, b, plan::Shape{topo.nodes, topo.ranks_per_node, true, true});
 }
 
 double busbw_factor(Op op, int p) {
@@ -86,14 +89,17 @@ namespace {
 
 struct Shape {
   bool intra = false, inter = false;
-  int share = 1;  // flows on the busiest NIC, one direction
+  int share = 1;           // flows on the busiest NIC, one direction
+  bool both_ways = false;  // some rank sends and receives in this step (the duplex bandwidth applies)
 };
 
 // Accumulates the flows of one step.
 class ShapeBuilder {
  public:
-  ShapeBuilder(int nodes, int g) : g_(g), out_(nodes, 0), in_(nodes, 0) {}
+  ShapeBuilder(int nodes, int g) : g_(g), out_(nodes, 0), in_(nodes, 0), sends_(nodes * g, 0), recvs_(nodes * g, 0) {}
   void flow(int src, int dst) {
+    sends_[src] = recvs_[dst] = 1;
+    if (recvs_[src] || sends_[dst]) s_.both_ways = true;
     const int a = src / g_, b = dst / g_;
     if (a == b) {
       s_.intra = true;
@@ -107,12 +113,15 @@ class ShapeBuilder {
     s_ = Shape{};
     std::fill(out_.begin(), out_.end(), 0);
     std::fill(in_.begin(), in_.end(), 0);
+    std::fill(sends_.begin(), sends_.end(), 0);
+    std::fill(recvs_.begin(), recvs_.end(), 0);
     return s;
   }
 
  private:
   int g_;
   std::vector<int> out_, in_;
+  std::vector<char> sends_, recvs_;  // per rank, this step
   Shape s_;
 };
 
@@ -184,6 +193,7 @@ const std::vector<Shape>& alltoall_schedule(int nodes, int g) {
       // Every node sees the same pattern (rotation): node 0's senders give the NIC load.
       for (int j = 0; j < g; ++j) b.flow(j, (j + k) % p);
       Shape s = b.done();
+      s.both_ways = true;  // every rank also receives from (r - k) mod p
       steps.push_back(s);
     }
     return steps;
@@ -193,27 +203,29 @@ const std::vector<Shape>& alltoall_schedule(int nodes, int g) {
 // ---- step costs ------------------------------------------------------------------------------
 
 // One level's time for a step sending m bytes per flow and reducing `reduce` x m bytes
-// (reduce is 0 or 1), with optional chunk pipelining (see collectives.hpp).
-double level_step(const Level& l, double m, double reduce, int share, int channels, double chunk) {
+// (reduce is 0 or 1), with optional chunk pipelining (see collectives.hpp). both_ways:
+// ranks receive while they send (the level's duplex bandwidth, fabric.hpp).
+double level_step(const Level& l, double m, double reduce, int share, int channels, double chunk, bool both_ways) {
   if (m <= 0) return 0;
-  if (chunk <= 0 || chunk >= m) return l.alpha(m) + m / l.flow_bw(m, share, channels) + reduce * l.reduce_s(m);
+  if (chunk <= 0 || chunk >= m) return l.alpha(m) + m / l.flow_bw(m, share, channels, both_ways) + reduce * l.reduce_s(m);
   const double k = std::ceil(m / chunk);
   const double c = m / k;
-  const double send = c / l.flow_bw(c, share, channels);
+  const double send = c / l.flow_bw(c, share, channels, both_ways);
   const double red = reduce * l.reduce_s(c);
   return k * l.alpha(c) + k * std::max(send, red) + std::min(send, red);
 }
 
 double step(const Fabric& f, const Shape& s, double m, double reduce, int channels = 1, double chunk = 0) {
   double t = 0;
-  if (s.intra) t = level_step(f.intra, m, reduce, 1, channels, chunk);
-  if (s.inter) t = std::max(t, level_step(f.inter, m, reduce, s.share, channels, chunk));
+  if (s.intra) t = level_step(f.intra, m, reduce, 1, channels, chunk, s.both_ways);
+  if (s.inter) t = std::max(t, level_step(f.inter, m, reduce, s.share, channels, chunk, s.both_ways));
   return t;
 }
 
-// Ring neighbour steps: one flow per NIC direction.
+// Ring neighbour steps: one flow per NIC direction; every rank sends and receives.
 Shape ring_shape(const Topology& t) {
   Shape s;
+  s.both_ways = t.ranks() > 1;
   if (t.nodes > 1) s.inter = true;
   if (t.ranks_per_node > 1) s.intra = true;
   if (t.nodes == 1) s.intra = true;
@@ -298,10 +310,12 @@ double hier_allreduce(const Fabric& f, const Topology& t, double n, const CollOp
   const int g = t.ranks_per_node, nn = t.nodes;
   if (nn == 1 || g == 1) return ring_allreduce(f, t, n, o);
   const double shard = n / g;
-  Shape intra;
+  Shape intra;  // ring steps: both ways
   intra.intra = true;
+  intra.both_ways = true;
   Shape inter;
   inter.inter = true;
+  inter.both_ways = true;
   inter.share = g;  // the G local ranks run their inter-node rings at once
   double total = 0;
   total += (g - 1) * step(f, intra, shard, 1, o.channels, o.chunk_bytes);  // reduce-scatter
@@ -377,6 +391,7 @@ double collective_time(const Fabric& f, Op op, const std::string& algo_in, const
       const Level& l = t.nodes > 1 ? f.inter : f.intra;
       return l.p2p_s(n, 1, o.channels);
     }
+    case Op::Sendrecv: return p <= 1 ? 0 : step(f, ring_shape(t), n, 0, o.channels);  // one ring step, both ways
   }
   return 0;
 }

@@ -25,6 +25,12 @@
 // (a + n/B + n g) before the power-of-two core and get the result back (a + n/B) after it.
 // Rabenseifner's halving starts at distance 1 with the largest message (n/2), as MPICH.
 //
+// Both ways: steps in which a rank sends and receives at once (ring, hier and alltoall
+// steps, rd/rabenseifner exchanges, sendrecv) move at the level's duplex bandwidth
+// (fabric.hpp); one-way steps (ping-pong, binomial tree steps, the non-power-of-two
+// pre/post steps) at bw.
+//   sendrecv      one ring step: a + n / B_duplex (send n to rank+1 while receiving n from rank-1)
+//
 // Two levels. Each step of a flat algorithm takes as long as its slowest message: if a
 // step has a message between nodes it costs the inter-node time, and when s ranks of one
 // node talk off-node in the same step they share the NIC (each gets bw/s, up to the
@@ -50,9 +56,10 @@
 // ompi_coll_tuned_allreduce_intra_dec_fixed before 4.0 — recursive doubling below 10,000
 // bytes, ring above. (4.x uses a larger table measured on its developers' clusters;
 // calibrate against algo=mpi bench files when it matters.)
-// "auto" (one place: resolve_algo): on one node with several ranks, "mpi" for n <= 64 KiB
-// and shm above (the runtime's one-node rule); otherwise rd for n <= 64 KiB, rabenseifner
-// up to 1 MiB, ring above.
+// "auto" and "mpi" resolve by the runtime's own rule (runtime/plan/algos.hpp): auto is, on
+// one node with several ranks, "mpi" for n <= 64 KiB and shm above; otherwise rd for
+// n <= 64 KiB, hier on several nodes of several ranks each, else rabenseifner up to 1 MiB
+// and ring above.
 // "nccl": what NCCL would run (nccl_tuning.hpp): the fabric's ring cost (channels spread
 // over the node's NICs) x NCCL's model's best time over its best ring time at this size,
 // nodes and ranks per node; it needs the fabric, so resolve_algo leaves it as it is and
@@ -67,9 +74,10 @@
 
 namespace gradsync::netmodel {
 
-enum class Op { Allreduce, Allgather, ReduceScatter, Alltoall, Broadcast, Pingpong };
+enum class Op { Allreduce, Allgather, ReduceScatter, Alltoall, Broadcast, Pingpong, Sendrecv };
 
-Op parse_op(const std::string& name);  // allreduce, allgather, reducescatter|reduce_scatter, alltoall, broadcast, pingpong
+// allreduce, allgather, reducescatter|reduce_scatter, alltoall, broadcast, pingpong, sendrecv
+Op parse_op(const std::string& name);
 const char* op_name(Op op);
 
 struct Topology {
@@ -102,7 +110,7 @@ double collective_time(const Fabric& fabric, Op op, const std::string& algo, con
                        double bytes, const CollOptions& opt = {});
 
 // nccl-tests' bus bandwidth factor: allreduce 2(p-1)/p; allgather, reducescatter,
-// alltoall (p-1)/p; broadcast and pingpong 1.
+// alltoall (p-1)/p; broadcast, pingpong and sendrecv 1.
 double busbw_factor(Op op, int p);
 
 }  // namespace gradsync::netmodel

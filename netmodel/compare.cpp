@@ -148,6 +148,7 @@ Json bucket_timings_json(const std::vector<BucketTiming>& buckets) {
     Json x = Json::object();
     x.set("grad_bytes", static_cast<long long>(b.grad_bytes)).set("wire_bytes", b.wire_bytes).set("tensors", b.ntensors);
     x.set("ready_s", b.ready_s).set("start_s", b.start_s).set("end_s", b.end_s).set("comm_s", b.comm_s).set("codec_s", b.codec_s);
+    x.set("contention_s", b.contention_s);
     bs.push(x);
   }
   return bs;

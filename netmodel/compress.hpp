@@ -3,7 +3,9 @@
 // A bucket's synchronization is a short program of phases run one after another on the
 // communication stream: each phase is some local work (encode, orthogonalize, server-side
 // decompress) followed by one collective; a final local step decodes. The names and
-// semantics are the runtime's (--compress, parsed with core/spec.hpp):
+// semantics are the runtime's (--compress, parsed and validated by plan::parse_compressor;
+// which collectives run and their byte counts come from plan::wire_plan, the runtime's own
+// rule — runtime/plan/compress.hpp; this file adds only the local work's cost):
 //
 //   none                 all-reduce of n elements at the wire precision (4 or 2 bytes);
 //                        fp16/bf16 precision adds a cast before (read 4 B, write 2 B per
@@ -59,6 +61,7 @@
 #include <vector>
 
 #include "core/spec.hpp"
+#include "plan/compress.hpp"
 #include "netmodel/collectives.hpp"
 
 namespace gradsync::netmodel {
@@ -117,24 +120,18 @@ class Compressor {
  public:
   // Parses and validates the spec (UsageError naming --compress and the key).
   explicit Compressor(const std::string& spec_text);
-  const std::string& name() const { return name_; }
-  std::string spec() const { return spec_.str(); }
+  const std::string& name() const { return spec_.kind_name; }
+  std::string spec() const { return spec_.spec.str(); }
 
   // Plan for a bucket of tensors; wire_elem_bytes is 4 (fp32) or 2 (fp16/bf16 precision).
   BucketPlan plan(const std::vector<GradShape>& tensors, int wire_elem_bytes, int nranks,
                   const DeviceRates& rates) const;
 
  private:
-  Spec spec_;
-  std::string name_;
-  int rank_ = 4;
-  double min_rate_ = 2;
-  int qsgd_levels_ = 16;
-  int64_t qsgd_bucket_ = 512;
-  double topk_ratio_ = 0.01;
+  plan::CompressorSpec spec_;
 };
 
-// "fp32" -> 4, "fp16"/"bf16" -> 2; UsageError naming --precision otherwise.
+// "fp32" -> 4, "fp16"/"bf16" -> 2 (plan::precision_bytes); UsageError naming --precision otherwise.
 int precision_bytes(const std::string& precision);
 
 }  // namespace gradsync::netmodel

@@ -45,13 +45,20 @@ double Level::bw(double m) const {
   return r ? r->bw_Bps : bw_Bps;
 }
 
-double Level::flow_bw(double m, int sharing, int channels) const {
+double Level::duplex_bw(double m) const {
+  const Regime* r = regime_for(*this, m);
+  if (r) return r->duplex_bw_Bps > 0 ? r->duplex_bw_Bps : r->bw_Bps;
+  return duplex_bw_Bps > 0 ? duplex_bw_Bps : bw_Bps;
+}
+
+double Level::flow_bw(double m, int sharing, int channels, bool both_ways) const {
   const double s = sharing < 1 ? 1.0 : sharing;
   const double cap = s * std::max(1, channels) * std::max(1, connections) * conn_bw_Bps;
   const int rails = std::max(1, nics_per_node);
-  // Invariant: with one NIC this is min(bw, cap) / s, the single-link formula.
-  const double node_bw = rails * bw(m);
-  const double one_flow = std::min(rails, std::max(1, channels)) * bw(m);
+  const double link = both_ways ? duplex_bw(m) : bw(m);
+  // Invariant: with one NIC this is min(link, cap) / s, the single-link formula.
+  const double node_bw = rails * link;
+  const double one_flow = std::min(rails, std::max(1, channels)) * link;
   return std::min(std::min(node_bw, cap) / s, one_flow);
 }
 
@@ -286,12 +293,15 @@ std::pair<std::string, std::string> level_problem(const Level& l) {
   if (l.nics_per_node < 1) return {"nics_per_node", "must be an integer >= 1, got " + std::to_string(l.nics_per_node)};
   if (!(std::isfinite(l.burst_bytes) && l.burst_bytes >= 0)) return {"burst_bytes", "must be a finite number >= 0, got " + num(l.burst_bytes)};
   if (!(l.peak_bw_Bps > 0) || std::isnan(l.peak_bw_Bps)) return {"peak_bw_GBps", "must be > 0, got " + num(l.peak_bw_Bps / GBps)};
+  if (!(std::isfinite(l.contention) && l.contention > 0)) return {"contention", "must be a finite number > 0, got " + num(l.contention)};
+  if (!(std::isfinite(l.duplex_bw_Bps) && l.duplex_bw_Bps >= 0)) return {"duplex", "must be a finite number > 0, got " + num(l.duplex_bw_Bps / l.bw_Bps)};
   double prev = 0;
   for (std::size_t i = 0; i < l.regimes.size(); ++i) {
     const Regime& r = l.regimes[i];
     const std::string k = "regime[" + std::to_string(i) + "].";
     if (!(std::isfinite(r.alpha_s) && r.alpha_s >= 0)) return {k + "alpha_us", "must be a finite number >= 0, got " + num(r.alpha_s / us)};
     if (!positive(r.bw_Bps)) return {k + "bw_GBps", "must be a finite number > 0, got " + num(r.bw_Bps / GBps)};
+    if (!(std::isfinite(r.duplex_bw_Bps) && r.duplex_bw_Bps >= 0)) return {k + "duplex", "must be a finite number > 0, got " + num(r.duplex_bw_Bps / r.bw_Bps)};
     const bool last = i + 1 == l.regimes.size();
     if (!last && !(std::isfinite(r.up_to_bytes) && r.up_to_bytes > prev))
       return {k + "up_to_bytes", "must be a finite size greater than the previous regime's (" + num(prev) + "), got " + num(r.up_to_bytes)};
@@ -404,7 +414,7 @@ class FabricReader {
     if (!node.is_table()) fail(line_of(node), name, "must be a table ([" + name + "]), got " + type_name(node));
     const toml::table& t = *node.as_table();
     check_keys(t, name + ".", {"alpha_us", "bw_GBps", "gamma_GBps", "conn_bw_GBps", "connections", "burst_bytes", "peak_bw_GBps",
-                           "nics_per_node", "source", "regime"});
+                           "nics_per_node", "duplex", "contention", "source", "regime"});
     Level l;
     l.source = get_string(t, "source", false);
     const bool has_regimes = t.get("regime") != nullptr;
@@ -419,6 +429,8 @@ class FabricReader {
     const double pk = get_number(t, "peak_bw_GBps", name + ".peak_bw_GBps", false, 0, positive, "a finite number > 0");
     l.peak_bw_Bps = pk > 0 ? pk * GBps : kInf;
     l.nics_per_node = static_cast<int>(get_number(t, "nics_per_node", name + ".nics_per_node", false, 1, at_least_one, "an integer >= 1"));
+    const double dx = get_number(t, "duplex", name + ".duplex", false, 0, positive, "a finite number > 0");
+    l.contention = get_number(t, "contention", name + ".contention", false, 1, positive, "a finite number > 0");
     if (const toml::node* rn = t.get("regime")) {
       const toml::array* arr = rn->as_array();
       if (!arr || arr->empty() || !arr->is_array_of_tables())
@@ -427,10 +439,12 @@ class FabricReader {
       for (std::size_t i = 0; i < arr->size(); ++i) {
         const toml::table& rt = *(*arr)[i].as_table();
         const std::string k = name + ".regime[" + std::to_string(i) + "]";
-        check_keys(rt, k + ".", {"up_to_bytes", "alpha_us", "bw_GBps"});
+        check_keys(rt, k + ".", {"up_to_bytes", "alpha_us", "bw_GBps", "duplex"});
         Regime r;
         r.alpha_s = get_number(rt, "alpha_us", k + ".alpha_us", true, 0, nonneg, "a finite number >= 0") * us;
         r.bw_Bps = get_number(rt, "bw_GBps", k + ".bw_GBps", true, 0, positive, "a finite number > 0") * GBps;
+        const double rdx = get_number(rt, "duplex", k + ".duplex", false, 0, positive, "a finite number > 0");
+        if (rdx > 0 || dx > 0) r.duplex_bw_Bps = (rdx > 0 ? rdx : dx) * r.bw_Bps;
         const bool last = i + 1 == arr->size();
         const double up = get_number(rt, "up_to_bytes", k + ".up_to_bytes", !last, kInf, positive, "a size in bytes > 0");
         if (up <= prev)
@@ -443,6 +457,7 @@ class FabricReader {
       if (!t.get("alpha_us")) l.alpha_s = l.regimes.back().alpha_s;
       if (!t.get("bw_GBps")) l.bw_Bps = l.regimes.back().bw_Bps;
     }
+    if (dx > 0) l.duplex_bw_Bps = dx * l.bw_Bps;
     return l;
   }
 
@@ -481,11 +496,14 @@ void level_toml(std::ostringstream& os, const std::string& name, const Level& l)
   if (l.burst_bytes > 0) os << "burst_bytes = " << toml_num(l.burst_bytes) << "\n";
   if (std::isfinite(l.peak_bw_Bps)) os << "peak_bw_GBps = " << toml_num(l.peak_bw_Bps / GBps) << "\n";
   if (l.nics_per_node != 1) os << "nics_per_node = " << l.nics_per_node << "\n";
+  if (l.duplex_bw_Bps > 0) os << "duplex = " << toml_num(l.duplex_bw_Bps / l.bw_Bps) << "\n";
+  if (l.contention != 1) os << "contention = " << toml_num(l.contention) << "\n";
   for (const auto& r : l.regimes) {
     os << "[[" << name << ".regime]]\n";
     if (std::isfinite(r.up_to_bytes)) os << "up_to_bytes = " << toml_num(r.up_to_bytes) << "\n";
     os << "alpha_us = " << toml_num(r.alpha_s / us) << "\n";
     os << "bw_GBps = " << toml_num(r.bw_Bps / GBps) << "\n";
+    if (r.duplex_bw_Bps > 0) os << "duplex = " << toml_num(r.duplex_bw_Bps / r.bw_Bps) << "\n";
   }
 }
 

@@ -26,6 +26,22 @@
 // finds the bucket refilled by the compute between steps (fully when its traffic per step
 // is below bw x step time). timeline.hpp says how a step spends the tokens.
 //
+// Both ways at once (duplex): a rank that sends and receives in the same step (a ring
+// step, a recursive-doubling exchange, sendrecv) may get less than bw per direction:
+// shared memory copies compete for one memory system, a TCP stack serves both directions
+// from one core, Open MPI's rendezvous stalls. `duplex` = the per-direction bandwidth in
+// such steps over the one-way bandwidth (1: full duplex, 0.5: the two directions share the
+// link). Per level, and per regime (a regime without its own takes the level's). Steps
+// that only send or only receive (ping-pong, binomial tree steps, the pre/post steps of
+// non-powers of two) use bw. calibrate fits it from sendrecv / ring sweeps next to
+// ping-pong (both-ways bandwidth as its own unknown).
+//
+// Contention with compute: communication that runs while backward computes on the same
+// host (the reducer's bucket all-reduces under overlap) takes `contention` times as long
+// as alone (>= 1 when compute steals cycles, memory bandwidth or PCIe from the copies; 1:
+// none). Per level; the step simulator (timeline.hpp) applies it to the part of a
+// bucket's collectives that falls inside backward.
+//
 // Size regimes make alpha and bw piecewise in the message size (eager vs rendezvous,
 // protocol switches): regime i covers sizes <= up_to_bytes[i]; the last is unbounded.
 //
@@ -43,11 +59,14 @@
 //   burst_bytes = 65536                  # optional, >= 0: token-bucket burst (inter level)
 //   peak_bw_GBps = 5.0                   # optional, > 0: rate of the burst (default unlimited)
 //   nics_per_node = 8                    # optional, >= 1 (inter level): rails; bw_GBps is per NIC
+//   duplex = 0.8                         # optional, > 0: both-ways / one-way bandwidth (default 1)
+//   contention = 1.3                     # optional, > 0: slowdown while backward computes (default 1)
 //   source = "..."                       # optional, per level
 //   [[inter.regime]]                     # optional; overrides alpha/bw per size range
 //   up_to_bytes = 65536                  # all but the last regime; increasing
 //   alpha_us = 30.0
 //   bw_GBps = 2.0
+//   duplex = 0.6                         # optional (default: the level's)
 //   [[inter.regime]]
 //   alpha_us = 60.0
 //   bw_GBps = 2.7
@@ -66,6 +85,7 @@ struct Regime {
   double up_to_bytes = kInf;  // sizes <= this use this regime
   double alpha_s = 0;
   double bw_Bps = 0;  // bytes per second
+  double duplex_bw_Bps = 0;  // per direction when sending and receiving at once (0: = bw_Bps)
 };
 
 struct Level {
@@ -78,16 +98,23 @@ struct Level {
   double burst_bytes = 0;        // token-bucket burst (0: the link is not a shaper)
   double peak_bw_Bps = kInf;     // rate while tokens last (inf: only alpha is paid)
   int nics_per_node = 1;         // rails (inter level): NICs per node, each with bw_Bps
-  std::vector<Regime> regimes;   // empty: one regime (alpha_s, bw_Bps)
+  double duplex_bw_Bps = 0;      // both-ways bandwidth per direction (0: = bw_Bps, full duplex)
+  double contention = 1;         // communication time factor while backward computes
+  std::vector<Regime> regimes;   // empty: one regime (alpha_s, bw_Bps, duplex_bw_Bps)
 
   // Regime parameters for a message of m bytes (alpha, raw link bandwidth).
   double alpha(double m) const;
   double bw(double m) const;
+  // Per-direction bandwidth of a both-ways step (the regime's duplex_bw, else its bw).
+  double duplex_bw(double m) const;
+  // duplex_bw / bw for a message of m bytes (1: full duplex).
+  double duplex(double m) const { return duplex_bw(m) / bw(m); }
   // Bandwidth one flow gets when `sharing` flows (each with `channels` x connections)
   // share the node's links: min(nics x bw, sharing * channels * connections * conn_bw) /
   // sharing, and one flow uses at most min(channels, nics) NICs (a flow's channels are
   // spread over the rails, as NCCL's; with one NIC this is the single-link formula).
-  double flow_bw(double m, int sharing = 1, int channels = 1) const;
+  // both_ways: the step also receives while it sends (duplex_bw replaces bw).
+  double flow_bw(double m, int sharing = 1, int channels = 1, bool both_ways = false) const;
   // alpha + m / flow_bw
   double p2p_s(double m, int sharing = 1, int channels = 1) const;
   double reduce_s(double bytes) const { return bytes / gamma_Bps; }

@@ -89,6 +89,7 @@ int cmd_fabrics(const std::vector<std::string>& args) {
     j.set("gamma_GBps", std::isfinite(l.gamma_Bps) ? Json(l.gamma_Bps / 1e9) : Json(nullptr));
     j.set("conn_bw_GBps", std::isfinite(l.conn_bw_Bps) ? Json(l.conn_bw_Bps / 1e9) : Json(nullptr));
     j.set("connections", l.connections).set("regimes", static_cast<int>(l.regimes.size())).set("source", l.source);
+    j.set("duplex", l.duplex(kInf));
     return j;
   };
   if (vm.count("show")) {
@@ -132,7 +133,7 @@ int cmd_fabrics(const std::vector<std::string>& args) {
 int cmd_collective(const std::vector<std::string>& args) {
   po::options_description d("gradsync-model collective");
   d.add_options()("help,h", "this help")("op", po::value<std::string>()->default_value("allreduce"),
-                                         "allreduce|allgather|reducescatter|alltoall|broadcast|pingpong")(
+                                         "allreduce|allgather|reducescatter|alltoall|broadcast|pingpong|sendrecv")(
       "algo", po::value<std::string>()->default_value("ring"), "ring|rd|rabenseifner|tree|hier|shm|mpi|auto|dbtree|nccl (NCCL's own ring/tree and protocol choice)")(
       "ranks", po::value<std::string>(), "total ranks (required)")("nodes", po::value<std::string>()->default_value("1"),
                                                                    "nodes (ranks are split evenly)")(
@@ -267,18 +268,19 @@ void print_prediction(const PredictConfig& c, const StepResult& r, Predictor& pr
   std::printf("  reducer: %zu buckets (first %g MiB, then %g MiB), overlap %s, algo %s, chunk %s, compress %s\n",
               r.buckets.size(), c.first_bucket_mb, c.bucket_mb, c.overlap ? "on" : "off", c.algo.c_str(),
               c.chunk_bytes > 0 ? format_bytes(c.chunk_bytes).c_str() : "none", c.compress.c_str());
-  std::printf("  %6s %7s %12s %12s %10s %10s %10s %10s %10s\n", "bucket", "tensors", "grad_bytes", "wire_bytes",
-              "ready_ms", "start_ms", "end_ms", "comm_ms", "codec_ms");
+  std::printf("  %6s %7s %12s %12s %10s %10s %10s %10s %10s %10s\n", "bucket", "tensors", "grad_bytes", "wire_bytes",
+              "ready_ms", "start_ms", "end_ms", "comm_ms", "codec_ms", "contend_ms");
   for (std::size_t i = 0; i < r.buckets.size(); ++i) {
     const auto& b = r.buckets[i];
-    std::printf("  %6zu %7d %12lld %12.0f %10.3f %10.3f %10.3f %10.3f %10.3f\n", i, b.ntensors,
+    std::printf("  %6zu %7d %12lld %12.0f %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f\n", i, b.ntensors,
                 static_cast<long long>(b.grad_bytes), b.wire_bytes, b.ready_s * 1e3, b.start_s * 1e3, b.end_s * 1e3,
-                b.comm_s * 1e3, b.codec_s * 1e3);
+                b.comm_s * 1e3, b.codec_s * 1e3, b.contention_s * 1e3);
   }
   const double hidden = r.comm_total_s - r.comm_exposed_s;
-  std::printf("  step: data %.3f + forward %.3f + backward %.3f + exposed comm %.3f + optimizer %.3f = %.3f ms\n",
+  std::printf("  step: data %.3f + forward %.3f + backward %.3f + exposed comm %.3f + optimizer %.3f + reducer %.3f"
+              " = %.3f ms\n",
               r.data_s * 1e3, r.forward_s * 1e3, r.backward_s * 1e3, r.comm_exposed_s * 1e3, r.optimizer_s * 1e3,
-              r.step_time_s * 1e3);
+              r.reducer_s * 1e3, r.step_time_s * 1e3);
   std::printf("  communication: %.3f ms in total, %.3f ms hidden behind backward (%.0f%%), %.3f ms exposed\n",
               r.comm_total_s * 1e3, hidden * 1e3, r.comm_total_s > 0 ? 100 * hidden / r.comm_total_s : 100.0,
               r.comm_exposed_s * 1e3);
@@ -294,7 +296,7 @@ Json prediction_json(const PredictConfig& c, const StepResult& r) {
   j.set("overlap", c.overlap);
   j.set("step_time_s", r.step_time_s).set("epoch_time_s", r.epoch_time_s).set("comm_exposed_s", r.comm_exposed_s);
   j.set("comm_total_s", r.comm_total_s).set("data_s", r.data_s).set("forward_s", r.forward_s);
-  j.set("backward_s", r.backward_s).set("optimizer_s", r.optimizer_s);
+  j.set("backward_s", r.backward_s).set("optimizer_s", r.optimizer_s).set("reducer_s", r.reducer_s);
   j.set("steps_per_epoch", static_cast<long long>(r.steps_per_epoch)).set("bytes_sent", r.bytes_sent);
   j.set("buckets", bucket_timings_json(r.buckets));
   return j;
@@ -445,6 +447,8 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   d.add_options()("help,h", "this help")("output,o", po::value<std::string>(), "fabric (or compute profile) TOML to write")(
       "compute", "fit a compute profile from gradsync-train files instead")(
       "kernels", "fit compression-kernel rates from gradsync-kernels-bench --benchmark_format=json output instead")(
+      "contention", "fit the contention factor (communication during backward) from overlap-on gradsync-train files "
+                    "on top of the fabric --base (e.g. one fitted from microbenchmarks)")(
       "strict", "exit 1 when the fit is poor (R^2 < 0.9 or a relative residual above 50%)")("name", po::value<std::string>(),
                                                                            "name in the written file (default: its stem)")(
       "base", po::value<std::string>(), "fabric that supplies a level the data do not cover")(
@@ -476,6 +480,26 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   const bool json = vm.count("json");
   GS_USAGE_CHECK(!(vm.count("points-only") && (vm.count("kernels") || vm.count("compute"))),
                  "option --points-only reads collective points (not with --compute or --kernels)");
+  if (vm.count("contention")) {
+    GS_USAGE_CHECK(vm.count("base"), "option --contention needs --base FABRIC (what 'alone' means)");
+    ContentionFit cf = calibrate_contention(files, load_fabric(vm["base"].as<std::string>()));
+    cf.fabric.name = name;
+    cf.fabric.description += "; contention from " + std::to_string(files.size()) + " train file(s)";
+    save_fabric(cf.fabric, out);
+    if (json) {
+      Json j = Json::object(), notes = Json::array(), sk = Json::array();
+      for (const auto& n : cf.notes) notes.push(n);
+      for (const auto& n : cf.skipped) sk.push(n);
+      j.set("output", out).set("intra_contention", cf.fabric.intra.contention).set("inter_contention", cf.fabric.inter.contention);
+      j.set("notes", notes).set("skipped", sk);
+      std::cout << j.dump() << "\n";
+    } else {
+      for (const auto& n : cf.notes) std::printf("%s\n", n.c_str());
+      for (const auto& n : cf.skipped) std::printf("  skipped %s\n", n.c_str());
+      std::printf("wrote %s\n", out.c_str());
+    }
+    return 0;
+  }
   if (vm.count("kernels")) {
     GS_USAGE_CHECK(files.size() == 1, "calibrate --kernels takes one JSON file, got ", files.size());
     const KernelRates k = calibrate_kernels(files[0], name);
@@ -513,6 +537,7 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       Json j = Json::object();
       j.set("output", out).set("per_layer_overhead_s", fit.overhead_s).set("flops_per_s", fit.flops_per_s);
       j.set("r2", fit.r2).set("max_abs_rel_residual", fit.max_abs_rel_residual).set("runs", static_cast<long long>(fit.used.size()));
+      j.set("reducer_per_step_s", fit.reducer_per_step_s).set("reducer_per_bucket_s", fit.reducer_per_bucket_s);
       Json sk = Json::array();
       for (const auto& s : fit.skipped) sk.push(s);
       j.set("skipped", sk);
@@ -520,6 +545,8 @@ int cmd_calibrate(const std::vector<std::string>& args) {
     } else {
       std::printf("compute fit from %zu runs: %.3f us per layer per pass, %.4g FLOP/s; R^2 %.5f, max |rel residual| %.2f%%\n",
                   fit.used.size(), fit.overhead_s * 1e6, fit.flops_per_s, fit.r2, 100 * fit.max_abs_rel_residual);
+      std::printf("reducer's own work per step: %.3f us + %.3f us per bucket\n", fit.reducer_per_step_s * 1e6,
+                  fit.reducer_per_bucket_s * 1e6);
       for (const auto& s : fit.skipped) std::printf("  skipped %s\n", s.c_str());
       std::printf("wrote %s\n", out.c_str());
     }
@@ -606,11 +633,12 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       Json j = Json::object();
       j.set("level", l.level).set("alpha_us", l.params.alpha_s * 1e6).set("bw_GBps", l.params.bw_Bps / 1e9);
       j.set("gamma_GBps", l.gamma_fitted ? Json(l.params.gamma_Bps / 1e9) : Json(nullptr));
+      j.set("duplex", l.params.duplex(kInf));
       Json regs = Json::array();
       for (const auto& r : l.params.regimes) {
         Json x = Json::object();
         x.set("up_to_bytes", std::isfinite(r.up_to_bytes) ? Json(r.up_to_bytes) : Json(nullptr));
-        x.set("alpha_us", r.alpha_s * 1e6).set("bw_GBps", r.bw_Bps / 1e9);
+        x.set("alpha_us", r.alpha_s * 1e6).set("bw_GBps", r.bw_Bps / 1e9).set("duplex", l.params.duplex(r.up_to_bytes));
         regs.push(x);
       }
       j.set("regimes", regs).set("r2", l.r2).set("max_abs_rel_residual", l.max_abs_rel_residual).set("notes", l.notes);
@@ -643,12 +671,13 @@ int cmd_calibrate(const std::vector<std::string>& args) {
                 l.points.size(), l.r2, 100 * l.max_abs_rel_residual, op_name(l.points[l.worst].point.op),
                 l.points[l.worst].point.algo.c_str(), l.points[l.worst].point.bytes);
     if (l.params.regimes.empty()) {
-      std::printf("  alpha %.3f us, bw %.4f GB/s", l.params.alpha_s * 1e6, l.params.bw_Bps / 1e9);
+      std::printf("  alpha %.3f us, bw %.4f GB/s, duplex %.3f", l.params.alpha_s * 1e6, l.params.bw_Bps / 1e9,
+                  l.params.duplex(kInf));
     } else {
       for (const auto& r : l.params.regimes)
-        std::printf("  regime <= %s: alpha %.3f us, bw %.4f GB/s\n",
+        std::printf("  regime <= %s: alpha %.3f us, bw %.4f GB/s, duplex %.3f\n",
                     std::isfinite(r.up_to_bytes) ? fmt("%.0f B", r.up_to_bytes).c_str() : "inf", r.alpha_s * 1e6,
-                    r.bw_Bps / 1e9);
+                    r.bw_Bps / 1e9, l.params.duplex(r.up_to_bytes));
       std::printf(" ");
     }
     if (l.gamma_fitted) std::printf(", gamma %.4f GB/s", l.params.gamma_Bps / 1e9);

@@ -71,6 +71,8 @@ const Workload& Predictor::workload(const PredictConfig& c) {
   }
   w.backward_s = t;
   w.optimizer_s = models::optimizer_step_s(model, prof, optimizer_bytes_per_param(c.optimizer));
+  w.reducer_per_step_s = prof.reducer_per_step_s;
+  w.reducer_per_bucket_s = prof.reducer_per_bucket_s;
   return workloads_.emplace(key, std::move(w)).first->second;
 }
 

@@ -6,27 +6,32 @@
 #include <queue>
 
 #include "core/error.hpp"
+#include "plan/buckets.hpp"
 
 namespace gradsync::netmodel {
 
 std::vector<Bucket> make_buckets(const std::vector<ReadyGrad>& grads, double bucket_mb, double first_bucket_mb) {
   GS_USAGE_CHECK(bucket_mb > 0, "option --bucket-mb must be > 0, got ", bucket_mb);
   GS_USAGE_CHECK(first_bucket_mb > 0, "option --first-bucket-mb must be > 0, got ", first_bucket_mb);
-  const double mib = 1024.0 * 1024.0;
+  // The reducer's own rule (plan::assign_buckets) takes forward order: grads are in ready
+  // order, so ready position i is forward index N-1-i.
+  const std::size_t nt = grads.size();
+  std::vector<int64_t> forward_bytes(nt);
+  for (std::size_t i = 0; i < nt; ++i) forward_bytes[nt - 1 - i] = grads[i].shape.numel * 4;
+  const auto assignment = plan::assign_buckets(forward_bytes, plan::bucket_limit_bytes(bucket_mb),
+                                               plan::bucket_limit_bytes(first_bucket_mb));
   std::vector<Bucket> out;
-  Bucket cur;
-  double cap = first_bucket_mb * mib;
-  for (const auto& g : grads) {
-    cur.tensors.push_back(g.shape);
-    cur.grad_bytes += g.shape.numel * 4;
-    cur.ready_s = std::max(cur.ready_s, g.ready_s);
-    if (static_cast<double>(cur.grad_bytes) >= cap) {  // the crossing tensor stays in
-      out.push_back(std::move(cur));
-      cur = Bucket{};
-      cap = bucket_mb * mib;
+  out.reserve(assignment.size());
+  for (const auto& members : assignment) {
+    Bucket cur;
+    for (std::size_t k : members) {
+      const ReadyGrad& g = grads[nt - 1 - k];
+      cur.tensors.push_back(g.shape);
+      cur.grad_bytes += g.shape.numel * 4;
+      cur.ready_s = std::max(cur.ready_s, g.ready_s);
     }
+    out.push_back(std::move(cur));
   }
-  if (!cur.tensors.empty()) out.push_back(std::move(cur));
   return out;
 }
 
@@ -52,8 +57,14 @@ struct Tokens {
 // The shaped link's peak: the inter level with every bandwidth at peak_bw.
 Fabric peak_fabric(const Fabric& f) {
   Fabric p = f;
-  p.inter.bw_Bps = f.inter.peak_bw_Bps;
-  for (auto& r : p.inter.regimes) r.bw_Bps = f.inter.peak_bw_Bps;
+  // The duplex factor (both-ways / one-way) is kept at the peak rate.
+  const double pk = f.inter.peak_bw_Bps;
+  if (p.inter.duplex_bw_Bps > 0) p.inter.duplex_bw_Bps *= pk / p.inter.bw_Bps;
+  p.inter.bw_Bps = pk;
+  for (auto& r : p.inter.regimes) {
+    if (r.duplex_bw_Bps > 0) r.duplex_bw_Bps *= pk / r.bw_Bps;
+    r.bw_Bps = pk;
+  }
   return p;
 }
 
@@ -80,6 +91,15 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
   const bool shaped = net.nodes > 1 && fabric.inter.burst_bytes > 0;
   const Fabric peak = shaped ? peak_fabric(fabric) : Fabric{};
   const double burst = fabric.inter.burst_bytes, rate = fabric.inter.bw(kInf);
+  // Contention with compute (fabric.hpp): the part of a collective inside backward runs
+  // `slow` times slower. A collective of d seconds alone starting at t < bwd_end: it does
+  // (bwd_end - t) / slow of its work before backward ends, the rest at full speed.
+  const double slow = (net.nodes > 1 ? fabric.inter : fabric.intra).contention;
+  auto contended = [&](double t, double d) {
+    if (!st.overlap || slow == 1 || t >= bwd_end || d <= 0) return d;
+    const double busy = bwd_end - t;
+    return d * slow <= busy ? d * slow : busy + (d - busy / slow);
+  };
   auto collective = [&](const Phase& ph, double t, Tokens& tok) {
     const double sustained = collective_time(fabric, ph.op, net.algo, topo, ph.bytes, copt);
     const double x = busbw_factor(ph.op, topo.ranks()) * ph.bytes;
@@ -119,11 +139,13 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
       if (busy || next >= nb || !ready[next]) continue;
       // Start bucket `next` now: its phases (local work, then a collective) in order.
       const Bucket& bk = buckets[next];
-      double comm = 0, codec = bk.plan.tail_s, t = e.t;
+      double comm = 0, codec = bk.plan.tail_s, t = e.t, extra = 0;
       for (const Phase& ph : bk.plan.phases) {
         codec += ph.compute_s;
         t += ph.compute_s;
-        const double c = collective(ph, t, tok);
+        const double alone = collective(ph, t, tok);
+        const double c = contended(t, alone);
+        extra += c - alone;
         comm += c;
         t += c;
       }
@@ -140,6 +162,7 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
         bt.end_s = end;
         bt.comm_s = comm;
         bt.codec_s = codec;
+        bt.contention_s = extra;
       }
       last_end = end;
       busy = true;
@@ -147,7 +170,8 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
       events.push({end, 1, -1});
     }
     r.comm_exposed_s = std::max(0.0, last_end - bwd_end);
-    const double compute_part = bwd_end + r.comm_exposed_s + r.optimizer_s;
+    r.reducer_s = w.reducer_per_step_s + w.reducer_per_bucket_s * nb;
+    const double compute_part = bwd_end + r.comm_exposed_s + r.optimizer_s + r.reducer_s;
 
     // Data loading (per micro-step batch x data_time_s of work).
     const double load = k * static_cast<double>(st.batch_per_rank) * st.data_time_s;

@@ -55,6 +55,9 @@ struct Workload {
   double data_s = 0;              // exposed data loading per step taken as measured (compare of
                                   // real-compute runs), on top of the modelled loading below
   std::vector<ReadyGrad> grads;   // ready order
+  // The reducer's own work per synchronized step (compute profile): per_step + per_bucket x
+  // buckets, on the training thread, added to the step.
+  double reducer_per_step_s = 0, reducer_per_bucket_s = 0;
   int64_t samples_per_epoch = 0;
 };
 
@@ -91,11 +94,13 @@ struct BucketTiming {
   double ready_s = 0, start_s = 0, end_s = 0;  // relative to the step start
   double comm_s = 0;   // collectives only
   double codec_s = 0;  // encode + decode + casts
+  double contention_s = 0;  // of comm_s: extra time of collectives that ran during backward (fabric contention)
 };
 
 struct StepResult {
   double data_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0;
   double comm_total_s = 0;    // sum of bucket durations
+  double reducer_s = 0;       // the reducer's own work (Workload), part of the step
   double comm_exposed_s = 0;
   double step_time_s = 0;
   int64_t steps_per_epoch = 0;

@@ -96,6 +96,7 @@ TrainRun read_train_file(const std::string& path) {
   run.backward_s = col("backward_s");
   run.comm_exposed_s = col("comm_exposed_s");
   run.optimizer_s = col("optimizer_s");
+  run.reducer_s = col("reducer_s");
   run.comm_total_s = col("comm_total_s");
   run.encode_s = col("encode_s");
   run.decode_s = col("decode_s");

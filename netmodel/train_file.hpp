@@ -39,6 +39,7 @@ struct TrainRun {
   // Medians over steps after warmup (NaN when the column is absent).
   double step_time_s = 0, data_s = 0, forward_s = 0, backward_s = 0, comm_exposed_s = 0, optimizer_s = 0;
   double comm_total_s = 0, encode_s = 0, decode_s = 0, bytes_sent = 0;  // NaN when absent (older files)
+  double reducer_s = 0;  // the reducer's own bookkeeping per step (NaN when absent)
   int64_t compress_start = 0;  // PowerSGD start=K: steps before K run uncompressed (excluded when possible)
   int64_t steps_total = 0;
   double epoch_time_s = 0;  // median of /epochs/epoch_time_s, NaN if absent

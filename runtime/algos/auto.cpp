@@ -3,25 +3,14 @@
 // Purpose: one sensible default for training, where bucket sizes range from a few KiB
 //   (biases, norms, the last bucket) to tens of MiB.
 //
-// Approach: a fixed decision table (like Open MPI's tuned decision rules and NCCL's
-//   tuner, in their simplest form), evaluated identically on every rank because it
-//   depends only on the message size and the communicator's shape:
-//     bytes <= 64 KiB                          -> rd            latency-bound: lg p rounds
-//     several nodes, equal ranks per node > 1  -> hier          keep bytes on the node
-//     bytes <= 1 MiB                           -> rabenseifner  2 lg p rounds, 2n(p-1)/p bytes
-//     larger                                   -> ring          bandwidth-optimal, pipelined,
-//                                                               neighbour-only traffic
-//   The 64 KiB bound is where n beta starts to rival the alpha terms on the fabrics we
-//   model (alpha ~ 1-50 us, beta ~ 0.1-1 ns/byte); the 1 MiB bound is where the ring's
-//   2 (p-1) alphas become negligible and its pipelining and neighbour-only pattern (and the
-//   absence of a pre/post step on non-power-of-two p) win. Both are constants here, meant
-//   to be revisited with calibrated fabric files.
-//   One node (every rank shares one node, more than one rank, shm available): a separate
-//   rule, placed before the table above (one_node_pick):
-//     bytes <= 64 KiB -> mpi   Open MPI's shared-memory collectives answer small messages
-//                              in well under a microsecond, below rd's lg p exchanges
-//     larger          -> shm   each byte copied once into a shared window, summed once
-//   (measured on 2026-12-01, see README "Shared-memory all-reduce").
+// Approach: the shared decision table plan::auto_allreduce (runtime/plan/algos.hpp; the
+//   model resolves "auto" with the same function), evaluated identically on every rank
+//   because it depends only on the message size and the communicator's shape:
+//     one node of several ranks with a shared window: bytes <= 64 KiB -> mpi (Open MPI's
+//       shared-memory collectives), larger -> shm (measured 2026-12-01, README
+//       "Shared-memory all-reduce");
+//     otherwise bytes <= 64 KiB -> rd; several equal nodes of several ranks -> hier;
+//     bytes <= 1 MiB -> rabenseifner; larger -> ring.
 //   The sub-algorithms are built once, in the constructor (hier builds sub-communicators,
 //   a collective step), and share the options (chunk size, channels). The choice is
 //   reported through chosen(bytes) and logged at INFO once per distinct size on rank 0.
@@ -33,13 +22,12 @@
 #include <string>
 
 #include "algos/algorithms.hpp"
+#include "core/error.hpp"
 #include "core/log.hpp"
+#include "plan/algos.hpp"
 
 namespace gradsync {
 namespace {
-
-constexpr std::size_t kSmallBytes = std::size_t{64} << 10;
-constexpr std::size_t kMediumBytes = std::size_t{1} << 20;
 
 class AutoAllreduce final : public AllreduceAlgorithm {
  public:
@@ -51,18 +39,22 @@ class AutoAllreduce final : public AllreduceAlgorithm {
     // everywhere, so this is collective on all ranks or none.
     if (comm.node_count() == 1 && comm.size() > 1) {
       auto shm = algos::make_shared_memory(comm, opts);
-      if (shm->chosen(kMediumBytes) == "shm") {
+      if (shm->chosen(plan::kAutoMediumBytes) == "shm") {
         shm_ = std::move(shm);
         native_ = algos::make_native(comm, opts);
       }
     }
     // node_count is the same on every rank, so every rank takes this branch or none does
     // (hier's constructor is collective; local_size may differ between nodes, which hier
-    // detects collectively and answers with its ring fallback).
+    // detects collectively and answers with its ring fallback: the shape is not uniform).
+    shape_.nodes = comm.node_count();
+    shape_.ranks_per_node = comm.local_size();
+    shape_.shm = shm_ != nullptr;
     if (comm.node_count() > 1) {
       auto hier = algos::make_hierarchical(comm, opts);
-      // Equal nodes (no fallback) of more than one rank: local_size is now the same everywhere.
-      if (hier->chosen(kMediumBytes) == "hier" && comm.local_size() > 1) hier_ = std::move(hier);
+      shape_.uniform = hier->chosen(plan::kAutoMediumBytes) == "hier";
+      // Uniform: local_size is now the same everywhere, so the decision below is too.
+      if (plan::auto_uses_hier(shape_)) hier_ = std::move(hier);
     }
   }
 
@@ -81,21 +73,19 @@ class AutoAllreduce final : public AllreduceAlgorithm {
   }
 
  private:
-  // The one-node rule (see the header): native for small messages, shm for the rest.
-  AllreduceAlgorithm* one_node_pick(std::size_t bytes) const {
-    if (!shm_) return nullptr;
-    return bytes <= kSmallBytes ? native_.get() : shm_.get();
-  }
-
   AllreduceAlgorithm& pick(std::size_t bytes) const {
-    if (AllreduceAlgorithm* a = one_node_pick(bytes)) return *a;
-    if (bytes <= kSmallBytes) return *rd_;
-    if (hier_) return *hier_;
-    if (bytes <= kMediumBytes) return *rabenseifner_;
+    const std::string name = plan::auto_allreduce(bytes, shape_);
+    if (name == "mpi") return *native_;
+    if (name == "shm") return *shm_;
+    if (name == "rd") return *rd_;
+    if (name == "hier") return *hier_;
+    if (name == "rabenseifner") return *rabenseifner_;
+    GS_CHECK(name == "ring", "auto: the shared rule chose '", name, "', which auto does not build");
     return *ring_;
   }
 
   Communicator& comm_;
+  plan::Shape shape_;
   std::unique_ptr<AllreduceAlgorithm> rd_, rabenseifner_, ring_, hier_;
   std::unique_ptr<AllreduceAlgorithm> shm_, native_;  // one node only
   std::set<std::size_t> logged_;  // sizes whose choice was logged

@@ -1,6 +1,7 @@
 // registry.cpp — the one table of all-reduce algorithms: name -> factory.
-// Selection is by name (--algo ring), never by scattered ifs; the order of the table is the
-// order users see in help texts and errors.
+// Selection is by name (--algo ring), never by scattered ifs. The names and their order are
+// plan::allreduce_names() (runtime/plan/algos.hpp, shared with the model); this table only
+// attaches a factory to each, and checks once that every name has exactly one.
 #include <algorithm>
 #include <string>
 
@@ -8,6 +9,7 @@
 #include "algos/allreduce.hpp"
 #include "algos/detail.hpp"
 #include "core/error.hpp"
+#include "plan/algos.hpp"
 
 namespace gradsync {
 namespace {
@@ -30,26 +32,32 @@ const std::vector<Entry>& table() {
       {"mpi", &algos::make_native},
       {"auto", &algos::make_auto},
   };
+  // Every shared name has a factory here, in the shared order (a new algorithm is one row
+  // in plan/algos.cpp and one here).
+  static const bool consistent = [] {
+    const auto& names = plan::allreduce_names();
+    GS_CHECK(names.size() == entries.size(), "all-reduce registry has ", entries.size(), " factories for ",
+             names.size(), " shared names");
+    for (std::size_t i = 0; i < names.size(); ++i)
+      GS_CHECK(names[i] == entries[i].name, "all-reduce registry row ", i, " is '", entries[i].name,
+               "', the shared name is '", names[i], "'");
+    return true;
+  }();
+  (void)consistent;
   return entries;
 }
 
 const Entry& find(const std::string& name) {
   for (const auto& e : table())
     if (name == e.name) return e;
-  std::string known;
-  for (const auto& n : allreduce_names()) known += (known.empty() ? "" : ", ") + n;
-  throw UsageError("unknown all-reduce algorithm '" + name + "' (known: " + known + ")");
+  throw UsageError("unknown all-reduce algorithm '" + name + "' (known: " + plan::allreduce_names_text() + ")");
 }
 
 }  // namespace
 
 const std::vector<std::string>& allreduce_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> v;
-    for (const auto& e : table()) v.emplace_back(e.name);
-    return v;
-  }();
-  return names;
+  (void)table();  // checks the factories against the shared names
+  return plan::allreduce_names();
 }
 
 void check_allreduce_name(const std::string& name) { (void)find(name); }

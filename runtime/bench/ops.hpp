@@ -13,5 +13,6 @@ std::unique_ptr<Collective> make_reducescatter_op(const CollectiveConfig& cfg, C
 std::unique_ptr<Collective> make_allgather_op(const CollectiveConfig& cfg, Communicator& comm);
 std::unique_ptr<Collective> make_alltoall_op(const CollectiveConfig& cfg, Communicator& comm);
 std::unique_ptr<Collective> make_broadcast_op(const CollectiveConfig& cfg, Communicator& comm);
+std::unique_ptr<Collective> make_sendrecv_op(const CollectiveConfig& cfg, Communicator& comm);
 
 }  // namespace gradsync::bench

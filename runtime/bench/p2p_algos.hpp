@@ -22,6 +22,7 @@ namespace gradsync::bench {
 inline constexpr int kTagPairwiseAlltoall = 2000;
 inline constexpr int kTagBinomialBroadcast = 2001;
 inline constexpr int kTagPingPong = 2002;
+inline constexpr int kTagSendrecv = 2003;
 
 class PairwiseAlltoall {
  public:

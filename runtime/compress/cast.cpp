@@ -7,6 +7,7 @@
 #include "compress/collectives.hpp"
 #include "core/timer.hpp"
 #include "kernels/cpu_kernels.hpp"
+#include "plan/compress.hpp"
 
 namespace gradsync::compress_detail {
 
@@ -50,11 +51,11 @@ void CastCompressor::reduce(Communicator& comm, AllreduceAlgorithm& allreduce, B
   if (stats.collective.empty()) stats.collective = "allreduce";
 }
 
-std::unique_ptr<Compressor> make_fp16(const Spec& /*spec*/, std::uint64_t /*seed*/, int /*rank*/) {
+std::unique_ptr<Compressor> make_fp16(const plan::CompressorSpec& /*spec*/, std::uint64_t /*seed*/, int /*rank*/) {
   return std::make_unique<CastCompressor>(DType::F16);
 }
 
-std::unique_ptr<Compressor> make_bf16(const Spec& /*spec*/, std::uint64_t /*seed*/, int /*rank*/) {
+std::unique_ptr<Compressor> make_bf16(const plan::CompressorSpec& /*spec*/, std::uint64_t /*seed*/, int /*rank*/) {
   return std::make_unique<CastCompressor>(DType::BF16);
 }
 

@@ -17,6 +17,7 @@
 
 #include "compress/compressor.hpp"
 #include "core/spec.hpp"
+#include "plan/compress.hpp"
 
 namespace gradsync::compress_detail {
 
@@ -52,7 +53,7 @@ class NoneCompressor final : public Compressor {
 }  // namespace
 
 // Factory used by registry.cpp. The spec has been checked against the allowed keys (none).
-std::unique_ptr<Compressor> make_none(const Spec& /*spec*/, std::uint64_t /*seed*/, int /*rank*/) {
+std::unique_ptr<Compressor> make_none(const plan::CompressorSpec& /*spec*/, std::uint64_t /*seed*/, int /*rank*/) {
   return std::make_unique<NoneCompressor>();
 }
 

@@ -8,6 +8,7 @@
 #include "compress/collectives.hpp"
 #include "core/timer.hpp"
 #include "kernels/cpu_kernels.hpp"
+#include "plan/compress.hpp"
 
 namespace gradsync::compress_detail {
 
@@ -107,7 +108,7 @@ void OnebitCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduc
   if (stats.collective.empty()) stats.collective = "alltoall+allgather";
 }
 
-std::unique_ptr<Compressor> make_onebit(const Spec& /*spec*/, std::uint64_t /*seed*/, int /*rank*/) {
+std::unique_ptr<Compressor> make_onebit(const plan::CompressorSpec& /*spec*/, std::uint64_t /*seed*/, int /*rank*/) {
   return std::make_unique<OnebitCompressor>();
 }
 

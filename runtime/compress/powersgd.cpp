@@ -14,6 +14,7 @@
 #include "core/spec.hpp"
 #include "core/timer.hpp"
 #include "kernels/cpu_kernels.hpp"
+#include "plan/compress.hpp"
 
 namespace gradsync::compress_detail {
 
@@ -51,9 +52,9 @@ PowerSgdCompressor::Plan PowerSgdCompressor::make_plan(const BucketView& bucket,
     GS_CHECK(n > 0 && t.count % static_cast<std::size_t>(n) == 0, "tensor ", t.name, " has ", t.count,
              " elements, not a multiple of shape[0] = ", n);
     const std::int64_t m = static_cast<std::int64_t>(t.count) / n;
-    const int r = static_cast<int>(std::min<std::int64_t>({n, m, rank}));
-    // The hook's _should_compress: compressed size * min rate < uncompressed size.
-    if (static_cast<double>(n + m) * r * min_rate >= static_cast<double>(n) * static_cast<double>(m)) continue;
+    // The hook's _should_compress, shared with the model: 0 = stays uncompressed.
+    const int r = plan::powersgd_rank(n, m, rank, min_rate);
+    if (r == 0) continue;
     Matrix mat;
     mat.offset = t.offset;
     mat.rows = n;
@@ -217,22 +218,14 @@ void PowerSgdCompressor::reduce(Communicator& comm, AllreduceAlgorithm& allreduc
   stats.decode_s += t5 - t4;
 }
 
-std::unique_ptr<Compressor> make_powersgd(const Spec& spec, std::uint64_t seed, int /*rank*/) {
-  const std::string text = spec.str();
-  GS_USAGE_CHECK(spec.has("rank"), "option --compress: '", text, "' needs rank=R (R >= 1)");
+std::unique_ptr<Compressor> make_powersgd(const plan::CompressorSpec& spec, std::uint64_t seed, int /*rank*/) {
+  // Validated by plan::parse_compressor.
   PowerSgdOptions o;
-  const long long rank = spec.get_int("rank", 1);
-  GS_USAGE_CHECK(rank >= 1 && rank <= 1024, "option --compress: '", text, "': rank must be in 1..1024, got ", rank);
-  o.rank = static_cast<int>(rank);
-  o.start = spec.get_int("start", o.start);
-  GS_USAGE_CHECK(o.start >= 0, "option --compress: '", text, "': start must be a step number >= 0, got ", o.start);
-  o.min_rate = spec.get_double("min_rate", o.min_rate);
-  GS_USAGE_CHECK(o.min_rate > 0, "option --compress: '", text, "': min_rate must be positive, got ", o.min_rate);
-  for (const char* key : {"warm_start", "error_feedback"}) {
-    const long long v = spec.get_int(key, 1);
-    GS_USAGE_CHECK(v == 0 || v == 1, "option --compress: '", text, "': ", key, " must be 0 or 1, got ", v);
-    (std::string(key) == "warm_start" ? o.warm_start : o.error_feedback) = v == 1;
-  }
+  o.rank = spec.rank;
+  o.start = spec.start;
+  o.min_rate = spec.min_rate;
+  o.warm_start = spec.warm_start;
+  o.error_feedback = spec.error_feedback;
   return std::make_unique<PowerSgdCompressor>(o, seed);
 }
 

@@ -8,6 +8,7 @@
 #include "core/spec.hpp"
 #include "core/timer.hpp"
 #include "kernels/cpu_kernels.hpp"
+#include "plan/compress.hpp"
 
 namespace gradsync::compress_detail {
 
@@ -82,18 +83,11 @@ void QsgdCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduce*
   if (stats.collective.empty()) stats.collective = "allgather";
 }
 
-std::unique_ptr<Compressor> make_qsgd(const Spec& spec, std::uint64_t seed, int rank) {
-  GS_USAGE_CHECK(spec.has("levels"), "option --compress: '", spec.str(), "' needs levels=S (1..",
-                 kernels::kQsgdMaxLevels, ")");
-  const long long levels = spec.get_int("levels", 0);
-  const long long block = spec.get_int("bucket", 512);
-  GS_USAGE_CHECK(levels >= 1 && levels <= static_cast<long long>(kernels::kQsgdMaxLevels), "option --compress: '",
-                 spec.str(), "': levels must be in 1..", kernels::kQsgdMaxLevels, " (one code byte holds a sign and ",
-                 "7 bits of level), got ", levels);
-  GS_USAGE_CHECK(block >= 1, "option --compress: '", spec.str(), "': bucket must be a positive element count, got ",
-                 block);
-  return std::make_unique<QsgdCompressor>(static_cast<std::uint32_t>(levels), static_cast<std::size_t>(block), seed,
-                                          rank);
+std::unique_ptr<Compressor> make_qsgd(const plan::CompressorSpec& spec, std::uint64_t seed, int rank) {
+  // Validated by plan::parse_compressor, whose level bound is the kernels' code format.
+  static_assert(plan::kQsgdMaxLevels == static_cast<int>(kernels::kQsgdMaxLevels));
+  return std::make_unique<QsgdCompressor>(static_cast<std::uint32_t>(spec.qsgd_levels),
+                                          static_cast<std::size_t>(spec.qsgd_bucket), seed, rank);
 }
 
 }  // namespace gradsync::compress_detail

@@ -11,6 +11,7 @@
 #include "core/spec.hpp"
 #include "core/timer.hpp"
 #include "kernels/cpu_kernels.hpp"
+#include "plan/compress.hpp"
 
 namespace gradsync::compress_detail {
 
@@ -84,12 +85,8 @@ void TopkCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduce*
   if (stats.collective.empty()) stats.collective = "allgather";
 }
 
-std::unique_ptr<Compressor> make_topk(const Spec& spec, std::uint64_t /*seed*/, int /*rank*/) {
-  GS_USAGE_CHECK(spec.has("ratio"), "option --compress: '", spec.str(), "' needs ratio=F with 0 < F <= 1");
-  const double ratio = spec.get_double("ratio", 0);
-  GS_USAGE_CHECK(ratio > 0 && ratio <= 1, "option --compress: '", spec.str(), "': ratio must be in (0, 1], got ",
-                 ratio);
-  return std::make_unique<TopkCompressor>(ratio);
+std::unique_ptr<Compressor> make_topk(const plan::CompressorSpec& spec, std::uint64_t /*seed*/, int /*rank*/) {
+  return std::make_unique<TopkCompressor>(spec.topk_ratio);  // validated by plan::parse_compressor
 }
 
 }  // namespace gradsync::compress_detail

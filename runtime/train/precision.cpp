@@ -6,24 +6,14 @@
 
 #include "core/error.hpp"
 #include "kernels/cpu_kernels.hpp"
+#include "plan/precision.hpp"
 
 namespace gradsync::train {
 
-DType parse_precision(const std::string& text) {
-  if (text == "fp32") return DType::F32;
-  if (text == "fp16") return DType::F16;
-  if (text == "bf16") return DType::BF16;
-  throw UsageError("option --precision: unknown precision '" + text + "' (known: fp32, fp16, bf16)");
-}
+// The names are the shared ones (runtime/plan/precision.hpp; the model reads them too).
+DType parse_precision(const std::string& text) { return plan::parse_precision(text); }
 
-const char* precision_name(DType t) {
-  switch (t) {
-    case DType::F32: return "fp32";
-    case DType::F16: return "fp16";
-    case DType::BF16: return "bf16";
-  }
-  return "?";
-}
+const char* precision_name(DType t) { return plan::precision_name(t); }
 
 std::string default_loss_scale(DType precision) { return precision == DType::F16 ? "dynamic" : "none"; }
 

@@ -10,6 +10,7 @@
 #include "core/log.hpp"
 #include "core/timer.hpp"
 #include "device/host.hpp"
+#include "plan/buckets.hpp"
 
 namespace gradsync::train {
 
@@ -26,28 +27,6 @@ double thread_cpu_s() {
 }
 
 }  // namespace
-
-std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<std::int64_t>& tensor_bytes,
-                                                     std::int64_t bucket_bytes, std::int64_t first_bucket_bytes) {
-  GS_USAGE_CHECK(bucket_bytes > 0, "bucket size must be positive, got ", bucket_bytes, " bytes");
-  GS_USAGE_CHECK(first_bucket_bytes > 0, "first bucket size must be positive, got ", first_bucket_bytes, " bytes");
-  std::vector<std::vector<std::size_t>> buckets;
-  std::vector<std::size_t> current;
-  std::int64_t size = 0;
-  std::int64_t limit = first_bucket_bytes;  // the first bucket formed; every later one: bucket_bytes
-  for (std::size_t k = tensor_bytes.size(); k-- > 0;) {  // gradient-ready order
-    current.push_back(k);
-    size += tensor_bytes[k];
-    if (size >= limit) {  // the tensor that crosses the limit stays in this bucket
-      buckets.push_back(std::move(current));
-      current.clear();
-      size = 0;
-      limit = bucket_bytes;
-    }
-  }
-  if (!current.empty()) buckets.push_back(std::move(current));
-  return buckets;
-}
 
 BucketReadiness::BucketReadiness(const std::vector<std::vector<std::size_t>>& assignment, std::size_t ntensors)
     : bucket_of_(ntensors, 0), marked_(ntensors, 0), pending_(assignment.size(), 0), complete_(assignment.size(), 0) {
@@ -97,7 +76,7 @@ Reducer::Reducer(device::Device& dev, ReducerComms comms, Compressor& compressor
   staged_ = !dev_.host_memory() && !(comms_.device != nullptr && compressor_.accepts_device_memory());
   std::vector<std::int64_t> bytes;
   for (const auto& t : tensors_) bytes.push_back(t.numel() * static_cast<std::int64_t>(sizeof(float)));
-  assignment_ = assign_buckets(bytes, opts_.bucket_bytes, opts_.first_bucket_bytes);
+  assignment_ = plan::assign_buckets(bytes, opts_.bucket_bytes, opts_.first_bucket_bytes);
 
   const std::size_t nb = assignment_.size();
   storage_.resize(nb);

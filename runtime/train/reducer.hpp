@@ -2,7 +2,8 @@
 // thread, overlap of bucket all-reduces with backward.
 //
 // Buckets. Parameters are grouped in *reverse* forward order (the order backward produces
-// their gradients) into buckets of at least `bucket_bytes`: assign_buckets() walks the
+// their gradients) into buckets of at least `bucket_bytes`: plan::assign_buckets()
+// (runtime/plan/buckets.hpp, shared with the model's step simulator) walks the
 // tensors in that order and closes the current bucket as soon as its size reaches its limit
 // (the tensor that crosses the limit stays in it). The first bucket formed — the one holding
 // the last parameters, whose gradients are ready first — uses `first_bucket_bytes` (1 MiB by
@@ -67,12 +68,6 @@
 #include "models/zoo.hpp"
 
 namespace gradsync::train {
-
-// Bucket assignment (pure). tensor_bytes is in forward order; the result lists buckets in
-// launch order, each with its tensors' forward indices in gradient-ready (descending)
-// order. Limits must be positive.
-std::vector<std::vector<std::size_t>> assign_buckets(const std::vector<std::int64_t>& tensor_bytes,
-                                                     std::int64_t bucket_bytes, std::int64_t first_bucket_bytes);
 
 // A backward's progress over the buckets (the reducer's, on every device): which
 // gradients were marked ready, which buckets are complete, and which may be launched, in

@@ -28,6 +28,7 @@
 #include "train/optimizer.hpp"
 #include "train/precision.hpp"
 #include "train/sampler.hpp"
+#include "plan/buckets.hpp"
 
 namespace gradsync::train {
 
@@ -281,8 +282,8 @@ struct Trainer::Impl {
     compressor = make_compressor(o.compress, o.seed, rank);
     user_compress = compressor->spec();
     ReducerOptions ro;
-    ro.bucket_bytes = std::max<std::int64_t>(4, std::llround(o.bucket_mb * 1048576.0));
-    ro.first_bucket_bytes = std::max<std::int64_t>(4, std::llround(o.first_bucket_mb * 1048576.0));
+    ro.bucket_bytes = plan::bucket_limit_bytes(o.bucket_mb);
+    ro.first_bucket_bytes = plan::bucket_limit_bytes(o.first_bucket_mb);
     ro.overlap = o.overlap;
     if (precision != DType::F32) {
       // Half precision communicates in half: "none" becomes the precision's cast
@@ -389,8 +390,12 @@ struct Trainer::Impl {
           row.encode_s = sc.stats.encode_s;
           row.decode_s = sc.stats.decode_s;
           row.unscale_s = sc.unscale_s;
-          uncompressed += sc.stats.uncompressed_bytes;
-          compressed += sc.stats.compressed_bytes;
+          // compression_ratio counts compressed steps only (results/README.md): PowerSGD's
+          // plain steps before start=K, and plain all-reduces, send the payload unchanged.
+          if (sc.stats.compressed) {
+            uncompressed += sc.stats.uncompressed_bytes;
+            compressed += sc.stats.compressed_bytes;
+          }
           if (rank == 0)
             for (std::size_t b = 0; b < sc.buckets.size(); ++b)
               res.buckets.push_back(BucketRow{s, static_cast<std::int64_t>(b), sc.buckets[b]});

@@ -82,7 +82,7 @@ struct RunResult {
   double final_eval_accuracy = 0;  // NaN for emulated compute
   std::vector<std::int64_t> bucket_bytes;
   // The model's parameter tensors in forward (registration) order and the bucket each one
-  // went to (the reducer's assign_buckets); written to /model (results.hpp).
+  // went to (plan::assign_buckets); written to /model (results.hpp).
   std::vector<models::TensorSpec> tensors;
   std::vector<std::int64_t> tensor_bucket;
   double compression_ratio = 1.0;  // uncompressed / compressed bytes over the run

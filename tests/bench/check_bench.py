@@ -286,6 +286,9 @@ def case_collectives(bench):
     measure(bench, 2, "alltoall", "pairwise", "half")
     measure(bench, 3, "broadcast", "mpi", "float", root=2)
     measure(bench, 3, "broadcast", "binomial", "bfloat16", root=1)
+    # sendrecv: to rank+1 while receiving from rank-1 (the duplex sweep); busbw = algbw.
+    measure(bench, 3, "sendrecv", "mpi", "half")
+    measure(bench, 2, "sendrecv", "mpi", "float")
 
 
 def case_pingpong(bench):

@@ -380,3 +380,17 @@ TEST(Profile, OptimizerStep) {
   EXPECT_DOUBLE_EQ(gm::optimizer_step_s(m, p), 25557032.0 * 20 / p.optimizer_bytes_per_s);
   EXPECT_DOUBLE_EQ(gm::optimizer_step_s(m, p, 28), 25557032.0 * 28 / p.optimizer_bytes_per_s);
 }
+
+TEST(ComputeProfile, ReducerCostIsOptionalAndRoundTrips) {
+  auto p = gradsync::models::builtin_profile("cpu");
+  EXPECT_EQ(p.reducer_per_step_s, 0.0);
+  p.reducer_per_step_s = 3e-5;
+  p.reducer_per_bucket_s = 1e-5;
+  const std::string path = ::testing::TempDir() + "/reducer_profile.toml";
+  gradsync::models::save_profile(p, path);
+  const auto q = gradsync::models::load_profile(path);
+  EXPECT_DOUBLE_EQ(q.reducer_per_step_s, 3e-5);
+  EXPECT_DOUBLE_EQ(q.reducer_per_bucket_s, 1e-5);
+  p.reducer_per_bucket_s = -1;
+  EXPECT_THROW(gradsync::models::validate_profile(p), gradsync::UsageError);
+}

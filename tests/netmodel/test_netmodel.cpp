@@ -223,11 +223,16 @@ TEST(Collectives, GammaTermAndNonPowerOfTwo) {
 }
 
 TEST(Collectives, AutoAndMpiResolution) {
+  // The runtime's rule (runtime/plan/algos.hpp): hier on several nodes of several ranks.
   const Topology t{2, 4};
   EXPECT_EQ(resolve_algo("auto", Op::Allreduce, 65536, t), "rd");
-  EXPECT_EQ(resolve_algo("auto", Op::Allreduce, 65537, t), "rabenseifner");
-  EXPECT_EQ(resolve_algo("auto", Op::Allreduce, 1 << 20, t), "rabenseifner");
-  EXPECT_EQ(resolve_algo("auto", Op::Allreduce, (1 << 20) + 1, t), "ring");
+  EXPECT_EQ(resolve_algo("auto", Op::Allreduce, 65537, t), "hier");
+  EXPECT_EQ(resolve_algo("auto", Op::Allreduce, (1 << 20) + 1, t), "hier");
+  for (const Topology flat : {Topology{1, 8}, Topology{8, 1}}) {
+    EXPECT_EQ(resolve_algo("auto", Op::Allreduce, 65537, flat), "rabenseifner");
+    EXPECT_EQ(resolve_algo("auto", Op::Allreduce, 1 << 20, flat), "rabenseifner");
+    EXPECT_EQ(resolve_algo("auto", Op::Allreduce, (1 << 20) + 1, flat), "ring");
+  }
   EXPECT_EQ(resolve_algo("mpi", Op::Allreduce, 9999, t), "rd");
   EXPECT_EQ(resolve_algo("mpi", Op::Allreduce, 10000, t), "ring");
   EXPECT_THROW(check_algo_name("butterfly"), UsageError);
@@ -1145,6 +1150,44 @@ TEST(Calibrate, FromTheBucketsOfNoOverlapTrainRuns) {
   EXPECT_EQ(fit.levels[0].level, "inter");
   EXPECT_NEAR(fit.fabric.inter.bw(1e6) / 60e6, 1.0, 0.01);
   EXPECT_NEAR(fit.fabric.inter.alpha(1e6) / 40e-6, 1.0, 0.05);
+}
+
+TEST(Calibrate, ContentionFromOverlapRunsAgainstTheFabricAlone) {
+  // Overlap-on runs simulated on a link whose collectives run 1.4x slower during backward,
+  // written as train files; against the same link without contention the fit finds 1.4.
+  Fabric planted = simple_fabric(20e-6, 5e9);
+  planted.name = "planted";
+  planted.inter.contention = 1.4;
+  const std::string fab = tmp_path("contended-link.toml");
+  save_fabric(planted, fab);
+  Predictor p;
+  std::vector<std::string> files;
+  for (double mb : {5.0, 25.0}) {
+    PredictConfig c;
+    c.model = "resnet50";
+    c.fabric = fab;
+    c.compute_profile = "a100";
+    c.nodes = 2;
+    c.ranks_per_node = 1;
+    c.algo = "ring";
+    c.bucket_mb = mb;
+    const StepResult truth = p.predict(c);
+    double extra = 0;
+    for (const auto& bt : truth.buckets) extra += bt.contention_s;
+    EXPECT_GT(extra, 0) << "the predicted timeline shows the contention";
+    files.push_back(train_file("ct-" + std::to_string(static_cast<int>(mb)) + ".h5", c, "emulated", truth, 0.0, 21));
+    c.overlap = false;
+    files.push_back(train_file("ct-off.h5", c, "emulated", p.predict(c), 0.0, 22));
+  }
+  Fabric alone = planted;
+  alone.inter.contention = 1.0;
+  const ContentionFit fit = calibrate_contention(files, alone);
+  EXPECT_NEAR(fit.fabric.inter.contention, 1.4, 0.01);
+  EXPECT_DOUBLE_EQ(fit.fabric.intra.contention, 1.0);
+  EXPECT_GT(fit.inter_buckets, 2);
+  EXPECT_EQ(fit.skipped.size(), 2u);  // the overlap-off runs, with the reason
+  EXPECT_NE(fit.skipped[0].find("overlap off"), std::string::npos) << fit.skipped[0];
+  EXPECT_NE(fit.notes.back().find("1.4 x its time alone"), std::string::npos) << fit.notes.back();
 }
 
 TEST(Compare, RealComputeUsesRecordedTensorShapes) {

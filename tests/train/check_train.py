@@ -356,6 +356,14 @@ def case_schema(r):
     e = r.train_file(3, "emu", ["--model", "mlp", "--compute", "emulated", "--steps", "4", "--bucket-mb", "0.1"])
     check_schema(e, real=False)
     check(e.attrs["compute_profile"] == "h200", "emulated default profile")
+    # compression_ratio counts compressed steps only (results/README.md): PowerSGD rank 1
+    # from step 2 on resnet18-cifar sends 183,740 of 44,695,848 bytes per compressed step;
+    # steps 0 and 1 (plain all-reduce) must not pull the ratio down (they gave 2.48).
+    c = r.train_file(2, "psgd_ratio", ["--model", "resnet18-cifar", "--compute", "emulated", "--steps", "5",
+                                       "--compress", "powersgd:rank=1,start=2"])
+    ratio = float(c.attrs["compression_ratio"])
+    check(abs(ratio - 44695848 / 183740) < 0.005, f"powersgd:rank=1,start=2 compression_ratio {ratio:.4f}, "
+          f"expected {44695848 / 183740:.2f}")
     # --json summary.
     p = r.run(1, ["--model", "cnn", "--steps", "3", "--json", "--out", os.path.join(r.workdir, "j.h5")])
     j = json.loads(p.stdout)

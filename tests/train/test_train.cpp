@@ -14,6 +14,7 @@
 #include "compress/compressor.hpp"
 #include "core/error.hpp"
 #include "models/zoo.hpp"
+#include "plan/buckets.hpp"
 #include "train/dataset.hpp"
 #include "train/emulated.hpp"
 #include "train/loader.hpp"
@@ -50,19 +51,19 @@ std::int64_t bucket_size(const std::vector<std::int64_t>& bytes, const std::vect
 TEST(AssignBuckets, HandWorkedSmall) {
   // Tensors (forward order) of 4 bytes each; first limit 4, then 8. Walking backwards:
   // t3 (4 >= 4, closes the first bucket), t2+t1 (8 >= 8), t0 left over.
-  EXPECT_EQ(gt::assign_buckets({4, 4, 4, 4}, 8, 4), (Buckets{{3}, {2, 1}, {0}}));
+  EXPECT_EQ(gs::plan::assign_buckets({4, 4, 4, 4}, 8, 4), (Buckets{{3}, {2, 1}, {0}}));
   // The tensor that crosses the limit stays in the bucket: 3 + 6 >= 8 closes {2, 1}.
-  EXPECT_EQ(gt::assign_buckets({5, 6, 3, 2}, 8, 2), (Buckets{{3}, {2, 1}, {0}}));
+  EXPECT_EQ(gs::plan::assign_buckets({5, 6, 3, 2}, 8, 2), (Buckets{{3}, {2, 1}, {0}}));
   // A huge last tensor fills the first bucket alone; the rest stays below the limit.
-  EXPECT_EQ(gt::assign_buckets({10, 1, 1, 100}, 50, 5), (Buckets{{3}, {2, 1, 0}}));
+  EXPECT_EQ(gs::plan::assign_buckets({10, 1, 1, 100}, 50, 5), (Buckets{{3}, {2, 1, 0}}));
   // Limits larger than the model: one bucket with everything, in backward order.
-  EXPECT_EQ(gt::assign_buckets({1, 2, 3}, 1000, 1000), (Buckets{{2, 1, 0}}));
+  EXPECT_EQ(gs::plan::assign_buckets({1, 2, 3}, 1000, 1000), (Buckets{{2, 1, 0}}));
   // Limit 1 byte: one bucket per tensor.
-  EXPECT_EQ(gt::assign_buckets({4, 4, 4}, 1, 1), (Buckets{{2}, {1}, {0}}));
+  EXPECT_EQ(gs::plan::assign_buckets({4, 4, 4}, 1, 1), (Buckets{{2}, {1}, {0}}));
   // The first limit applies to the first bucket only, even if it is larger than the rest.
-  EXPECT_EQ(gt::assign_buckets({4, 4, 4, 4, 4}, 4, 12), (Buckets{{4, 3, 2}, {1}, {0}}));
-  EXPECT_THROW(gt::assign_buckets({4}, 0, 4), gs::UsageError);
-  EXPECT_THROW(gt::assign_buckets({4}, 4, -1), gs::UsageError);
+  EXPECT_EQ(gs::plan::assign_buckets({4, 4, 4, 4, 4}, 4, 12), (Buckets{{4, 3, 2}, {1}, {0}}));
+  EXPECT_THROW(gs::plan::assign_buckets({4}, 0, 4), gs::UsageError);
+  EXPECT_THROW(gs::plan::assign_buckets({4}, 4, -1), gs::UsageError);
 }
 
 TEST(AssignBuckets, Resnet50AtDefaults) {
@@ -71,7 +72,7 @@ TEST(AssignBuckets, Resnet50AtDefaults) {
   // the same count as PyTorch DDP (after its first-iteration rebuild).
   const auto m = gs::models::zoo_model("resnet50");
   const auto bytes = tensor_bytes(m);
-  const Buckets b = gt::assign_buckets(bytes, 25LL << 20, 1LL << 20);
+  const Buckets b = gs::plan::assign_buckets(bytes, 25LL << 20, 1LL << 20);
   ASSERT_EQ(b.size(), 5u);
   const auto names = m.tensors();
   EXPECT_EQ(b[0], (std::vector<std::size_t>{160, 159}));
@@ -88,7 +89,7 @@ TEST(AssignBuckets, InvariantsOnEveryZooModel) {
     const auto bytes = tensor_bytes(gs::models::zoo_model(name));
     for (const auto& [cap, first] : std::vector<std::pair<std::int64_t, std::int64_t>>{
              {25LL << 20, 1LL << 20}, {1LL << 20, 1LL << 20}, {100LL << 20, 5LL << 20}, {4096, 4096}}) {
-      const Buckets b = gt::assign_buckets(bytes, cap, first);
+      const Buckets b = gs::plan::assign_buckets(bytes, cap, first);
       // Concatenated, the buckets list every tensor once, in backward order.
       std::vector<std::size_t> all;
       for (const auto& x : b) all.insert(all.end(), x.begin(), x.end());

@@ -1,0 +1,79 @@
+// sendrecv: every rank sends `size` bytes to its right ring neighbour (rank + 1) and at
+// the same time receives `size` bytes from its left one (rank - 1) — one step of a ring
+// all-reduce, alone. With 2 ranks both directions of the one link are busy at once; with
+// more, every rank's link carries one flow out and one flow in. This is the both-ways
+// measurement next to pingpong's one-way one: calibrate fits the fabric's duplex term
+// (what a rank gets while sending and receiving at once) from the ratio of the two.
+//
+// Columns (as nccl-tests' sendrecv_perf): size = bytes each rank sends (and receives);
+// count = elements; algbw = size / time; busbw = algbw (factor 1: every byte crosses one
+// link once). Each rank moves 2 x size through its network port per call.
+//
+// Checking: rank r's input is move_input(r, i); it must receive move_input(r - 1, i).
+// Out of place: send and receive buffers. In place: the buffer is sent, the neighbour's
+// data arrives in a staging buffer and is copied over it (point-to-point cannot send and
+// receive one buffer at once): the in-place time includes that local copy.
+// Algorithm: "mpi" only — non-blocking send + receive on the host communicator (under
+// --device cuda through host staging, as every host collective).
+#include <cstring>
+#include <vector>
+
+#include "bench/ops.hpp"
+#include "bench/p2p_algos.hpp"
+#include "core/error.hpp"
+
+namespace gradsync::bench {
+
+namespace {
+
+class SendrecvOp final : public Collective {
+ public:
+  SendrecvOp(const CollectiveConfig& cfg, Communicator& comm)
+      : cfg_(cfg), comm_(comm), rank_(comm.rank()), n_(comm.size()) {}
+
+  Layout layout(std::size_t elems) const override {
+    Layout l;
+    l.param_count = l.send_count = l.recv_count = elems;
+    return l;
+  }
+  double bus_factor() const override { return 1.0; }
+
+  float input(std::size_t i) const override { return move_input(rank_, i); }
+  float expected(std::size_t i, const Layout&) const override { return move_input(left(), i); }
+
+  void run(const void* send, void* recv, const Layout& l) override {
+    const std::size_t bytes = l.param_count * dtype_size(cfg_.dtype);
+    Request reqs[2];
+    reqs[0] = comm_.irecv(recv, bytes, left(), kTagSendrecv);
+    reqs[1] = comm_.isend(send, bytes, right(), kTagSendrecv);
+    comm_.wait_all(reqs, 2);
+  }
+  void run_in_place(void* buf, const Layout& l) override {
+    const std::size_t bytes = l.param_count * dtype_size(cfg_.dtype);
+    if (stage_.size() < bytes) stage_.resize(bytes);
+    run(buf, stage_.data(), l);
+    if (cfg_.copy) cfg_.copy(buf, stage_.data(), bytes);
+    else std::memcpy(buf, stage_.data(), bytes);
+  }
+  void reserve(std::size_t max_send_count, std::size_t) override {
+    stage_.resize(max_send_count * dtype_size(cfg_.dtype));
+  }
+  std::string algo_used(std::size_t) const override { return cfg_.algo; }
+
+ private:
+  int left() const { return (rank_ + n_ - 1) % n_; }
+  int right() const { return (rank_ + 1) % n_; }
+
+  CollectiveConfig cfg_;
+  Communicator& comm_;
+  int rank_, n_;
+  std::vector<char> stage_;  // in place: the neighbour's data, before the copy
+};
+
+}  // namespace
+
+std::unique_ptr<Collective> make_sendrecv_op(const CollectiveConfig& cfg, Communicator& comm) {
+  return std::make_unique<SendrecvOp>(cfg, comm);
+}
+
+}  // namespace gradsync::bench

@@ -1,0 +1,65 @@
+// gradsync/plan/algos.hpp — all-reduce algorithm names and the rules that resolve "auto"
+// (gradsync's default) and "mpi" (Open MPI's tuned decision) to a concrete algorithm.
+//
+// Purpose: the runtime (runtime/algos/auto.cpp) and the model (netmodel/collectives.cpp)
+//   must pick the same algorithm for the same bucket on the same cluster shape; this is the
+//   one place that decides.
+// Approach: a fixed decision table on (bytes, shape), evaluated identically on every rank:
+//     one node of several ranks with a shared window:
+//       bytes <= 64 KiB -> mpi (Open MPI's shared-memory collectives answer in well under
+//       a microsecond), larger -> shm (each byte copied once into the window, summed once)
+//     otherwise:
+//     bytes <= 64 KiB                                      -> rd            lg p rounds
+//     several nodes, equal ranks per node, more than one   -> hier          bytes stay on the node
+//     bytes <= 1 MiB                                       -> rabenseifner  2 lg p rounds, 2n(p-1)/p bytes
+//     larger                                               -> ring          bandwidth-optimal, pipelined
+//   The 64 KiB bound is where n beta starts to rival the alpha terms on the fabrics we model
+//   (alpha ~ 1-50 us, beta ~ 0.1-1 ns/byte); the 1 MiB bound is where the ring's 2 (p-1)
+//   alphas become negligible. "mpi" follows ompi_coll_tuned_allreduce_intra_dec_fixed
+//   before 4.0: recursive doubling below 10,000 bytes, ring above.
+// Cost: O(1) per decision.
+// Use case: runtime auto's pick(bytes), the model's resolve_algo, the parity tests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gradsync::plan {
+
+// The cluster shape a decision depends on. `uniform`: every node holds ranks_per_node
+// ranks (the runtime learns it collectively; the model's topologies always are).
+// `shm`: the ranks of one node can map an MPI-3 shared window (the runtime asks the
+// communicator; the model assumes it on one node).
+struct Shape {
+  int nodes = 1;
+  int ranks_per_node = 1;
+  bool uniform = true;
+  bool shm = false;
+};
+
+constexpr std::uint64_t kAutoSmallBytes = std::uint64_t{64} << 10;   // rd up to here
+constexpr std::uint64_t kAutoMediumBytes = std::uint64_t{1} << 20;   // rabenseifner up to here
+constexpr std::uint64_t kMpiRdBytes = 10000;                         // Open MPI < 4.0: rd below
+
+// The runtime's all-reduce algorithms, in the order users see them:
+// ring, rd, rabenseifner, tree, hier, shm, mpi, auto.
+const std::vector<std::string>& allreduce_names();
+bool is_allreduce_name(const std::string& name);
+// "a, b, c" of allreduce_names() for error messages.
+std::string allreduce_names_text();
+
+// Whether auto uses hier at all on this shape (the runtime builds hier's sub-communicators
+// only then).
+bool auto_uses_hier(const Shape& s);
+// Whether auto runs the one-node rule (mpi / shm).
+bool auto_uses_shm(const Shape& s);
+// The algorithm auto runs for a message of `bytes` on shape `s`: mpi or shm on one node
+// with a shared window, else rd, hier, rabenseifner or ring.
+const char* auto_allreduce(std::uint64_t bytes, const Shape& s);
+// The algorithm Open MPI's fixed rule runs ("mpi"): rd or ring.
+const char* mpi_allreduce(std::uint64_t bytes);
+// `algo` resolved for one all-reduce: auto and mpi by the rules above, others themselves.
+std::string resolve_allreduce(const std::string& algo, std::uint64_t bytes, const Shape& s);
+
+}  // namespace gradsync::plan

@@ -1,0 +1,235 @@
+// gradsync/tests/netmodel/test_fabric_terms.cpp — the fabric's duplex term (both ways at
+// once): its file format, which steps use it, and calibrate recovering it from ping-pong
+// next to sendrecv and ring sweeps; and the contention term (communication during
+// backward) in the step simulator.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "netmodel/calibrate.hpp"
+#include "netmodel/collectives.hpp"
+#include "netmodel/fabric.hpp"
+#include "netmodel/timeline.hpp"
+
+using namespace gradsync;
+using namespace gradsync::netmodel;
+
+namespace {
+
+Fabric duplex_fabric(double alpha, double bw, double duplex) {
+  Fabric f = simple_fabric(alpha, bw);
+  f.name = "duplex";
+  f.intra.duplex_bw_Bps = f.inter.duplex_bw_Bps = duplex * bw;
+  return f;
+}
+
+// Points of `op/algo` on nodes x rpn from `f`, with multiplicative noise.
+std::vector<BenchPoint> points(const Fabric& f, const std::string& op, const std::string& algo, int nodes, int rpn,
+                               double noise, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> nd(0.0, noise);
+  std::vector<BenchPoint> v;
+  for (double s = 8; s <= 64.0 * 1024 * 1024; s *= 2) {
+    BenchPoint p;
+    p.file = op + "-" + algo;
+    p.op = parse_op(op);
+    p.topo = {nodes, rpn};
+    p.algo = resolve_algo(algo, p.op, s, p.topo);
+    p.bytes = s;
+    p.time_s = collective_time(f, p.op, p.algo, p.topo, s) * (1 + nd(rng));
+    v.push_back(p);
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST(Duplex, FileRoundTripAndValidation) {
+  const std::string text = R"(
+name = "d"
+[intra]
+alpha_us = 1.0
+bw_GBps = 10.0
+duplex = 0.5
+[inter]
+duplex = 0.8
+[[inter.regime]]
+up_to_bytes = 65536
+alpha_us = 2.0
+bw_GBps = 1.0
+duplex = 0.25
+[[inter.regime]]
+alpha_us = 20.0
+bw_GBps = 2.0
+)";
+  const Fabric f = parse_fabric(text, "d.toml");
+  EXPECT_DOUBLE_EQ(f.intra.duplex(1e6), 0.5);
+  EXPECT_DOUBLE_EQ(f.intra.duplex_bw(1e6), 5e9);
+  EXPECT_DOUBLE_EQ(f.inter.duplex(1000), 0.25);   // the regime's own
+  EXPECT_DOUBLE_EQ(f.inter.duplex(1e6), 0.8);     // the level's
+  EXPECT_DOUBLE_EQ(f.inter.flow_bw(1e6, 1, 1, true), 1.6e9);
+  EXPECT_DOUBLE_EQ(f.inter.flow_bw(1e6, 1, 1, false), 2e9);
+  const Fabric g = parse_fabric(fabric_to_toml(f), "again");
+  for (double m : {100.0, 1e6}) {
+    EXPECT_NEAR(g.inter.duplex(m), f.inter.duplex(m), 1e-12) << m;
+    EXPECT_NEAR(g.intra.duplex(m), f.intra.duplex(m), 1e-12) << m;
+  }
+  // Without the key: full duplex, and nothing is written.
+  const Fabric plain = simple_fabric(1e-6, 1e9);
+  EXPECT_DOUBLE_EQ(plain.intra.duplex(1e6), 1.0);
+  EXPECT_EQ(fabric_to_toml(plain).find("duplex"), std::string::npos);
+  for (const char* bad : {"0", "-0.5", "\"x\""}) {
+    try {
+      parse_fabric(std::string("name = \"b\"\n[intra]\nalpha_us = 1\nbw_GBps = 1\nduplex = ") + bad + "\n", "b.toml");
+      ADD_FAILURE() << "duplex = " << bad << " accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("intra.duplex"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("b.toml"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Duplex, WhichStepsUseIt) {
+  const double a = 2e-6, bw = 1e9, d = 0.5, n = 1 << 20;
+  const Fabric full = duplex_fabric(a, bw, 1.0), half = duplex_fabric(a, bw, d);
+  const Topology two{1, 2}, four{1, 4}, three{1, 3};
+  // sendrecv: one step, both ways.
+  EXPECT_DOUBLE_EQ(collective_time(half, Op::Sendrecv, "mpi", two, n), a + n / (d * bw));
+  EXPECT_DOUBLE_EQ(collective_time(half, Op::Sendrecv, "mpi", Topology{1, 1}, n), 0.0);
+  EXPECT_DOUBLE_EQ(busbw_factor(Op::Sendrecv, 4), 1.0);
+  // ring: every step both ways: 2(p-1) a + 2(p-1)/p n / (d bw).
+  EXPECT_NEAR(collective_time(half, Op::Allreduce, "ring", four, n), 6 * a + 1.5 * n / (d * bw), 1e-12);
+  // rd on 4 ranks: lg p exchanges, both ways.
+  EXPECT_NEAR(collective_time(half, Op::Allreduce, "rd", four, n), 2 * (a + n / (d * bw)), 1e-12);
+  // rd on 3 ranks: the pre and post steps are one-way, the core exchange both ways.
+  EXPECT_NEAR(collective_time(half, Op::Allreduce, "rd", three, n), 2 * (a + n / bw) + (a + n / (d * bw)), 1e-12);
+  // One-way: ping-pong and the binomial tree do not change.
+  EXPECT_DOUBLE_EQ(collective_time(half, Op::Pingpong, "mpi", two, n), collective_time(full, Op::Pingpong, "mpi", two, n));
+  EXPECT_DOUBLE_EQ(collective_time(half, Op::Allreduce, "tree", four, n),
+                   collective_time(full, Op::Allreduce, "tree", four, n));
+  // Two levels: hier's intra and inter rings both ways.
+  EXPECT_GT(collective_time(half, Op::Allreduce, "hier", Topology{2, 2}, n),
+            collective_time(full, Op::Allreduce, "hier", Topology{2, 2}, n));
+}
+
+TEST(Duplex, CalibrateRecoversItFromPingpongAndSendrecv) {
+  const Fabric planted = duplex_fabric(3e-6, 8e9, 0.6);
+  std::vector<BenchPoint> pts;
+  for (const auto& v : {points(planted, "pingpong", "mpi", 1, 2, 0.01, 1), points(planted, "sendrecv", "mpi", 1, 2, 0.01, 2),
+                        points(planted, "allreduce", "ring", 1, 2, 0.01, 3)})
+    pts.insert(pts.end(), v.begin(), v.end());
+  const FabricFit fit = calibrate_fabric(pts, "fitted");
+  const LevelFit& l = fit.levels.at(0);
+  EXPECT_NEAR(l.params.bw_Bps / 8e9, 1.0, 0.02) << l.notes;
+  EXPECT_NEAR(l.params.duplex(1e6) / 0.6, 1.0, 0.02) << l.notes;
+  EXPECT_NEAR(l.params.alpha_s / 3e-6, 1.0, 0.05) << l.notes;
+  EXPECT_NE(l.notes.find("per direction"), std::string::npos) << l.notes;
+  // The fitted fabric predicts a ring all-reduce of 4 ranks it never saw.
+  for (double n : {1.0 * (1 << 20), 16.0 * (1 << 20)}) {
+    const double want = collective_time(planted, Op::Allreduce, "ring", Topology{1, 4}, n);
+    EXPECT_NEAR(collective_time(fit.fabric, Op::Allreduce, "ring", Topology{1, 4}, n) / want, 1.0, 0.03) << n;
+  }
+}
+
+TEST(Duplex, NotFittedWithoutBothKindsOfStepAndSaysWhy) {
+  const Fabric planted = duplex_fabric(3e-6, 8e9, 0.6);
+  const LevelFit ring_only = calibrate_fabric(points(planted, "allreduce", "ring", 1, 2, 0.01, 4), "r").levels.at(0);
+  EXPECT_DOUBLE_EQ(ring_only.params.duplex(1e6), 1.0);
+  EXPECT_NEAR(ring_only.params.bw_Bps / 4.8e9, 1.0, 0.02);  // bw is then the both-ways bandwidth
+  EXPECT_NE(ring_only.notes.find("no ping-pong points"), std::string::npos) << ring_only.notes;
+  const LevelFit pp_only = calibrate_fabric(points(planted, "pingpong", "mpi", 1, 2, 0.01, 5), "p").levels.at(0);
+  EXPECT_DOUBLE_EQ(pp_only.params.duplex(1e6), 1.0);
+  EXPECT_NE(pp_only.notes.find("no both-ways points"), std::string::npos) << pp_only.notes;
+}
+
+TEST(Duplex, PerRegime) {
+  // Shared memory: in cache both directions stream well, past the cache they compete.
+  Fabric planted = simple_fabric(1e-6, 10e9);
+  planted.name = "cache";
+  planted.intra.regimes = {Regime{1 << 20, 1e-6, 10e9, 9e9}, Regime{kInf, 30e-6, 6e9, 2.4e9}};
+  planted.inter = planted.intra;
+  std::vector<BenchPoint> pts;
+  for (const auto& v : {points(planted, "pingpong", "mpi", 1, 2, 0.005, 6), points(planted, "sendrecv", "mpi", 1, 2, 0.005, 7)})
+    pts.insert(pts.end(), v.begin(), v.end());
+  const LevelFit l = calibrate_fabric(pts, "cache").levels.at(0);
+  ASSERT_EQ(l.params.regimes.size(), 2u) << l.notes;
+  EXPECT_DOUBLE_EQ(l.params.regimes[0].up_to_bytes, 1 << 20);
+  EXPECT_NEAR(l.params.duplex(1e3) / 0.9, 1.0, 0.03) << l.notes;
+  EXPECT_NEAR(l.params.duplex(32e6) / 0.4, 1.0, 0.03) << l.notes;
+  EXPECT_NE(l.notes.find("regime 1"), std::string::npos) << l.notes;
+}
+
+TEST(Contention, StretchesOnlyTheCollectivesInsideBackward) {
+  // Two 1 MiB buckets on 2 ranks, 0.1 ms each alone; backward 3 ms, bucket 0 ready at 1 ms,
+  // bucket 1 at 3 ms (= the end of backward).
+  const double comm = 1e-4;
+  Fabric f = simple_fabric(0, 1048576.0 / comm);
+  Workload w;
+  w.forward_s = 2e-3;
+  w.backward_s = 3e-3;
+  w.grads = {{GradShape{262144, 262144, 1}, 1e-3}, {GradShape{262144, 262144, 1}, 3e-3}};
+  auto bs = make_buckets(w.grads, 1, 1);
+  ASSERT_EQ(bs.size(), 2u);
+  for (auto& b : bs) b.plan = Compressor("none").plan(b.tensors, 4, 2, DeviceRates{});
+  const NetConfig net{1, 2, "ring", 0, 1};
+  StepConfig st;
+  st.loader_workers = 0;
+  const StepResult alone = simulate_step(w, bs, f, net, st, 0);
+  f.intra.contention = f.inter.contention = 1.5;
+  const StepResult busy = simulate_step(w, bs, f, net, st, 0);
+  ASSERT_EQ(busy.buckets.size(), 2u);
+  EXPECT_NEAR(busy.buckets[0].comm_s, 1.5 * comm, 1e-12);  // all inside backward
+  EXPECT_NEAR(busy.buckets[0].contention_s, 0.5 * comm, 1e-12);
+  EXPECT_NEAR(busy.buckets[1].comm_s, comm, 1e-12);        // after backward: alone
+  EXPECT_DOUBLE_EQ(busy.buckets[1].contention_s, 0.0);
+  EXPECT_NEAR(busy.step_time_s, alone.step_time_s, 1e-12);  // bucket 0 stays hidden
+  // A collective that straddles the end of backward: 0.05 ms of backward left does
+  // 0.05/1.5 ms of its work; the rest (0.1 - 0.0333 ms) runs alone.
+  w.grads[0].ready_s = 2.95e-3;
+  auto bs2 = make_buckets(w.grads, 1, 1);
+  for (auto& b : bs2) b.plan = Compressor("none").plan(b.tensors, 4, 2, DeviceRates{});
+  const StepResult edge = simulate_step(w, bs2, f, net, st, 0);
+  EXPECT_NEAR(edge.buckets[0].comm_s, 0.05e-3 + (comm - 0.05e-3 / 1.5), 1e-12);
+  // Without overlap nothing runs during backward.
+  st.overlap = false;
+  const StepResult off = simulate_step(w, bs, f, net, st, 0);
+  for (const auto& b : off.buckets) EXPECT_DOUBLE_EQ(b.contention_s, 0.0);
+}
+
+TEST(Contention, FileRoundTripAndValidation) {
+  Fabric f = simple_fabric(1e-6, 1e9);
+  f.name = "c";
+  f.inter.contention = 1.25;
+  const Fabric g = parse_fabric(fabric_to_toml(f), "c.toml");
+  EXPECT_DOUBLE_EQ(g.inter.contention, 1.25);
+  EXPECT_DOUBLE_EQ(g.intra.contention, 1.0);
+  EXPECT_THROW(parse_fabric("name = \"b\"\n[intra]\nalpha_us = 1\nbw_GBps = 1\ncontention = 0\n", "b.toml"), UsageError);
+}
+
+TEST(ReducerCost, AddsToTheStepEvenWhenCommunicationHides) {
+  // One tiny bucket on a fast link: communication hides behind backward; the reducer's
+  // own work (per step + per bucket) still lengthens the step by exactly its cost.
+  Workload w;
+  w.forward_s = 2e-3;
+  w.backward_s = 3e-3;
+  w.optimizer_s = 0.5e-3;
+  w.grads = {{GradShape{1024, 1024, 1}, 1e-3}, {GradShape{1024, 1024, 1}, 2e-3}};
+  auto bs = make_buckets(w.grads, 0.001, 0.001);
+  ASSERT_EQ(bs.size(), 2u);
+  for (auto& b : bs) b.plan = Compressor("none").plan(b.tensors, 4, 2, DeviceRates{});
+  const Fabric f = simple_fabric(1e-6, 1e10);
+  const NetConfig net{1, 2, "ring", 0, 1};
+  StepConfig st;
+  st.loader_workers = 0;
+  const StepResult base = simulate_step(w, bs, f, net, st, 0);
+  w.reducer_per_step_s = 40e-6;
+  w.reducer_per_bucket_s = 15e-6;
+  const StepResult with = simulate_step(w, bs, f, net, st, 0);
+  EXPECT_NEAR(with.reducer_s, 40e-6 + 2 * 15e-6, 1e-15);
+  EXPECT_NEAR(with.step_time_s - base.step_time_s, 70e-6, 1e-12);
+  EXPECT_DOUBLE_EQ(with.comm_exposed_s, base.comm_exposed_s);
+}
