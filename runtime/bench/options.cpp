@@ -14,6 +14,8 @@ namespace po = boost::program_options;
 
 namespace gradsync::bench {
 
+static_assert(kMaxParamChannels == algos::kMaxChannels, "GRADSYNC_CHANNELS' bound is the algorithms' bound");
+
 namespace {
 
 // More sizes than this is almost certainly a typo (-i 1 up to 1G) and would run for days.
@@ -142,6 +144,8 @@ BenchOptions parse_options(int argc, char** argv) {
     }
   }
   if (vm.count("redop")) {
+    GS_USAGE_CHECK(o.op == "allreduce" || o.op == "reducescatter", "option -o: --op ", o.op,
+                   " has no reduction (-o applies to allreduce and reducescatter)");
     try {
       o.redop = parse_redop(text_of(vm, "redop"));
     } catch (const UsageError& e) {
@@ -172,6 +176,27 @@ BenchOptions parse_options(int argc, char** argv) {
   GS_USAGE_CHECK(nsizes <= kMaxSizes, "options -b/-e/", o.step_bytes > 0 ? "-i" : "-f", ": the sweep has ", nsizes,
                  " sizes, more than the ", kMaxSizes, " allowed");
   return o;
+}
+
+std::vector<std::pair<std::string, std::string>> same_on_all_ranks_items(const BenchOptions& o) {
+  const auto i = [](std::int64_t v) { return std::to_string(v); };
+  // The GRADSYNC_* defaults are folded into chunk_bytes/channels, so a mixed environment
+  // is caught under the option it feeds.
+  return {{"--op", o.op},
+          {"--algo", o.algo},
+          {"--device", o.device},
+          {"-b", i(o.min_bytes)},
+          {"-e", i(o.max_bytes)},
+          {"-f", i(o.step_factor)},
+          {"-i", i(o.step_bytes)},
+          {"-n", i(o.iters)},
+          {"-w", i(o.warmup)},
+          {"-c", o.check ? "1" : "0"},
+          {"-d", dtype_name(o.dtype)},
+          {"-o", redop_name(o.redop)},
+          {"--chunk-bytes", i(o.chunk_bytes)},
+          {"--channels", i(o.channels)},
+          {"--root", i(o.root)}};
 }
 
 void validate_for_ranks(const BenchOptions& o, int nranks) {

@@ -1,9 +1,13 @@
 #include "core/h5io.hpp"
 
+#include <fcntl.h>
 #include <hdf5.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -41,7 +45,114 @@ void quiet() { static QuietHdf5 q; }
   throw Error(where() + ": HDF5 " + call + " failed for '" + object + "' in " + file + ": " + hdf5_message());
 }
 
+// ---- temp files removed on SIGTERM / SIGINT / SIGHUP ------------------------------------
+// A fixed table of NUL-terminated temp paths, written only by Writer (slot claimed with an
+// atomic flag, path copied, then published with `live`), read only by the handler, which
+// uses nothing but unlink() and sigaction()/raise() (async-signal-safe). The handler then
+// restores the previous disposition and re-raises, so the process still ends by the signal
+// (mpirun and Slurm see the usual status).
+constexpr int kSignalSlots = 8;
+constexpr std::size_t kSlotPath = 4096;
+struct TempSlot {
+  std::atomic<bool> claimed{false};
+  std::atomic<bool> live{false};
+  char path[kSlotPath];
+};
+TempSlot g_slots[kSignalSlots];
+constexpr int kCleanupSignals[] = {SIGTERM, SIGINT, SIGHUP};
+struct sigaction g_previous[3];
+
+extern "C" void remove_temps_and_reraise(int sig) {
+  for (auto& slot : g_slots)
+    if (slot.live.load(std::memory_order_acquire)) unlink(slot.path);
+  for (int i = 0; i < 3; ++i)
+    if (kCleanupSignals[i] == sig) sigaction(sig, &g_previous[i], nullptr);
+  raise(sig);
+}
+
+void install_cleanup_handlers() {
+  static const bool installed = [] {
+    for (int i = 0; i < 3; ++i) {
+      struct sigaction sa {};
+      sa.sa_handler = remove_temps_and_reraise;
+      sigemptyset(&sa.sa_mask);
+      sa.sa_flags = SA_RESETHAND;
+      sigaction(kCleanupSignals[i], &sa, &g_previous[i]);
+      // An ignored signal stays ignored (e.g. SIGHUP under nohup).
+      if (g_previous[i].sa_handler == SIG_IGN) sigaction(kCleanupSignals[i], &g_previous[i], nullptr);
+    }
+    return true;
+  }();
+  (void)installed;
+}
+
+int claim_slot(const std::string& path) {
+  if (path.size() >= kSlotPath) return -1;
+  install_cleanup_handlers();
+  for (int i = 0; i < kSignalSlots; ++i) {
+    bool expected = false;
+    if (g_slots[i].claimed.compare_exchange_strong(expected, true)) {
+      std::memcpy(g_slots[i].path, path.c_str(), path.size() + 1);
+      g_slots[i].live.store(true, std::memory_order_release);
+      return i;
+    }
+  }
+  return -1;  // more than kSignalSlots writers open at once: this one is cleaned on exceptions only
+}
+
+void release_slot(int& i) {
+  if (i < 0) return;
+  g_slots[i].live.store(false, std::memory_order_release);
+  g_slots[i].claimed.store(false, std::memory_order_release);
+  i = -1;
+}
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+// Publishes `from` as `to` unless `to` exists. Returns 0, or the errno (EEXIST: taken).
+int rename_noreplace(const std::string& from, const std::string& to) {
+#ifdef RENAME_NOREPLACE
+  if (renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
+  if (errno != EINVAL && errno != ENOSYS) return errno;
+#endif
+  // File systems without RENAME_NOREPLACE: a hard link fails with EEXIST just the same.
+  if (link(from.c_str(), to.c_str()) != 0) return errno;
+  unlink(from.c_str());
+  return 0;
+}
+
+// "<stem><suffix>.h5" for "<stem>.h5" (or "<path><suffix>" without the extension).
+std::string with_suffix(const std::string& path, const std::string& suffix) {
+  const std::filesystem::path p(path);
+  if (p.extension() == ".h5") return (p.parent_path() / (p.stem().string() + suffix + ".h5")).string();
+  return path + suffix;
+}
+
 }  // namespace
+
+void check_output_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) throw Error("empty file name");
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw Error(path + " is a folder, not a file name");
+  const fs::path parent = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  fs::create_directories(parent, ec);
+  if (ec) throw Error("cannot create folder " + parent.string() + ": " + ec.message());
+  if (!fs::is_directory(parent, ec)) throw Error(parent.string() + " is not a folder");
+  if (access(parent.c_str(), W_OK | X_OK) != 0)
+    throw Error("cannot write in folder " + parent.string() + ": " + errno_text(errno));
+  // A probe the size of a small result's first blocks: a full disk fails now, not after the run.
+  const std::string probe = path + ".tmp." + std::to_string(getpid()) + ".probe";
+  const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) throw Error("cannot create a file next to " + path + ": " + errno_text(errno));
+  static const char block[8192] = {0};
+  int err = 0;
+  if (write(fd, block, sizeof block) != static_cast<ssize_t>(sizeof block)) err = errno ? errno : ENOSPC;
+  if (err == 0 && fsync(fd) != 0 && errno != EINVAL) err = errno;
+  close(fd);
+  unlink(probe.c_str());
+  if (err != 0) throw Error("cannot write " + path + ": " + errno_text(err));
+}
 
 // GS_H5(expr, object): evaluate an HDF5 call, throw with call/file/object/message on < 0.
 #define GS_H5(expr, file, object)                  \
@@ -82,7 +193,7 @@ std::vector<hsize_t> to_hsize(const std::vector<std::uint64_t>& d) { return {d.b
 
 // ---- Writer ----------------------------------------------------------------------------
 
-Writer::Writer(std::string final_path) : final_path_(std::move(final_path)) {
+Writer::Writer(std::string final_path, Naming naming) : final_path_(std::move(final_path)), naming_(naming) {
   quiet();
   namespace fs = std::filesystem;
   const fs::path p(final_path_);
@@ -91,15 +202,29 @@ Writer::Writer(std::string final_path) : final_path_(std::move(final_path)) {
     fs::create_directories(p.parent_path(), ec);
     if (ec) throw Error(where() + ": cannot create folder " + p.parent_path().string() + ": " + ec.message());
   }
+  struct stat st {};
+  if (stat(final_path_.c_str(), &st) == 0) {
+    final_existed_ = true;
+    final_dev_ = st.st_dev;
+    final_ino_ = st.st_ino;
+  }
   temp_path_ = final_path_ + ".tmp." + std::to_string(getpid());
+  signal_slot_ = claim_slot(temp_path_);
   file_ = H5Fcreate(temp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  if (file_ < 0) fail("H5Fcreate", temp_path_, "/");
+  if (file_ < 0) {
+    // A full disk can leave a 0-byte file behind a failed create.
+    const std::string msg = hdf5_message();
+    std::remove(temp_path_.c_str());
+    release_slot(signal_slot_);
+    throw Error(where() + ": cannot create " + temp_path_ + " (for " + final_path_ + "): " + msg);
+  }
 }
 
 Writer::~Writer() {
   if (committed_) return;
   if (file_ >= 0) H5Fclose(file_);
   std::remove(temp_path_.c_str());
+  release_slot(signal_slot_);
 }
 
 void Writer::group(const std::string& path) {
@@ -224,12 +349,53 @@ void Writer::commit() {
     std::remove(temp_path_.c_str());
     fail("H5Fclose", temp_path_, "/");
   }
-  if (std::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
-    const std::string err = std::strerror(errno);
+  try {
+    publish();
+  } catch (...) {
     std::remove(temp_path_.c_str());
-    throw Error(where() + ": cannot rename " + temp_path_ + " to " + final_path_ + ": " + err);
+    release_slot(signal_slot_);
+    throw;
   }
+  release_slot(signal_slot_);
   committed_ = true;
+}
+
+void Writer::publish() {
+  // Replace only the file that was there when this run began (the user's old result); a
+  // file that appeared or changed since was written by another run and is never replaced.
+  struct stat st {};
+  const bool exists_now = stat(final_path_.c_str(), &st) == 0;
+  if (final_existed_ && exists_now && st.st_dev == final_dev_ && st.st_ino == final_ino_) {
+    if (std::rename(temp_path_.c_str(), final_path_.c_str()) != 0)
+      throw Error(where() + ": cannot rename " + temp_path_ + " to " + final_path_ + ": " + errno_text(errno));
+    return;
+  }
+  int rc = rename_noreplace(temp_path_, final_path_);
+  if (rc == 0) return;
+  if (rc != EEXIST)
+    throw Error(where() + ": cannot rename " + temp_path_ + " to " + final_path_ + ": " + errno_text(rc));
+  if (naming_ == Naming::Unique) {
+    for (int k = 2; k < 10000; ++k) {
+      std::string suffix = "-";
+      suffix += std::to_string(k);
+      const std::string candidate = with_suffix(final_path_, suffix);
+      rc = rename_noreplace(temp_path_, candidate);
+      if (rc == 0) {
+        final_path_ = candidate;
+        return;
+      }
+      if (rc != EEXIST)
+        throw Error(where() + ": cannot rename " + temp_path_ + " to " + candidate + ": " + errno_text(rc));
+    }
+    throw Error(where() + ": no free name for " + final_path_ + " (tried -2 .. -9999)");
+  }
+  const std::string kept = with_suffix(final_path_, ".conflict-" + std::to_string(getpid()));
+  rc = rename_noreplace(temp_path_, kept);
+  if (rc != 0)
+    throw Error(where() + ": " + final_path_ + " was written by another run while this one ran, and keeping this "
+                "result as " + kept + " failed too: " + errno_text(rc));
+  throw Error(where() + ": " + final_path_ + " was written by another run while this one ran; not replaced. This "
+              "run's complete result is " + kept);
 }
 
 // ---- Reader ----------------------------------------------------------------------------

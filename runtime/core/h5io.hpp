@@ -1,8 +1,15 @@
 // gradsync/core/h5io.hpp — the one HDF5 writer and reader of gradsync results.
 //
 // Writer: everything goes to "<final>.tmp.<pid>" in the same folder; commit() flushes,
-// closes and renames it over the final path. A writer destroyed without commit() (an
-// exception, a full disk) removes its temp file: a result file is complete or absent.
+// closes and publishes it under the final path. A writer destroyed without commit() (an
+// exception, a full disk), a failed create, or SIGTERM/SIGINT/SIGHUP while it is open
+// removes its temp file: a result file is complete or absent.
+// Publishing never silently replaces another run's result: a final path that did not
+// exist when the writer was created is published with "no replace" semantics
+// (renameat2(RENAME_NOREPLACE), else link()); one that existed then is replaced only if it
+// is still the same file. On a conflict, Naming::Unique (default names) takes the next free
+// "<stem>-2.h5", "-3", ...; Naming::Exact keeps the result as "<stem>.conflict-<pid>.h5" and
+// throws Error naming both paths.
 // Reader: typed access to what the writer wrote (and to any plain numeric/string HDF5).
 // Every HDF5 call is checked; failures throw gradsync::Error with the call, the object
 // path and HDF5's own message.
@@ -18,9 +25,15 @@ namespace gradsync::h5 {
 using AttrValue = std::variant<std::int64_t, double, std::string, std::vector<std::int64_t>,
                                std::vector<double>, std::vector<std::string>>;
 
+// Checks, before any work, that `path` can become a result file: not a folder, its folder
+// exists or can be created and is writable, and the disk takes a few KiB (a probe file is
+// written and removed). Throws Error with the reason (callers name their option).
+void check_output_path(const std::string& path);
+
 class Writer {
  public:
-  explicit Writer(std::string final_path);
+  enum class Naming { Exact, Unique };
+  explicit Writer(std::string final_path, Naming naming = Naming::Exact);
   ~Writer();
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
@@ -47,10 +60,15 @@ class Writer {
   void write_numeric(const std::string& path, const void* data, std::int64_t mem_type, std::size_t n,
                      std::vector<std::uint64_t> dims);
   void ensure_parent(const std::string& path);
+  void publish();
   std::string final_path_;
   std::string temp_path_;
   std::int64_t file_ = -1;
   bool committed_ = false;
+  Naming naming_ = Naming::Exact;
+  int signal_slot_ = -1;                 // index in the signal-cleanup table, -1 if none
+  bool final_existed_ = false;           // the final path existed at construction ...
+  std::uint64_t final_dev_ = 0, final_ino_ = 0;  // ... as this file (replace only that one)
 };
 
 class Reader {

@@ -18,7 +18,9 @@
 
 #include "comm/mpi_comm.hpp"
 #include "core/error.hpp"
+#include "core/h5io.hpp"
 #include "core/json.hpp"
+#include "core/params.hpp"
 #include "core/units.hpp"
 #include "train/options.hpp"
 #include "train/results.hpp"
@@ -123,15 +125,16 @@ int main(int argc, char** argv) {
       return 0;
     }
     validate_train_options(o);
+    validate_params();
 #ifndef GRADSYNC_HAVE_CUDA
     GS_USAGE_CHECK(o.device != "cuda",
                    "option --device cuda: this gradsync-train was built without CUDA support (GRADSYNC_WITH_CUDA=OFF)");
 #endif
   } catch (const UsageError& e) {
-    usage_error(e.what());
+    if (launcher_rank_zero()) usage_error(e.what());  // every rank finds the same error
     return 2;
   } catch (const std::exception& e) {
-    usage_error(e.what());
+    if (launcher_rank_zero()) usage_error(e.what());
     return 1;
   }
 
@@ -151,6 +154,21 @@ int main(int argc, char** argv) {
 #endif
     GS_CHECK(mpi.thread_level() >= MPI_THREAD_MULTIPLE, "the MPI library provides thread level ", mpi.thread_level(),
              " but the reducer's communication thread needs MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE, ")");
+    // The result path is checked before any step runs (rank 0 writes it; every rank
+    // learns the verdict and refuses together: a UsageError, status 2).
+    std::string path;
+    if (world.rank() == 0) {
+      path = o.out.empty() ? default_result_path(o.model) : o.out;
+      try {
+        h5::check_output_path(path);
+      } catch (const Error& e) {
+        path = std::string(o.out.empty() ? "default result file: " : "option --out: ") + e.what();
+        path.insert(0, 1, '!');
+      }
+    }
+    std::vector<char> verdict(path.begin(), path.end());
+    world.broadcast_bytes(verdict, 0);
+    if (!verdict.empty() && verdict[0] == '!') throw UsageError(std::string(verdict.begin() + 1, verdict.end()));
     RunResult r;
 #ifdef GRADSYNC_HAVE_CUDA
     if (o.device == "cuda") {
@@ -163,8 +181,7 @@ int main(int argc, char** argv) {
       r = trainer->run();
     }
     if (world.rank() == 0) {
-      const std::string path = o.out.empty() ? default_result_path(o.model) : o.out;
-      write_train_results(path, o, r, args);
+      path = write_train_results(path, o, r, args, o.out.empty());
       if (!o.quiet) print_summary(o, r, path);
       if (!o.json || o.quiet) std::printf("wrote %s\n", path.c_str());
       std::fflush(stdout);

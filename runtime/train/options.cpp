@@ -89,20 +89,31 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
   o.overlap = vm.count("no-overlap") == 0;
   GS_USAGE_CHECK(!o.model.empty(), "option --model is required (see --list-models)");
   GS_USAGE_CHECK(!(vm.count("steps") && vm.count("epochs")), "options --steps and --epochs are exclusive");
-  if (vm.count("chunk-bytes")) o.chunk_bytes = parse_size(vm["chunk-bytes"].as<std::string>(), "--chunk-bytes");
+  // A value the user typed is never replaced by a default: 0 given means 0, and is refused
+  // here or in validate_train_options (0 is the "not given" marker of these fields).
+  if (vm.count("chunk-bytes")) {
+    const std::string text = vm["chunk-bytes"].as<std::string>();
+    o.chunk_bytes = parse_size(text, "--chunk-bytes");
+    GS_USAGE_CHECK(o.chunk_bytes > 0, "option --chunk-bytes: must be > 0 bytes (got ", text, ")");
+  }
+  GS_USAGE_CHECK(!vm.count("channels") || o.channels >= 1, "option --channels: must be >= 1, got ", o.channels);
+  GS_USAGE_CHECK(!vm.count("samples-per-epoch") || o.samples_per_epoch >= 1,
+                 "option --samples-per-epoch: must be >= 1, got ", o.samples_per_epoch);
+  GS_USAGE_CHECK(!vm.count("epochs") || o.epochs >= 1, "option --epochs: must be >= 1, got ", o.epochs);
+  GS_USAGE_CHECK(!vm.count("steps") || o.steps >= 1, "option --steps: must be >= 1, got ", o.steps);
   if (o.backend.empty()) o.backend = o.device == "cuda" ? "nccl" : "mpi";
   if (o.compute.empty()) o.compute = is_trainable(o.model) ? "real" : "emulated";
   if (o.compute_profile.empty()) o.compute_profile = o.compute == "emulated" ? "h200" : "cpu";
   if (vm.count("lr") == 0) o.lr = o.optimizer == "adam" ? 0.001 : 0.05;
   if (o.steps == 0 && o.epochs == 0 && !vm.count("steps") && !vm.count("epochs")) o.steps = 50;
-  if (o.chunk_bytes == 0) o.chunk_bytes = static_cast<std::int64_t>(param_double("GRADSYNC_CHUNK_BYTES"));
+  if (o.chunk_bytes == 0) o.chunk_bytes = param_size("GRADSYNC_CHUNK_BYTES");  // sizes as the CLI takes them
   o.loss_scale_given = vm.count("loss-scale") != 0;
   if (!o.loss_scale_given) {
     const bool known = o.precision == "fp32" || o.precision == "fp16" || o.precision == "bf16";
     // An unknown precision is refused by validate_train_options, naming --precision.
     o.loss_scale = known ? default_loss_scale(parse_precision(o.precision)) : "none";
   }
-  if (o.channels == 0) o.channels = static_cast<std::int64_t>(param_double("GRADSYNC_CHANNELS"));
+  if (o.channels == 0) o.channels = parse_int(param_string("GRADSYNC_CHANNELS"), "GRADSYNC_CHANNELS");
   return o;
 }
 

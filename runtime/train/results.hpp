@@ -70,9 +70,11 @@
 
 namespace gradsync::train {
 
-// Writes atomically (h5::Writer: temp file + rename).
-void write_train_results(const std::string& path, const TrainOptions& o, const RunResult& r,
-                         const std::vector<std::string>& argv);
+// Writes atomically (h5::Writer: temp file + publish) and returns the path written:
+// `path` itself, or with unique_name (a default name) the next free "<stem>-N.h5" if
+// another run took `path` meanwhile. An explicit path taken meanwhile throws (h5::Writer).
+std::string write_train_results(const std::string& path, const TrainOptions& o, const RunResult& r,
+                                const std::vector<std::string>& argv, bool unique_name = false);
 
 // results/train-<model>-<UTC yyyymmddThhmmssZ>.h5 (the folder is created if missing).
 std::string default_result_path(const std::string& model);
