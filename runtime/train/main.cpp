@@ -124,8 +124,8 @@ int main(int argc, char** argv) {
       std::printf("%s", list_models_text(o.json).c_str());
       return 0;
     }
+    validate_params();  // first: a bad GRADSYNC_* default is named as the variable, not as its option
     validate_train_options(o);
-    validate_params();
 #ifndef GRADSYNC_HAVE_CUDA
     GS_USAGE_CHECK(o.device != "cuda",
                    "option --device cuda: this gradsync-train was built without CUDA support (GRADSYNC_WITH_CUDA=OFF)");
