@@ -666,9 +666,10 @@ int cmd_compare(const std::vector<std::string>& args) {
 int main(int argc, char** argv) {
   g_argv.assign(argv, argv + argc);
   try {
-    if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    if (argc < 2) throw UsageError("no command (fabrics, collective, predict, calibrate, compare); see --help");
+    if (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
       std::cout << kUsage;
-      return argc < 2 ? 2 : 0;
+      return 0;
     }
     const std::string cmd = argv[1];
     const std::vector<std::string> args(argv + 2, argv + argc);

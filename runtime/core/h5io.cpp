@@ -32,6 +32,10 @@ std::string hdf5_message() {
       },
       &msg);
   H5Eclear2(H5E_DEFAULT);
+  // HDF5's descriptions can span lines (the sec2 driver's read errors do): one line, short.
+  for (char& ch : msg)
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  if (msg.size() > 240) msg = msg.substr(0, 240) + "...";
   return msg.empty() ? "unknown HDF5 error" : msg;
 }
 
@@ -43,6 +47,10 @@ void quiet() { static QuietHdf5 q; }
 
 [[noreturn]] void fail(const char* call, const std::string& file, const std::string& object) {
   throw Error(where() + ": HDF5 " + call + " failed for '" + object + "' in " + file + ": " + hdf5_message());
+}
+
+[[noreturn]] void fail_input(const char* call, const std::string& file, const std::string& object) {
+  throw UsageError(file + ": cannot read '" + object + "' (HDF5 " + call + "): " + hdf5_message());
 }
 
 // ---- temp files removed on SIGTERM / SIGINT / SIGHUP ------------------------------------
@@ -155,11 +163,20 @@ void check_output_path(const std::string& path) {
 }
 
 // GS_H5(expr, object): evaluate an HDF5 call, throw with call/file/object/message on < 0.
+// GS_H5R: the same for the Reader, whose files are inputs the user named: a missing,
+// truncated or foreign file is a bad request (UsageError, exit status 2), like a bad option.
 #define GS_H5(expr, file, object)                  \
   ([&]() {                                         \
     auto gs_rc_ = (expr);                          \
     if (gs_rc_ < 0) fail(#expr, (file), (object)); \
     return gs_rc_;                                 \
+  }())
+
+#define GS_H5R(expr, file, object)                       \
+  ([&]() {                                               \
+    auto gs_rc_ = (expr);                                \
+    if (gs_rc_ < 0) fail_input(#expr, (file), (object)); \
+    return gs_rc_;                                       \
   }())
 
 namespace {
@@ -402,9 +419,11 @@ void Writer::publish() {
 
 Reader::Reader(const std::string& path) : path_(path) {
   quiet();
-  if (!std::filesystem::exists(path)) throw Error(where() + ": no such file: " + path);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw UsageError(path + ": no such file");
+  if (std::filesystem::is_directory(path, ec)) throw UsageError(path + ": is a folder, not an HDF5 file");
   file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (file_ < 0) fail("H5Fopen", path, "/ (not an HDF5 file?)");
+  if (file_ < 0) fail_input("H5Fopen", path, "/ (not an HDF5 file, or truncated?)");
 }
 
 Reader::~Reader() {
@@ -428,7 +447,7 @@ bool Reader::exists(const std::string& object) const {
 }
 
 std::vector<std::string> Reader::list(const std::string& group) const {
-  Handle g(GS_H5(H5Gopen2(file_, group.c_str(), H5P_DEFAULT), path_, group), H5Gclose);
+  Handle g(GS_H5R(H5Gopen2(file_, group.c_str(), H5P_DEFAULT), path_, group), H5Gclose);
   std::vector<std::string> names;
   H5Literate(
       g, H5_INDEX_NAME, H5_ITER_INC, nullptr,
@@ -441,9 +460,9 @@ std::vector<std::string> Reader::list(const std::string& group) const {
 }
 
 std::vector<std::uint64_t> Reader::dims(const std::string& dataset) const {
-  Handle ds(GS_H5(H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT), path_, dataset), H5Dclose);
-  Handle space(GS_H5(H5Dget_space(ds), path_, dataset), H5Sclose);
-  const int rank = GS_H5(H5Sget_simple_extent_ndims(space), path_, dataset);
+  Handle ds(GS_H5R(H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT), path_, dataset), H5Dclose);
+  Handle space(GS_H5R(H5Dget_space(ds), path_, dataset), H5Sclose);
+  const int rank = GS_H5R(H5Sget_simple_extent_ndims(space), path_, dataset);
   std::vector<hsize_t> d(static_cast<std::size_t>(rank));
   if (rank > 0) H5Sget_simple_extent_dims(space, d.data(), nullptr);
   return {d.begin(), d.end()};
@@ -452,11 +471,11 @@ std::vector<std::uint64_t> Reader::dims(const std::string& dataset) const {
 namespace {
 template <typename T>
 std::vector<T> read_numeric(hid_t file, const std::string& path, const std::string& dataset, hid_t mem_type) {
-  Handle ds(GS_H5(H5Dopen2(file, dataset.c_str(), H5P_DEFAULT), path, dataset), H5Dclose);
-  Handle space(GS_H5(H5Dget_space(ds), path, dataset), H5Sclose);
-  const hssize_t n = GS_H5(H5Sget_simple_extent_npoints(space), path, dataset);
+  Handle ds(GS_H5R(H5Dopen2(file, dataset.c_str(), H5P_DEFAULT), path, dataset), H5Dclose);
+  Handle space(GS_H5R(H5Dget_space(ds), path, dataset), H5Sclose);
+  const hssize_t n = GS_H5R(H5Sget_simple_extent_npoints(space), path, dataset);
   std::vector<T> out(static_cast<std::size_t>(n));
-  if (n > 0) GS_H5(H5Dread(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), path, dataset);
+  if (n > 0) GS_H5R(H5Dread(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), path, dataset);
   return out;
 }
 
@@ -471,8 +490,8 @@ std::vector<std::string> read_vlen_strings(hid_t obj, bool is_attr, const std::s
     Handle mtype(vlen_string_type(), H5Tclose);
     std::vector<char*> ptrs(static_cast<std::size_t>(n), nullptr);
     if (n > 0) {
-      if (is_attr) GS_H5(H5Aread(obj, mtype, ptrs.data()), path, what);
-      else GS_H5(H5Dread(obj, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), path, what);
+      if (is_attr) GS_H5R(H5Aread(obj, mtype, ptrs.data()), path, what);
+      else GS_H5R(H5Dread(obj, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), path, what);
     }
     for (char* p : ptrs) out.emplace_back(p ? p : "");
     if (n > 0) H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, ptrs.data());
@@ -481,8 +500,8 @@ std::vector<std::string> read_vlen_strings(hid_t obj, bool is_attr, const std::s
     std::vector<char> buf(len * static_cast<std::size_t>(n) + 1, '\0');
     Handle mtype(H5Tcopy(ftype), H5Tclose);
     if (n > 0) {
-      if (is_attr) GS_H5(H5Aread(obj, mtype, buf.data()), path, what);
-      else GS_H5(H5Dread(obj, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), path, what);
+      if (is_attr) GS_H5R(H5Aread(obj, mtype, buf.data()), path, what);
+      else GS_H5R(H5Dread(obj, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), path, what);
     }
     for (hssize_t i = 0; i < n; ++i) {
       std::string s(buf.data() + i * len, len);
@@ -501,7 +520,7 @@ std::vector<std::int64_t> Reader::read_int(const std::string& dataset) const {
   return read_numeric<std::int64_t>(file_, path_, dataset, H5T_NATIVE_INT64);
 }
 std::vector<std::string> Reader::read_strings(const std::string& dataset) const {
-  Handle ds(GS_H5(H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT), path_, dataset), H5Dclose);
+  Handle ds(GS_H5R(H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT), path_, dataset), H5Dclose);
   return read_vlen_strings(ds, false, path_, dataset);
 }
 
@@ -513,7 +532,7 @@ bool Reader::has_attr(const std::string& object, const std::string& name) const 
 }
 
 std::vector<std::string> Reader::attr_names(const std::string& object) const {
-  Handle obj(GS_H5(H5Oopen(file_, object.c_str(), H5P_DEFAULT), path_, object), H5Oclose);
+  Handle obj(GS_H5R(H5Oopen(file_, object.c_str(), H5P_DEFAULT), path_, object), H5Oclose);
   std::vector<std::string> names;
   H5Aiterate2(
       obj, H5_INDEX_NAME, H5_ITER_INC, nullptr,
@@ -528,7 +547,7 @@ std::vector<std::string> Reader::attr_names(const std::string& object) const {
 AttrValue Reader::attr(const std::string& object, const std::string& name) const {
   const std::string what = object + "@" + name;
   if (!has_attr(object, name)) throw Error(where() + ": " + path_ + " has no attribute '" + what + "'");
-  Handle a(GS_H5(H5Aopen_by_name(file_, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), path_, what),
+  Handle a(GS_H5R(H5Aopen_by_name(file_, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), path_, what),
            H5Aclose);
   Handle type(H5Aget_type(a), H5Tclose);
   Handle space(H5Aget_space(a), H5Sclose);
@@ -537,13 +556,13 @@ AttrValue Reader::attr(const std::string& object, const std::string& name) const
   switch (H5Tget_class(type)) {
     case H5T_INTEGER: {
       std::vector<std::int64_t> v(static_cast<std::size_t>(n));
-      if (n > 0) GS_H5(H5Aread(a, H5T_NATIVE_INT64, v.data()), path_, what);
+      if (n > 0) GS_H5R(H5Aread(a, H5T_NATIVE_INT64, v.data()), path_, what);
       if (scalar) return v.at(0);
       return v;
     }
     case H5T_FLOAT: {
       std::vector<double> v(static_cast<std::size_t>(n));
-      if (n > 0) GS_H5(H5Aread(a, H5T_NATIVE_DOUBLE, v.data()), path_, what);
+      if (n > 0) GS_H5R(H5Aread(a, H5T_NATIVE_DOUBLE, v.data()), path_, what);
       if (scalar) return v.at(0);
       return v;
     }

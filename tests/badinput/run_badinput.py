@@ -75,7 +75,7 @@ def make_fixtures(fdir, bindir):
                  '[inter]\nalpha_us = 30.0\nbw_GBps = 1.2\n')
     write(add("fabric_ok.toml"), fabric_ok)
     write(add("fabric_syntax.toml"), 'name = "t\n[intra\n')
-    write(add("fabric_no_inter.toml"), 'name = "t"\n[intra]\nalpha_us = 1.0\nbw_GBps = 10.0\n')
+    write(add("fabric_no_levels.toml"), 'name = "t"\ndescription = "no levels"\n')
     write(add("fabric_neg_bw.toml"), fabric_ok.replace("bw_GBps = 1.2", "bw_GBps = -1.2"))
     write(add("fabric_zero_bw.toml"), fabric_ok.replace("bw_GBps = 1.2", "bw_GBps = 0.0"))
     write(add("fabric_neg_alpha.toml"), fabric_ok.replace("alpha_us = 30.0", "alpha_us = -30.0"))

@@ -129,7 +129,7 @@ class Ctx:
         return subprocess.Popen(argv, cwd=self.dir, env=self.env(**envx), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
 
-    def finish(self, p, since, limit_s=TIMEOUT_S + GRACE_S):
+    def finish(self, p, since, limit_s=TIMEOUT_S + GRACE_S, record=True):
         try:
             out, err = p.communicate(timeout=limit_s + 30)
         except subprocess.TimeoutExpired:
@@ -137,7 +137,8 @@ class Ctx:
             out, err = p.communicate()
             raise CaseFailed("the launcher did not exit")
         took = wait_gone(self.tag, since, limit_s)
-        self.worst = max(self.worst, took)
+        if record:  # a time-to-exit after a fault (not a whole normal run)
+            self.worst = max(self.worst, took)
         return p.returncode, out, err, took
 
 
@@ -275,7 +276,7 @@ def case_bench_concurrent_same_out(c):
     p2 = c.start(c.mpirun(1, "gradsync-bench", args))
     r1 = p1.communicate(timeout=120)
     r2 = p2.communicate(timeout=120)
-    c.worst = max(c.worst, wait_gone(c.tag, t0, 120) - 0)
+    wait_gone(c.tag, t0, 120)
     rcs = sorted([p1.returncode, p2.returncode])
     files = sorted(glob.glob(os.path.join(c.dir, "same*.h5")))
     check(os.path.exists(out) and bench_file_complete(out), "no complete result under the --out name")
@@ -294,7 +295,7 @@ def case_bench_concurrent_default_names(c):
     for p in ps:
         p.communicate(timeout=120)
         check(p.returncode == 0, f"exit {p.returncode}")
-    c.worst = max(c.worst, wait_gone(c.tag, t0, 120))
+    wait_gone(c.tag, t0, 120)
     files = glob.glob(os.path.join(c.dir, "results", "bench-*.h5"))
     check(len(files) == 3 and all(bench_file_complete(f) for f in files), f"{len(files)} results, want 3: {files}")
 
@@ -336,7 +337,7 @@ def case_full_disk(c):
             fh.write(b"\0" * (40 * 1024))
         t0 = time.monotonic()
         args = ["-b", "8", "-e", "64K", "-f", "2", "-n", "2000", "-w", "0", "--out", mnt + "/r.h5"]
-        rc, _, err, _ = c.finish(c.start(c.mpirun(1, "gradsync-bench", args)), t0, limit_s=120)
+        rc, _, err, _ = c.finish(c.start(c.mpirun(1, "gradsync-bench", args)), t0, limit_s=120, record=False)
         check(rc == 1, f"disk filling during the write: exit {rc}, want 1")
         expect_error(err, ["r.h5"])
         check(not os.path.exists(mnt + "/r.h5") and not temps_in(mnt), "a result or temp file on the full disk")
@@ -421,7 +422,7 @@ def _study(c, n_iters):
 def _study_kill(c, sig):
     """defect 1: a killed study leaves nothing running; the rerun keeps finished points,
     reruns the interrupted one, and no two runs share a folder."""
-    argv, out = _study(c, 150)
+    argv, out = _study(c, 60)
     p = c.start(argv)
     # wait until the second point runs
     t_end = time.monotonic() + 90
@@ -441,7 +442,7 @@ def _study_kill(c, sig):
     # rerun: completes every point, keeps the finished ones
     c.tag = uuid.uuid4().hex
     t1 = time.monotonic()
-    rc, sout, err, _ = c.finish(c.start(argv), t1, limit_s=300)
+    rc, sout, err, _ = c.finish(c.start(argv), t1, limit_s=300, record=False)
     check(rc == 0, f"rerun exit {rc}: {err[-300:]}")
     results = [f for f in glob.glob(os.path.join(out, "**", "*.h5"), recursive=True) if not f.endswith("study.h5")]
     check(len(results) == 3, f"{len(results)} point results after the rerun, want 3")
