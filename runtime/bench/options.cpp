@@ -284,8 +284,9 @@ std::string usage_text() {
         "timer measures the whole operation.\n"
         "\n"
         "Exit status: 0 all results right; 1 wrong results, a run-time error (all ranks\n"
-        "end) or --device cuda without a usable GPU; 2 bad options (refused before any\n"
-        "communication).\n"
+        "end) or --device cuda without a usable GPU; 2 bad options or GRADSYNC_* values\n"
+        "(refused before any communication), options that differ between ranks or an\n"
+        "--out that cannot be written (refused right after start, before measuring).\n"
         "Logs: GRADSYNC_DEBUG=WARN|INFO|TRACE.\n";
   return os.str();
 }

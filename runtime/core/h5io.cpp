@@ -231,7 +231,7 @@ Writer::Writer(std::string final_path, Naming naming) : final_path_(std::move(fi
   if (file_ < 0) {
     // A full disk can leave a 0-byte file behind a failed create.
     const std::string msg = hdf5_message();
-    std::remove(temp_path_.c_str());
+    unlink(temp_path_.c_str());  // a file only: never a folder of that name
     release_slot(signal_slot_);
     throw Error(where() + ": cannot create " + temp_path_ + " (for " + final_path_ + "): " + msg);
   }
@@ -240,7 +240,7 @@ Writer::Writer(std::string final_path, Naming naming) : final_path_(std::move(fi
 Writer::~Writer() {
   if (committed_) return;
   if (file_ >= 0) H5Fclose(file_);
-  std::remove(temp_path_.c_str());
+  unlink(temp_path_.c_str());  // a file only: never a folder of that name
   release_slot(signal_slot_);
 }
 
@@ -363,13 +363,13 @@ void Writer::commit() {
   const herr_t rc = H5Fclose(file_);
   file_ = -1;
   if (rc < 0) {
-    std::remove(temp_path_.c_str());
+    unlink(temp_path_.c_str());  // a file only: never a folder of that name
     fail("H5Fclose", temp_path_, "/");
   }
   try {
     publish();
   } catch (...) {
-    std::remove(temp_path_.c_str());
+    unlink(temp_path_.c_str());  // a file only: never a folder of that name
     release_slot(signal_slot_);
     throw;
   }

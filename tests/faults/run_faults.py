@@ -314,13 +314,14 @@ def case_full_disk(c):
         raise CaseFailed("SKIP: cannot mount a tmpfs here")
     try:
         # 1. fill it completely
-        with open(os.path.join(mnt, "filler"), "wb") as fh:
-            try:
-                while True:
-                    fh.write(b"\0" * 4096)
-                    fh.flush()
-            except OSError:
+        fd = os.open(os.path.join(mnt, "filler"), os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            while os.write(fd, b"\0" * 1024) > 0:
                 pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
         t0 = time.monotonic()
         rc, _, err, _ = c.finish(c.start(c.mpirun(2, "gradsync-bench", BIG_SWEEP + ["--out", mnt + "/r.h5"])), t0)
         check(rc == 2, f"full disk: exit {rc}, want 2")
@@ -331,6 +332,13 @@ def case_full_disk(c):
             rc, _, err, _ = c.finish(c.start(c.mpirun(1, prog, args)), t0)
             check(rc == 2, f"{prog} on a full disk: exit {rc}, want 2")
             expect_error(err, ["No space left"])
+        # gradsync-model writes without a pre-check: the failed create must not leave a 0-byte temp
+        t0 = time.monotonic()
+        rc, _, err, _ = c.finish(c.start([c.prog("gradsync-model"), "predict", "--fabric", "tcp-10g",
+                                          "--out", mnt + "/p.h5"]), t0)
+        check(rc == 1, f"gradsync-model on a full disk: exit {rc}, want 1")
+        expect_error(err, ["p.h5"])
+        check(not os.path.exists(mnt + "/p.h5") and not temps_in(mnt), f"model left {os.listdir(mnt)}")
         os.remove(os.path.join(mnt, "filler"))
         # 2. room for the probe, not for the result (many sizes x 400 iterations of raw times)
         with open(os.path.join(mnt, "filler"), "wb") as fh:
@@ -439,6 +447,10 @@ def _study_kill(c, sig):
     os.kill(p.pid, sig)
     c.finish(p, t0)
     check(not temps_in(out), f"temp files left: {temps_in(out)}")
+    # a temp file a killed program left (kill -9 while writing): the rerun removes it
+    stale = os.path.join(out, "stale-point.h5.tmp.999999")
+    with open(stale, "wb") as fh:
+        fh.write(b"\0" * 96)
     # rerun: completes every point, keeps the finished ones
     c.tag = uuid.uuid4().hex
     t1 = time.monotonic()
@@ -449,7 +461,7 @@ def _study_kill(c, sig):
     for f, m in done_before.items():
         if not f.endswith("study.h5"):
             check(os.stat(f).st_mtime_ns == m, f"finished point {f} was run again")
-    check(not temps_in(out), "temp files left after the rerun")
+    check(not temps_in(out), "temp files left after the rerun (a stale one was planted)")
 
 
 def case_study_kill9(c):
