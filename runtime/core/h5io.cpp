@@ -225,7 +225,16 @@ Writer::Writer(std::string final_path, Naming naming) : final_path_(std::move(fi
     final_dev_ = st.st_dev;
     final_ino_ = st.st_ino;
   }
+  // "<final>.tmp.<pid>"; a second writer of the same final name in this process (threads,
+  // tests) appends ".<n>" so the two temp files never coincide.
+  static std::atomic<std::uint64_t> writers{0};
+  const std::uint64_t n = writers.fetch_add(1);
   temp_path_ = final_path_ + ".tmp." + std::to_string(getpid());
+  std::error_code exists_ec;
+  if (n > 0 && std::filesystem::exists(temp_path_, exists_ec)) {
+    temp_path_ += '.';
+    temp_path_ += std::to_string(n);
+  }
   signal_slot_ = claim_slot(temp_path_);
   file_ = H5Fcreate(temp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (file_ < 0) {

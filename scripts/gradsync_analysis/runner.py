@@ -167,7 +167,7 @@ def remove_stale_temps(out_dir: str, log) -> int:
     n = 0
     for root, _dirs, files in os.walk(out_dir):
         for f in files:
-            if re.search(r"\.tmp\.\d+(\.probe)?$", f):
+            if re.search(r"\.tmp\.\d+(\.\d+)?(\.probe)?$", f):
                 path = os.path.join(root, f)
                 try:
                     os.remove(path)

@@ -486,6 +486,47 @@ def case_study_second_run_refused(c):
     c.finish(p, t0)
 
 
+SLURM_PORTS = ("16857", "16858")  # this suite's own local Slurm (tests/slurm uses 16837/16838)
+
+
+def case_slurm_time_expiry(c):
+    """A study job killed by Slurm's --time: nothing left running, finished points kept,
+    the interrupted one rerun (here with the local launcher)."""
+    if os.geteuid() != 0 or not (shutil.which("slurmctld") and shutil.which("munged") and shutil.which("sbatch")):
+        raise CaseFailed("SKIP: needs root, slurm-wlm and munge")
+    cdir = os.path.join(c.dir, "cluster")
+    cl = ["bash", os.path.join(REPO, "scripts", "slurm", "local-cluster.sh"), "--dir", cdir,
+          "--ctld-port", SLURM_PORTS[0], "--slurmd-port", SLURM_PORTS[1]]
+    r = subprocess.run(cl + ["start"], capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise CaseFailed(f"SKIP: local Slurm did not start: {(r.stderr or r.stdout)[-300:]}")
+    try:
+        argv, out = _study(c, 200)
+        job = os.path.join(c.dir, "job.sh")
+        with open(job, "w") as fh:
+            fh.write("#!/bin/bash\nexec " + " ".join(argv) + "\n")
+        env = c.env(SLURM_CONF=os.path.join(cdir, "slurm.conf"))
+        t0 = time.monotonic()
+        sb = subprocess.run(["sbatch", "--wait", "--time=1", "-n", "2", "-o", os.path.join(c.dir, "job.log"), job],
+                            cwd=c.dir, env=env, capture_output=True, text=True, timeout=400)
+        took = time.monotonic() - t0
+        check(sb.returncode != 0, f"the job was not cut by --time (exit 0 after {took:.0f} s)")
+        wait_gone(c.tag, time.monotonic(), GRACE_S)
+        check(not temps_in(out), f"temp files left: {temps_in(out)}")
+        done = {f: os.stat(f).st_mtime_ns for f in glob.glob(os.path.join(out, "**", "*.h5"), recursive=True)
+                if not f.endswith("study.h5")}
+        check(done, f"no point finished within the job's minute (job ran {took:.0f} s)")
+        c.tag = uuid.uuid4().hex
+        rc, _, err, _ = c.finish(c.start(argv), time.monotonic(), limit_s=400, record=False)
+        check(rc == 0, f"rerun exit {rc}: {err[-300:]}")
+        results = [f for f in glob.glob(os.path.join(out, "**", "*.h5"), recursive=True) if not f.endswith("study.h5")]
+        check(len(results) == 3, f"{len(results)} point results after the rerun, want 3")
+        for f, m in done.items():
+            check(os.stat(f).st_mtime_ns == m, f"finished point {f} was run again")
+    finally:
+        subprocess.run(cl + ["stop"], capture_output=True, timeout=120)
+
+
 CASES = [(n[5:], f) for n, f in sorted(globals().items()) if n.startswith("case_")]
 
 
