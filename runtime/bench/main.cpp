@@ -71,12 +71,14 @@ void check_same_options(const gb::BenchOptions& o, gs::Communicator& comm) {
   }
 }
 
-// Rank 0 checks --out (or the default name) before any measurement; every rank learns the verdict.
-void check_out_path(const std::string& path, gs::Communicator& comm, bool given) {
+// Rank 0 checks --out (or the default name) before any measurement; every rank learns the
+// verdict. Returns (on rank 0) what was at the path then, for the writer.
+gs::h5::PathState check_out_path(const std::string& path, gs::Communicator& comm, bool given) {
   std::string msg;
+  gs::h5::PathState state;
   if (comm.rank() == 0) {
     try {
-      gs::h5::check_output_path(path);
+      state = gs::h5::check_output_path(path);
     } catch (const gs::Error& e) {
       msg = e.what();
     }
@@ -86,6 +88,7 @@ void check_out_path(const std::string& path, gs::Communicator& comm, bool given)
   if (!bytes.empty())
     throw AgreedUsageError(std::string(given ? "option --out: " : "default result file: ") +
                            std::string(bytes.begin(), bytes.end()));
+  return state;
 }
 
 int run(const gb::BenchOptions& o) {
@@ -111,7 +114,7 @@ int run(const gb::BenchOptions& o) {
   // The result path is checked now, so an unwritable one fails before the measurement;
   // the file itself (a temp until published) exists only while it is written.
   if (rank0) info.out_path = o.out.empty() ? gb::default_out_path(o) : o.out;
-  check_out_path(info.out_path, comm, !o.out.empty());
+  const gs::h5::PathState out_at_start = check_out_path(info.out_path, comm, !o.out.empty());
 
   std::unique_ptr<gb::Collective> coll;
   if (o.op != "pingpong") {
@@ -147,7 +150,9 @@ int run(const gb::BenchOptions& o) {
   if (rank0) {
     // A default name taken meanwhile by another run moves on to the next free one; an
     // explicit --out taken meanwhile is never replaced (h5::Writer says where this one went).
-    gs::h5::Writer writer(info.out_path, o.out.empty() ? gs::h5::Writer::Naming::Unique : gs::h5::Writer::Naming::Exact);
+    gs::h5::Writer writer(info.out_path,
+                          o.out.empty() ? gs::h5::Writer::Naming::Unique : gs::h5::Writer::Naming::Exact,
+                          &out_at_start);
     gb::write_results(writer, info, rows);
     info.out_path = writer.final_path();
     if (o.json) std::printf("%s\n", gb::to_json(info, rows).c_str());

@@ -138,7 +138,18 @@ std::string with_suffix(const std::string& path, const std::string& suffix) {
 
 }  // namespace
 
-void check_output_path(const std::string& path) {
+PathState path_state(const std::string& path) {
+  PathState st;
+  struct stat sb {};
+  if (stat(path.c_str(), &sb) == 0) {
+    st.existed = true;
+    st.dev = sb.st_dev;
+    st.ino = sb.st_ino;
+  }
+  return st;
+}
+
+PathState check_output_path(const std::string& path) {
   namespace fs = std::filesystem;
   if (path.empty()) throw Error("empty file name");
   std::error_code ec;
@@ -160,6 +171,7 @@ void check_output_path(const std::string& path) {
   close(fd);
   unlink(probe.c_str());
   if (err != 0) throw Error("cannot write " + path + ": " + errno_text(err));
+  return path_state(path);
 }
 
 // GS_H5(expr, object): evaluate an HDF5 call, throw with call/file/object/message on < 0.
@@ -210,7 +222,8 @@ std::vector<hsize_t> to_hsize(const std::vector<std::uint64_t>& d) { return {d.b
 
 // ---- Writer ----------------------------------------------------------------------------
 
-Writer::Writer(std::string final_path, Naming naming) : final_path_(std::move(final_path)), naming_(naming) {
+Writer::Writer(std::string final_path, Naming naming, const PathState* at_start)
+    : final_path_(std::move(final_path)), naming_(naming) {
   quiet();
   namespace fs = std::filesystem;
   const fs::path p(final_path_);
@@ -219,12 +232,7 @@ Writer::Writer(std::string final_path, Naming naming) : final_path_(std::move(fi
     fs::create_directories(p.parent_path(), ec);
     if (ec) throw Error(where() + ": cannot create folder " + p.parent_path().string() + ": " + ec.message());
   }
-  struct stat st {};
-  if (stat(final_path_.c_str(), &st) == 0) {
-    final_existed_ = true;
-    final_dev_ = st.st_dev;
-    final_ino_ = st.st_ino;
-  }
+  at_start_ = at_start ? *at_start : path_state(final_path_);
   // "<final>.tmp.<pid>"; a second writer of the same final name in this process (threads,
   // tests) appends ".<n>" so the two temp files never coincide.
   static std::atomic<std::uint64_t> writers{0};
@@ -389,9 +397,8 @@ void Writer::commit() {
 void Writer::publish() {
   // Replace only the file that was there when this run began (the user's old result); a
   // file that appeared or changed since was written by another run and is never replaced.
-  struct stat st {};
-  const bool exists_now = stat(final_path_.c_str(), &st) == 0;
-  if (final_existed_ && exists_now && st.st_dev == final_dev_ && st.st_ino == final_ino_) {
+  const PathState now = path_state(final_path_);
+  if (at_start_.existed && now.existed && now.dev == at_start_.dev && now.ino == at_start_.ino) {
     if (std::rename(temp_path_.c_str(), final_path_.c_str()) != 0)
       throw Error(where() + ": cannot rename " + temp_path_ + " to " + final_path_ + ": " + errno_text(errno));
     return;

@@ -28,12 +28,21 @@ using AttrValue = std::variant<std::int64_t, double, std::string, std::vector<st
 // Checks, before any work, that `path` can become a result file: not a folder, its folder
 // exists or can be created and is writable, and the disk takes a few KiB (a probe file is
 // written and removed). Throws Error with the reason (callers name their option).
-void check_output_path(const std::string& path);
+// Returns what was at `path` then: the run may later replace that file (its own old
+// result), never one that appears or changes after this moment (pass it to the Writer).
+struct PathState {
+  bool existed = false;
+  std::uint64_t dev = 0, ino = 0;
+};
+PathState check_output_path(const std::string& path);
+PathState path_state(const std::string& path);
 
 class Writer {
  public:
   enum class Naming { Exact, Unique };
-  explicit Writer(std::string final_path, Naming naming = Naming::Exact);
+  // `at_start`: the final path's state when the run began (check_output_path's result);
+  // without it, the state at construction counts as the start.
+  explicit Writer(std::string final_path, Naming naming = Naming::Exact, const PathState* at_start = nullptr);
   ~Writer();
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
@@ -67,8 +76,7 @@ class Writer {
   bool committed_ = false;
   Naming naming_ = Naming::Exact;
   int signal_slot_ = -1;                 // index in the signal-cleanup table, -1 if none
-  bool final_existed_ = false;           // the final path existed at construction ...
-  std::uint64_t final_dev_ = 0, final_ino_ = 0;  // ... as this file (replace only that one)
+  PathState at_start_;  // the final path when the run began: only that file may be replaced
 };
 
 class Reader {

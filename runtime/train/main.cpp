@@ -157,10 +157,11 @@ int main(int argc, char** argv) {
     // The result path is checked before any step runs (rank 0 writes it; every rank
     // learns the verdict and refuses together: a UsageError, status 2).
     std::string path;
+    h5::PathState out_at_start;  // what the run may replace (rank 0)
     if (world.rank() == 0) {
       path = o.out.empty() ? default_result_path(o.model) : o.out;
       try {
-        h5::check_output_path(path);
+        out_at_start = h5::check_output_path(path);
       } catch (const Error& e) {
         path = std::string(o.out.empty() ? "default result file: " : "option --out: ") + e.what();
         path.insert(0, 1, '!');
@@ -181,7 +182,7 @@ int main(int argc, char** argv) {
       r = trainer->run();
     }
     if (world.rank() == 0) {
-      path = write_train_results(path, o, r, args, o.out.empty());
+      path = write_train_results(path, o, r, args, o.out.empty(), &out_at_start);
       if (!o.quiet) print_summary(o, r, path);
       if (!o.json || o.quiet) std::printf("wrote %s\n", path.c_str());
       std::fflush(stdout);

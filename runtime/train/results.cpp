@@ -20,10 +20,11 @@ std::string default_result_path(const std::string& model) {
 }
 
 std::string write_train_results(const std::string& path, const TrainOptions& o, const RunResult& r,
-                                const std::vector<std::string>& argv, bool unique_name) {
+                                const std::vector<std::string>& argv, bool unique_name,
+                                const h5::PathState* at_start) {
   if (const auto parent = std::filesystem::path(path).parent_path(); !parent.empty())
     std::filesystem::create_directories(parent);
-  h5::Writer w(path, unique_name ? h5::Writer::Naming::Unique : h5::Writer::Naming::Exact);
+  h5::Writer w(path, unique_name ? h5::Writer::Naming::Unique : h5::Writer::Naming::Exact, at_start);
   Provenance p;
   p.program = "gradsync-train";
   p.argv = argv;

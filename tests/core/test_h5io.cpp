@@ -300,3 +300,21 @@ TEST_F(H5Test, BadInputFilesAreUsageErrorsOnOneLine) {
     }
   }
 }
+
+TEST_F(H5Test, TheStateAtTheRunsStartDecidesNotTheStateAtWriting) {
+  // The programs check --out before measuring and create the writer only afterwards: a
+  // result another run published in between must not count as "this run's old file".
+  const std::string file = path("late.h5");
+  const gs::h5::PathState at_start = gs::h5::check_output_path(file);
+  EXPECT_FALSE(at_start.existed);
+  {
+    gs::h5::Writer other(file);
+    other.attr("/", "marker", std::int64_t{2});
+    other.commit();
+  }
+  gs::h5::Writer mine(file, gs::h5::Writer::Naming::Exact, &at_start);
+  mine.attr("/", "marker", std::int64_t{1});
+  EXPECT_THROW(mine.commit(), gs::Error);
+  EXPECT_EQ(marker_of(file), 2);
+  EXPECT_EQ(files_in_dir(), 2u);  // the other run's and this run's .conflict-<pid>.h5
+}

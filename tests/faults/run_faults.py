@@ -267,35 +267,53 @@ def case_bench_sigterm_mpirun_mid(c):
     check(not os.path.exists(out) and not temps_in(c.dir), "a result or temp file after mpirun got SIGTERM")
 
 
+OVERLAP_SWEEP = ["-b", "1M", "-e", "8M", "-n", "60", "-w", "1"]  # seconds long on 2 ranks
+
+
+def _start_overlapping(c, argvs):
+    """Starts the runs and makes sure all of them are measuring at the same time (else a
+    later run would legitimately replace an earlier one's finished file)."""
+    ps = []
+    for argv in argvs:
+        before = set(tagged_pids(c.tag))
+        ps.append(c.start(argv))
+        t_end = time.monotonic() + 30
+        while time.monotonic() < t_end and not any(
+                proc_info(q)[0] == "gradsync-bench" for q in set(tagged_pids(c.tag)) - before):
+            time.sleep(0.05)
+    time.sleep(0.5)
+    if any(p.poll() is not None for p in ps):
+        raise CaseFailed("SKIP: the runs did not overlap (machine too slow to start them together)")
+    return ps
+
+
 def case_bench_concurrent_same_out(c):
-    """defect 4: two runs with one --out: both results survive, the second is told so."""
+    """defect 4: two overlapping runs with one --out: both results survive, the second is told so."""
     out = os.path.join(c.dir, "same.h5")
-    args = ["-b", "8", "-e", "64K", "-n", "30", "--out", out]
+    argv = c.mpirun(2, "gradsync-bench", OVERLAP_SWEEP + ["--out", out])
     t0 = time.monotonic()
-    p1 = c.start(c.mpirun(1, "gradsync-bench", args))
-    p2 = c.start(c.mpirun(1, "gradsync-bench", args))
-    r1 = p1.communicate(timeout=120)
-    r2 = p2.communicate(timeout=120)
-    wait_gone(c.tag, t0, 120)
+    p1, p2 = _start_overlapping(c, [argv, argv])
+    r1 = p1.communicate(timeout=300)
+    r2 = p2.communicate(timeout=300)
+    wait_gone(c.tag, t0, 300)
     rcs = sorted([p1.returncode, p2.returncode])
     files = sorted(glob.glob(os.path.join(c.dir, "same*.h5")))
     check(os.path.exists(out) and bench_file_complete(out), "no complete result under the --out name")
     check(rcs == [0, 1], f"exit statuses {rcs}, want one 0 and one 1")
-    errs = r1[1] + r2[1]
-    expect_error(errs, ["written by another run", "conflict"])
+    expect_error(r1[1] + r2[1], ["written by another run", "conflict"])
     check(len(files) == 2 and all(bench_file_complete(f) for f in files), f"results kept: {files}, want 2 complete")
     check(not temps_in(c.dir), "temp files left")
 
 
 def case_bench_concurrent_default_names(c):
-    """defect 4: default names started in the same second never collide."""
-    args = ["-b", "8", "-e", "64K", "-n", "30"]
+    """defect 4: overlapping runs with default names (same second) never collide."""
+    argv = c.mpirun(2, "gradsync-bench", OVERLAP_SWEEP)
     t0 = time.monotonic()
-    ps = [c.start(c.mpirun(1, "gradsync-bench", args)) for _ in range(3)]
+    ps = _start_overlapping(c, [argv] * 3)
     for p in ps:
-        p.communicate(timeout=120)
+        p.communicate(timeout=300)
         check(p.returncode == 0, f"exit {p.returncode}")
-    wait_gone(c.tag, t0, 120)
+    wait_gone(c.tag, t0, 300)
     files = glob.glob(os.path.join(c.dir, "results", "bench-*.h5"))
     check(len(files) == 3 and all(bench_file_complete(f) for f in files), f"{len(files)} results, want 3: {files}")
 
@@ -550,6 +568,7 @@ def main():
         print("run_faults: no mpirun: skipped")
         return 77
     root = tempfile.mkdtemp(prefix="gs-faults-")
+    os.chmod(root, 0o755)  # munged wants its socket's folders searchable by all
     c = Ctx(a.bin, root)
     failed = skipped = 0
     t_all = time.monotonic()
