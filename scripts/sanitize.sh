@@ -22,10 +22,11 @@ command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 extra=(${GRADSYNC_SANITIZE_CMAKE_ARGS:-})
 
 configure() {  # dir flags
+  mkdir -p "$1"
   cmake -S . -B "$1" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRADSYNC_WITH_CUDA=OFF \
     -DCMAKE_CXX_FLAGS="$2 -fno-omit-frame-pointer" -DCMAKE_EXE_LINKER_FLAGS="$2" \
-    -DCMAKE_SHARED_LINKER_FLAGS="$2" "${launcher[@]}" "${extra[@]}" >"$1.configure.log" 2>&1 ||
-    { cat "$1.configure.log" >&2; exit 1; }
+    -DCMAKE_SHARED_LINKER_FLAGS="$2" "${launcher[@]}" "${extra[@]}" >"$1/configure.log" 2>&1 ||
+    { cat "$1/configure.log" >&2; exit 1; }
 }
 
 run_asan() {
