@@ -381,6 +381,16 @@ def case_train_mixed_option(c):
     expect_error(err, ["--bucket-mb", "differs"])
 
 
+def case_train_usage_error_once(c):
+    """defect 7: a bad option on 3 ranks is printed once (rank 0), exit 2."""
+    for prog, args in (("gradsync-train", ["--model", "mlp", "--channels", "0"]),
+                       ("gradsync-bench", ["-o", "avg", "--op", "allgather"])):
+        t0 = time.monotonic()
+        rc, _, err, _ = c.finish(c.start(c.mpirun(3, prog, args)), t0)
+        check(rc == 2, f"{prog}: exit {rc}, want 2")
+        check(len(gs_lines(err)) == 1, f"{prog}: {len(gs_lines(err))} error lines, want 1: {gs_lines(err)}")
+
+
 def case_train_out_folder(c):
     t0 = time.monotonic()
     rc, _, err, took = c.finish(c.start(c.mpirun(2, "gradsync-train", ["--model", "mlp", "--steps", "400",
