@@ -144,13 +144,15 @@ BenchOptions parse_options(int argc, char** argv) {
     }
   }
   if (vm.count("redop")) {
-    GS_USAGE_CHECK(o.op == "allreduce" || o.op == "reducescatter", "option -o: --op ", o.op,
-                   " has no reduction (-o applies to allreduce and reducescatter)");
     try {
       o.redop = parse_redop(text_of(vm, "redop"));
     } catch (const UsageError& e) {
       throw UsageError(std::string("option -o: ") + e.what());
     }
+    // -o sum (the default) is accepted everywhere; another reduction on an operation
+    // without one would be silently ignored, so it is refused.
+    GS_USAGE_CHECK(o.redop == RedOp::Sum || o.op == "allreduce" || o.op == "reducescatter", "option -o: --op ",
+                   o.op, " has no reduction (-o ", redop_name(o.redop), " applies to allreduce and reducescatter)");
   }
 
   // Ring knobs: the registered GRADSYNC_* parameters give the defaults (one knob, one
@@ -255,7 +257,8 @@ std::string usage_text() {
         "  -w, --warmup_iters N untimed iterations first (default 5)\n"
         "  -c, --check 0|1      check every result and count wrong elements (default 1)\n"
         "  -d, --datatype T     float (default), half, bfloat16 (pingpong moves bytes)\n"
-        "  -o, --redop OP       sum (default), avg (allreduce and reducescatter)\n"
+        "  -o, --redop OP       sum (default), avg (allreduce and reducescatter; other\n"
+        "                       operations refuse avg)\n"
         "      --chunk-bytes B  ring pipelining chunk (default GRADSYNC_CHUNK_BYTES or 4M)\n"
         "      --channels K     concurrent rings (default GRADSYNC_CHANNELS or 1)\n"
         "      --root R         broadcast root (default 0)\n"
