@@ -156,20 +156,19 @@ int main(int argc, char** argv) {
              " but the reducer's communication thread needs MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE, ")");
     // The result path is checked before any step runs (rank 0 writes it; every rank
     // learns the verdict and refuses together: a UsageError, status 2).
-    std::string path;
+    std::string path, refusal;   // rank 0's; refusal empty when the path is fine
     h5::PathState out_at_start;  // what the run may replace (rank 0)
     if (world.rank() == 0) {
       path = o.out.empty() ? default_result_path(o.model) : o.out;
       try {
         out_at_start = h5::check_output_path(path);
       } catch (const Error& e) {
-        path = std::string(o.out.empty() ? "default result file: " : "option --out: ") + e.what();
-        path.insert(0, 1, '!');
+        refusal = std::string(o.out.empty() ? "default result file: " : "option --out: ") + e.what();
       }
     }
-    std::vector<char> verdict(path.begin(), path.end());
+    std::vector<char> verdict(refusal.begin(), refusal.end());
     world.broadcast_bytes(verdict, 0);
-    if (!verdict.empty() && verdict[0] == '!') throw UsageError(std::string(verdict.begin() + 1, verdict.end()));
+    if (!verdict.empty()) throw UsageError(std::string(verdict.begin(), verdict.end()));
     RunResult r;
 #ifdef GRADSYNC_HAVE_CUDA
     if (o.device == "cuda") {
