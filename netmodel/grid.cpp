@@ -91,7 +91,10 @@ void apply_axis(const Axis& a, std::size_t i, PredictConfig& c) {
     else if (n == "data-time-us") c.data_time_s = v * 1e-6;
     else if (n == "samples-per-epoch") c.samples_per_epoch = static_cast<int64_t>(v);
     else if (n == "accumulate") c.accumulate = as_int(v, n);
-    else if (n == "overlap") c.overlap = v != 0;
+    else if (n == "overlap") {
+      GS_USAGE_CHECK(v == 0 || v == 1, "option --overlap: must be 1 (on) or 0 (off), got ", v);
+      c.overlap = v != 0;
+    }
     else throw Error("apply_axis: unknown numeric axis '" + n + "'");
   } else {
     const std::string& v = a.strings[i];

@@ -2,8 +2,15 @@
 # The README's test command: install what is missing, build, run every test.
 #   scripts/test.sh                 # everything
 #   scripts/test.sh -L unit         # extra arguments go to ctest
+#   scripts/test.sh --sanitize      # only the sanitizer tiers (scripts/sanitize.sh: ASan+UBSan
+#                                   # on unit+mpi in build-asan/, TSan on the threaded tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--sanitize" ]; then
+  shift
+  bash scripts/install-deps.sh
+  exec bash scripts/sanitize.sh "${@:-all}"
+fi
 bash scripts/install-deps.sh
 bash scripts/build.sh
 cd "${BUILD_DIR:-build}"

@@ -3,8 +3,9 @@
 //
 // Exit status: 0 every checked result right; 1 wrong results or a run-time error (every
 // rank ends: MPI_Abort), or --device cuda on a machine without a usable GPU (found before
-// anything else: one line, no file); 2 bad options, refused on every rank before any
-// communication.
+// anything else: one line, no file); 2 bad options or GRADSYNC_* values, refused on every
+// rank before any communication; also 2, right after MPI_Init and before any measurement,
+// for options that differ between ranks and an --out that cannot be written.
 #include <unistd.h>
 
 #include <cstdio>
@@ -18,7 +19,9 @@
 #include "bench/report.hpp"
 #include "comm/mpi_comm.hpp"
 #include "core/error.hpp"
+#include "core/h5io.hpp"
 #include "core/log.hpp"
+#include "core/params.hpp"
 #ifdef GRADSYNC_HAVE_CUDA
 #include "cuda/device.hpp"
 #endif
@@ -30,25 +33,68 @@ namespace {
 
 constexpr const char* kProgram = "gradsync-bench";
 
-// Before MPI_Init, only the launcher's environment says which rank we are; usage errors
-// found then are printed by rank 0 only (every rank finds the same ones).
-bool launcher_rank_zero() {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
-    const char* v = std::getenv(var);
-    if (v && *v) return std::atoi(v) == 0;
-  }
-  return true;  // started without a launcher
-}
-
 void print_error(const std::string& message) {
   std::fflush(stdout);
   std::fprintf(stderr, "%s: error: %s\n", kProgram, message.c_str());
   std::fflush(stderr);
 }
 
+// A usage error that every rank raises together, after MPI_Init (so rank 0 alone prints
+// it and every rank ends normally with status 2).
+struct AgreedUsageError : gs::UsageError {
+  using gs::UsageError::UsageError;
+};
+
+// Every rank must run the same sweep: a mixed --algo, --op or -e would hang until the
+// time-out, a mixed -d would count garbage as wrong. One gather of the whole set; only
+// when it differs, one gather per option, so the message names the option and the ranks.
+void check_same_options(const gb::BenchOptions& o, gs::Communicator& comm) {
+  const auto items = gb::same_on_all_ranks_items(o);
+  std::string all;
+  for (const auto& [key, value] : items) all += key + "=" + value + "\n";
+  const std::vector<std::string> fps = comm.allgather_strings(all);
+  bool same = true;
+  for (const auto& f : fps) same = same && f == fps[0];
+  if (same) return;
+  for (const auto& [key, value] : items) {
+    const std::vector<std::string> v = comm.allgather_strings(value);
+    std::string ranks;
+    for (std::size_t r = 1; r < v.size(); ++r)
+      if (v[r] != v[0]) {
+        if (!ranks.empty()) ranks += ',';
+        ranks += std::to_string(r);
+      }
+    if (!ranks.empty())
+      throw AgreedUsageError("option " + key + " differs across ranks: rank 0 has '" + v[0] + "' but rank(s) " +
+                             ranks + " have '" + v[std::stoul(ranks.substr(0, ranks.find(',')))] +
+                             "' (every rank must get the same options and GRADSYNC_* values)");
+  }
+}
+
+// Rank 0 checks --out (or the default name) before any measurement; every rank learns the
+// verdict. Returns (on rank 0) what was at the path then, for the writer.
+gs::h5::PathState check_out_path(const std::string& path, gs::Communicator& comm, bool given) {
+  std::string msg;
+  gs::h5::PathState state;
+  if (comm.rank() == 0) {
+    try {
+      state = gs::h5::check_output_path(path);
+    } catch (const gs::Error& e) {
+      msg = e.what();
+    }
+  }
+  std::vector<char> bytes(msg.begin(), msg.end());
+  comm.broadcast_bytes(bytes, 0);
+  if (!bytes.empty())
+    throw AgreedUsageError(std::string(given ? "option --out: " : "default result file: ") +
+                           std::string(bytes.begin(), bytes.end()));
+  return state;
+}
+
 int run(const gb::BenchOptions& o) {
   gs::MpiCommunicator comm;
   const bool rank0 = comm.rank() == 0;
+  check_same_options(o, comm);
 
   // --device cuda: a GPU on every rank, checked before anything else (no output, no file).
   // Declared before the collective, which may hold the device's NCCL communicator.
@@ -65,12 +111,10 @@ int run(const gb::BenchOptions& o) {
   info.hostnames = comm.allgather_strings(comm.hostname());
   info.pids = comm.allgather_strings(std::to_string(getpid()));
 
-  // Rank 0 opens the result file now, so an unwritable path fails before the measurement.
-  std::unique_ptr<gs::h5::Writer> writer;
-  if (rank0) {
-    info.out_path = o.out.empty() ? gb::default_out_path(o) : o.out;
-    writer = std::make_unique<gs::h5::Writer>(info.out_path);
-  }
+  // The result path is checked now, so an unwritable one fails before the measurement;
+  // the file itself (a temp until published) exists only while it is written.
+  if (rank0) info.out_path = o.out.empty() ? gb::default_out_path(o) : o.out;
+  const gs::h5::PathState out_at_start = check_out_path(info.out_path, comm, !o.out.empty());
 
   std::unique_ptr<gb::Collective> coll;
   if (o.op != "pingpong") {
@@ -107,7 +151,13 @@ int run(const gb::BenchOptions& o) {
   if (device) info.device_footer = device->footer_line();
 
   if (rank0) {
-    gb::write_results(*writer, info, rows);
+    // A default name taken meanwhile by another run moves on to the next free one; an
+    // explicit --out taken meanwhile is never replaced (h5::Writer says where this one went).
+    gs::h5::Writer writer(info.out_path,
+                          o.out.empty() ? gs::h5::Writer::Naming::Unique : gs::h5::Writer::Naming::Exact,
+                          &out_at_start);
+    gb::write_results(writer, info, rows);
+    info.out_path = writer.final_path();
     if (!o.json_file.empty()) gb::write_nccl_tests_json(o.json_file, info, rows);
     if (o.json) std::printf("%s\n", gb::to_json(info, rows).c_str());
     else out.footer(rows);
@@ -123,12 +173,13 @@ int main(int argc, char** argv) {
   gb::BenchOptions o;
   try {
     o = gb::parse_options(argc, argv);
+    if (!o.help) gs::validate_params();
   } catch (const gs::UsageError& e) {
-    if (launcher_rank_zero()) print_error(e.what());
+    if (gs::launcher_rank_zero()) print_error(e.what());
     return 2;
   }
   if (o.help) {
-    if (launcher_rank_zero()) std::fputs(gb::usage_text().c_str(), stdout);
+    if (gs::launcher_rank_zero()) std::fputs(gb::usage_text().c_str(), stdout);
     return 0;
   }
 
@@ -151,6 +202,9 @@ int main(int argc, char** argv) {
 
   try {
     return run(o);
+  } catch (const AgreedUsageError& e) {
+    if (rank == 0) print_error(e.what());
+    return 2;  // every rank raised it together: MPI_Finalize in ~MpiRuntime
 #ifdef GRADSYNC_HAVE_CUDA
   } catch (const gs::NoCudaDeviceError& e) {
     // Every rank gets here together (make_cuda_context decided collectively); the message

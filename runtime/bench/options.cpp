@@ -14,6 +14,8 @@ namespace po = boost::program_options;
 
 namespace gradsync::bench {
 
+static_assert(kMaxParamChannels == algos::kMaxChannels, "GRADSYNC_CHANNELS' bound is the algorithms' bound");
+
 namespace {
 
 // More sizes than this is almost certainly a typo (-i 1 up to 1G) and would run for days.
@@ -148,6 +150,10 @@ BenchOptions parse_options(int argc, char** argv) {
     } catch (const UsageError& e) {
       throw UsageError(std::string("option -o: ") + e.what());
     }
+    // -o sum (the default) is accepted everywhere; another reduction on an operation
+    // without one would be silently ignored, so it is refused.
+    GS_USAGE_CHECK(o.redop == RedOp::Sum || o.op == "allreduce" || o.op == "reducescatter", "option -o: --op ",
+                   o.op, " has no reduction (-o ", redop_name(o.redop), " applies to allreduce and reducescatter)");
   }
 
   // Ring knobs: the registered GRADSYNC_* parameters give the defaults (one knob, one
@@ -178,6 +184,27 @@ BenchOptions parse_options(int argc, char** argv) {
   GS_USAGE_CHECK(nsizes <= kMaxSizes, "options -b/-e/", o.step_bytes > 0 ? "-i" : "-f", ": the sweep has ", nsizes,
                  " sizes, more than the ", kMaxSizes, " allowed");
   return o;
+}
+
+std::vector<std::pair<std::string, std::string>> same_on_all_ranks_items(const BenchOptions& o) {
+  const auto i = [](std::int64_t v) { return std::to_string(v); };
+  // The GRADSYNC_* defaults are folded into chunk_bytes/channels, so a mixed environment
+  // is caught under the option it feeds.
+  return {{"--op", o.op},
+          {"--algo", o.algo},
+          {"--device", o.device},
+          {"-b", i(o.min_bytes)},
+          {"-e", i(o.max_bytes)},
+          {"-f", i(o.step_factor)},
+          {"-i", i(o.step_bytes)},
+          {"-n", i(o.iters)},
+          {"-w", i(o.warmup)},
+          {"-c", o.check ? "1" : "0"},
+          {"-d", dtype_name(o.dtype)},
+          {"-o", redop_name(o.redop)},
+          {"--chunk-bytes", i(o.chunk_bytes)},
+          {"--channels", i(o.channels)},
+          {"--root", i(o.root)}};
 }
 
 void validate_for_ranks(const BenchOptions& o, int nranks) {
@@ -239,7 +266,8 @@ std::string usage_text() {
         "  -w, --warmup_iters N untimed iterations first (default 5)\n"
         "  -c, --check 0|1      check every result and count wrong elements (default 1)\n"
         "  -d, --datatype T     float (default), half, bfloat16 (pingpong moves bytes)\n"
-        "  -o, --redop OP       sum (default), avg (allreduce and reducescatter)\n"
+        "  -o, --redop OP       sum (default), avg (allreduce and reducescatter; other\n"
+        "                       operations refuse avg)\n"
         "      --chunk-bytes B  ring pipelining chunk or auto (default GRADSYNC_CHUNK_BYTES or auto:\n"
         "                       below the TCP eager limit between nodes, 4M on one node)\n"
         "      --channels K     concurrent rings (default GRADSYNC_CHANNELS or 1)\n"
@@ -273,8 +301,9 @@ std::string usage_text() {
         "timer measures the whole operation.\n"
         "\n"
         "Exit status: 0 all results right; 1 wrong results, a run-time error (all ranks\n"
-        "end) or --device cuda without a usable GPU; 2 bad options (refused before any\n"
-        "communication).\n"
+        "end) or --device cuda without a usable GPU; 2 bad options or GRADSYNC_* values\n"
+        "(refused before any communication), options that differ between ranks or an\n"
+        "--out that cannot be written (refused right after start, before measuring).\n"
         "Logs: GRADSYNC_DEBUG=WARN|INFO|TRACE.\n";
   return os.str();
 }

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -44,6 +45,11 @@ BenchOptions parse_options(int argc, char** argv);
 
 // Checks that need the number of ranks. Throws UsageError.
 void validate_for_ranks(const BenchOptions& o, int nranks);
+
+// The options that must be equal on every rank, as (option, value-as-text) pairs in a
+// fixed order (everything but --out and --json, which only rank 0 uses). main() gathers
+// them before any collective and refuses a mix, naming the option and the ranks.
+std::vector<std::pair<std::string, std::string>> same_on_all_ranks_items(const BenchOptions& o);
 
 // The --help text.
 std::string usage_text();

@@ -1,9 +1,13 @@
 #include "core/h5io.hpp"
 
+#include <fcntl.h>
 #include <hdf5.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -28,6 +32,10 @@ std::string hdf5_message() {
       },
       &msg);
   H5Eclear2(H5E_DEFAULT);
+  // HDF5's descriptions can span lines (the sec2 driver's read errors do): one line, short.
+  for (char& ch : msg)
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  if (msg.size() > 240) msg = msg.substr(0, 240) + "...";
   return msg.empty() ? "unknown HDF5 error" : msg;
 }
 
@@ -41,14 +49,146 @@ void quiet() { static QuietHdf5 q; }
   throw Error(where() + ": HDF5 " + call + " failed for '" + object + "' in " + file + ": " + hdf5_message());
 }
 
+[[noreturn]] void fail_input(const char* call, const std::string& file, const std::string& object) {
+  throw UsageError(file + ": cannot read '" + object + "' (HDF5 " + call + "): " + hdf5_message());
+}
+
+// ---- temp files removed on SIGTERM / SIGINT / SIGHUP ------------------------------------
+// A fixed table of NUL-terminated temp paths, written only by Writer (slot claimed with an
+// atomic flag, path copied, then published with `live`), read only by the handler, which
+// uses nothing but unlink() and sigaction()/raise() (async-signal-safe). The handler then
+// restores the previous disposition and re-raises, so the process still ends by the signal
+// (mpirun and Slurm see the usual status).
+constexpr int kSignalSlots = 8;
+constexpr std::size_t kSlotPath = 4096;
+struct TempSlot {
+  std::atomic<bool> claimed{false};
+  std::atomic<bool> live{false};
+  char path[kSlotPath];
+};
+TempSlot g_slots[kSignalSlots];
+constexpr int kCleanupSignals[] = {SIGTERM, SIGINT, SIGHUP};
+struct sigaction g_previous[3];
+
+extern "C" void remove_temps_and_reraise(int sig) {
+  for (auto& slot : g_slots)
+    if (slot.live.load(std::memory_order_acquire)) unlink(slot.path);
+  for (int i = 0; i < 3; ++i)
+    if (kCleanupSignals[i] == sig) sigaction(sig, &g_previous[i], nullptr);
+  raise(sig);
+}
+
+void install_cleanup_handlers() {
+  static const bool installed = [] {
+    for (int i = 0; i < 3; ++i) {
+      struct sigaction sa {};
+      sa.sa_handler = remove_temps_and_reraise;
+      sigemptyset(&sa.sa_mask);
+      sa.sa_flags = SA_RESETHAND;
+      sigaction(kCleanupSignals[i], &sa, &g_previous[i]);
+      // An ignored signal stays ignored (e.g. SIGHUP under nohup).
+      if (g_previous[i].sa_handler == SIG_IGN) sigaction(kCleanupSignals[i], &g_previous[i], nullptr);
+    }
+    return true;
+  }();
+  (void)installed;
+}
+
+int claim_slot(const std::string& path) {
+  if (path.size() >= kSlotPath) return -1;
+  install_cleanup_handlers();
+  for (int i = 0; i < kSignalSlots; ++i) {
+    bool expected = false;
+    if (g_slots[i].claimed.compare_exchange_strong(expected, true)) {
+      std::memcpy(g_slots[i].path, path.c_str(), path.size() + 1);
+      g_slots[i].live.store(true, std::memory_order_release);
+      return i;
+    }
+  }
+  return -1;  // more than kSignalSlots writers open at once: this one is cleaned on exceptions only
+}
+
+void release_slot(int& i) {
+  if (i < 0) return;
+  g_slots[i].live.store(false, std::memory_order_release);
+  g_slots[i].claimed.store(false, std::memory_order_release);
+  i = -1;
+}
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+// Publishes `from` as `to` unless `to` exists. Returns 0, or the errno (EEXIST: taken).
+int rename_noreplace(const std::string& from, const std::string& to) {
+#ifdef RENAME_NOREPLACE
+  if (renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
+  if (errno != EINVAL && errno != ENOSYS) return errno;
+#endif
+  // File systems without RENAME_NOREPLACE: a hard link fails with EEXIST just the same.
+  if (link(from.c_str(), to.c_str()) != 0) return errno;
+  unlink(from.c_str());
+  return 0;
+}
+
+// "<stem><suffix>.h5" for "<stem>.h5" (or "<path><suffix>" without the extension).
+std::string with_suffix(const std::string& path, const std::string& suffix) {
+  const std::filesystem::path p(path);
+  if (p.extension() == ".h5") return (p.parent_path() / (p.stem().string() + suffix + ".h5")).string();
+  return path + suffix;
+}
+
 }  // namespace
 
+PathState path_state(const std::string& path) {
+  PathState st;
+  struct stat sb {};
+  if (stat(path.c_str(), &sb) == 0) {
+    st.existed = true;
+    st.dev = sb.st_dev;
+    st.ino = sb.st_ino;
+  }
+  return st;
+}
+
+PathState check_output_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) throw Error("empty file name");
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw Error(path + " is a folder, not a file name");
+  const fs::path parent = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  fs::create_directories(parent, ec);
+  if (ec) throw Error("cannot create folder " + parent.string() + ": " + ec.message());
+  if (!fs::is_directory(parent, ec)) throw Error(parent.string() + " is not a folder");
+  if (access(parent.c_str(), W_OK | X_OK) != 0)
+    throw Error("cannot write in folder " + parent.string() + ": " + errno_text(errno));
+  // A probe the size of a small result's first blocks: a full disk fails now, not after the run.
+  const std::string probe = path + ".tmp." + std::to_string(getpid()) + ".probe";
+  const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) throw Error("cannot create a file next to " + path + ": " + errno_text(errno));
+  static const char block[8192] = {0};
+  int err = 0;
+  if (write(fd, block, sizeof block) != static_cast<ssize_t>(sizeof block)) err = errno ? errno : ENOSPC;
+  if (err == 0 && fsync(fd) != 0 && errno != EINVAL) err = errno;
+  close(fd);
+  unlink(probe.c_str());
+  if (err != 0) throw Error("cannot write " + path + ": " + errno_text(err));
+  return path_state(path);
+}
+
 // GS_H5(expr, object): evaluate an HDF5 call, throw with call/file/object/message on < 0.
+// GS_H5R: the same for the Reader, whose files are inputs the user named: a missing,
+// truncated or foreign file is a bad request (UsageError, exit status 2), like a bad option.
 #define GS_H5(expr, file, object)                  \
   ([&]() {                                         \
     auto gs_rc_ = (expr);                          \
     if (gs_rc_ < 0) fail(#expr, (file), (object)); \
     return gs_rc_;                                 \
+  }())
+
+#define GS_H5R(expr, file, object)                       \
+  ([&]() {                                               \
+    auto gs_rc_ = (expr);                                \
+    if (gs_rc_ < 0) fail_input(#expr, (file), (object)); \
+    return gs_rc_;                                       \
   }())
 
 namespace {
@@ -82,7 +222,8 @@ std::vector<hsize_t> to_hsize(const std::vector<std::uint64_t>& d) { return {d.b
 
 // ---- Writer ----------------------------------------------------------------------------
 
-Writer::Writer(std::string final_path) : final_path_(std::move(final_path)) {
+Writer::Writer(std::string final_path, Naming naming, const PathState* at_start)
+    : final_path_(std::move(final_path)), naming_(naming) {
   quiet();
   namespace fs = std::filesystem;
   const fs::path p(final_path_);
@@ -91,15 +232,33 @@ Writer::Writer(std::string final_path) : final_path_(std::move(final_path)) {
     fs::create_directories(p.parent_path(), ec);
     if (ec) throw Error(where() + ": cannot create folder " + p.parent_path().string() + ": " + ec.message());
   }
+  at_start_ = at_start ? *at_start : path_state(final_path_);
+  // "<final>.tmp.<pid>"; a second writer of the same final name in this process (threads,
+  // tests) appends ".<n>" so the two temp files never coincide.
+  static std::atomic<std::uint64_t> writers{0};
+  const std::uint64_t n = writers.fetch_add(1);
   temp_path_ = final_path_ + ".tmp." + std::to_string(getpid());
+  std::error_code exists_ec;
+  if (n > 0 && std::filesystem::exists(temp_path_, exists_ec)) {
+    temp_path_ += '.';
+    temp_path_ += std::to_string(n);
+  }
+  signal_slot_ = claim_slot(temp_path_);
   file_ = H5Fcreate(temp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  if (file_ < 0) fail("H5Fcreate", temp_path_, "/");
+  if (file_ < 0) {
+    // A full disk can leave a 0-byte file behind a failed create.
+    const std::string msg = hdf5_message();
+    unlink(temp_path_.c_str());  // a file only: never a folder of that name
+    release_slot(signal_slot_);
+    throw Error(where() + ": cannot create " + temp_path_ + " (for " + final_path_ + "): " + msg);
+  }
 }
 
 Writer::~Writer() {
   if (committed_) return;
   if (file_ >= 0) H5Fclose(file_);
-  std::remove(temp_path_.c_str());
+  unlink(temp_path_.c_str());  // a file only: never a folder of that name
+  release_slot(signal_slot_);
 }
 
 void Writer::group(const std::string& path) {
@@ -221,24 +380,66 @@ void Writer::commit() {
   const herr_t rc = H5Fclose(file_);
   file_ = -1;
   if (rc < 0) {
-    std::remove(temp_path_.c_str());
+    unlink(temp_path_.c_str());  // a file only: never a folder of that name
     fail("H5Fclose", temp_path_, "/");
   }
-  if (std::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
-    const std::string err = std::strerror(errno);
-    std::remove(temp_path_.c_str());
-    throw Error(where() + ": cannot rename " + temp_path_ + " to " + final_path_ + ": " + err);
+  try {
+    publish();
+  } catch (...) {
+    unlink(temp_path_.c_str());  // a file only: never a folder of that name
+    release_slot(signal_slot_);
+    throw;
   }
+  release_slot(signal_slot_);
   committed_ = true;
+}
+
+void Writer::publish() {
+  // Replace only the file that was there when this run began (the user's old result); a
+  // file that appeared or changed since was written by another run and is never replaced.
+  const PathState now = path_state(final_path_);
+  if (at_start_.existed && now.existed && now.dev == at_start_.dev && now.ino == at_start_.ino) {
+    if (std::rename(temp_path_.c_str(), final_path_.c_str()) != 0)
+      throw Error(where() + ": cannot rename " + temp_path_ + " to " + final_path_ + ": " + errno_text(errno));
+    return;
+  }
+  int rc = rename_noreplace(temp_path_, final_path_);
+  if (rc == 0) return;
+  if (rc != EEXIST)
+    throw Error(where() + ": cannot rename " + temp_path_ + " to " + final_path_ + ": " + errno_text(rc));
+  if (naming_ == Naming::Unique) {
+    for (int k = 2; k < 10000; ++k) {
+      std::string suffix = "-";
+      suffix += std::to_string(k);
+      const std::string candidate = with_suffix(final_path_, suffix);
+      rc = rename_noreplace(temp_path_, candidate);
+      if (rc == 0) {
+        final_path_ = candidate;
+        return;
+      }
+      if (rc != EEXIST)
+        throw Error(where() + ": cannot rename " + temp_path_ + " to " + candidate + ": " + errno_text(rc));
+    }
+    throw Error(where() + ": no free name for " + final_path_ + " (tried -2 .. -9999)");
+  }
+  const std::string kept = with_suffix(final_path_, ".conflict-" + std::to_string(getpid()));
+  rc = rename_noreplace(temp_path_, kept);
+  if (rc != 0)
+    throw Error(where() + ": " + final_path_ + " was written by another run while this one ran, and keeping this "
+                "result as " + kept + " failed too: " + errno_text(rc));
+  throw Error(where() + ": " + final_path_ + " was written by another run while this one ran; not replaced. This "
+              "run's complete result is " + kept);
 }
 
 // ---- Reader ----------------------------------------------------------------------------
 
 Reader::Reader(const std::string& path) : path_(path) {
   quiet();
-  if (!std::filesystem::exists(path)) throw Error(where() + ": no such file: " + path);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw UsageError(path + ": no such file");
+  if (std::filesystem::is_directory(path, ec)) throw UsageError(path + ": is a folder, not an HDF5 file");
   file_ = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (file_ < 0) fail("H5Fopen", path, "/ (not an HDF5 file?)");
+  if (file_ < 0) fail_input("H5Fopen", path, "/ (not an HDF5 file, or truncated?)");
 }
 
 Reader::~Reader() {
@@ -262,7 +463,7 @@ bool Reader::exists(const std::string& object) const {
 }
 
 std::vector<std::string> Reader::list(const std::string& group) const {
-  Handle g(GS_H5(H5Gopen2(file_, group.c_str(), H5P_DEFAULT), path_, group), H5Gclose);
+  Handle g(GS_H5R(H5Gopen2(file_, group.c_str(), H5P_DEFAULT), path_, group), H5Gclose);
   std::vector<std::string> names;
   H5Literate(
       g, H5_INDEX_NAME, H5_ITER_INC, nullptr,
@@ -275,9 +476,9 @@ std::vector<std::string> Reader::list(const std::string& group) const {
 }
 
 std::vector<std::uint64_t> Reader::dims(const std::string& dataset) const {
-  Handle ds(GS_H5(H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT), path_, dataset), H5Dclose);
-  Handle space(GS_H5(H5Dget_space(ds), path_, dataset), H5Sclose);
-  const int rank = GS_H5(H5Sget_simple_extent_ndims(space), path_, dataset);
+  Handle ds(GS_H5R(H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT), path_, dataset), H5Dclose);
+  Handle space(GS_H5R(H5Dget_space(ds), path_, dataset), H5Sclose);
+  const int rank = GS_H5R(H5Sget_simple_extent_ndims(space), path_, dataset);
   std::vector<hsize_t> d(static_cast<std::size_t>(rank));
   if (rank > 0) H5Sget_simple_extent_dims(space, d.data(), nullptr);
   return {d.begin(), d.end()};
@@ -286,11 +487,11 @@ std::vector<std::uint64_t> Reader::dims(const std::string& dataset) const {
 namespace {
 template <typename T>
 std::vector<T> read_numeric(hid_t file, const std::string& path, const std::string& dataset, hid_t mem_type) {
-  Handle ds(GS_H5(H5Dopen2(file, dataset.c_str(), H5P_DEFAULT), path, dataset), H5Dclose);
-  Handle space(GS_H5(H5Dget_space(ds), path, dataset), H5Sclose);
-  const hssize_t n = GS_H5(H5Sget_simple_extent_npoints(space), path, dataset);
+  Handle ds(GS_H5R(H5Dopen2(file, dataset.c_str(), H5P_DEFAULT), path, dataset), H5Dclose);
+  Handle space(GS_H5R(H5Dget_space(ds), path, dataset), H5Sclose);
+  const hssize_t n = GS_H5R(H5Sget_simple_extent_npoints(space), path, dataset);
   std::vector<T> out(static_cast<std::size_t>(n));
-  if (n > 0) GS_H5(H5Dread(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), path, dataset);
+  if (n > 0) GS_H5R(H5Dread(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), path, dataset);
   return out;
 }
 
@@ -305,8 +506,8 @@ std::vector<std::string> read_vlen_strings(hid_t obj, bool is_attr, const std::s
     Handle mtype(vlen_string_type(), H5Tclose);
     std::vector<char*> ptrs(static_cast<std::size_t>(n), nullptr);
     if (n > 0) {
-      if (is_attr) GS_H5(H5Aread(obj, mtype, ptrs.data()), path, what);
-      else GS_H5(H5Dread(obj, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), path, what);
+      if (is_attr) GS_H5R(H5Aread(obj, mtype, ptrs.data()), path, what);
+      else GS_H5R(H5Dread(obj, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), path, what);
     }
     for (char* p : ptrs) out.emplace_back(p ? p : "");
     if (n > 0) H5Dvlen_reclaim(mtype, space, H5P_DEFAULT, ptrs.data());
@@ -315,8 +516,8 @@ std::vector<std::string> read_vlen_strings(hid_t obj, bool is_attr, const std::s
     std::vector<char> buf(len * static_cast<std::size_t>(n) + 1, '\0');
     Handle mtype(H5Tcopy(ftype), H5Tclose);
     if (n > 0) {
-      if (is_attr) GS_H5(H5Aread(obj, mtype, buf.data()), path, what);
-      else GS_H5(H5Dread(obj, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), path, what);
+      if (is_attr) GS_H5R(H5Aread(obj, mtype, buf.data()), path, what);
+      else GS_H5R(H5Dread(obj, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), path, what);
     }
     for (hssize_t i = 0; i < n; ++i) {
       std::string s(buf.data() + i * len, len);
@@ -335,7 +536,7 @@ std::vector<std::int64_t> Reader::read_int(const std::string& dataset) const {
   return read_numeric<std::int64_t>(file_, path_, dataset, H5T_NATIVE_INT64);
 }
 std::vector<std::string> Reader::read_strings(const std::string& dataset) const {
-  Handle ds(GS_H5(H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT), path_, dataset), H5Dclose);
+  Handle ds(GS_H5R(H5Dopen2(file_, dataset.c_str(), H5P_DEFAULT), path_, dataset), H5Dclose);
   return read_vlen_strings(ds, false, path_, dataset);
 }
 
@@ -347,7 +548,7 @@ bool Reader::has_attr(const std::string& object, const std::string& name) const 
 }
 
 std::vector<std::string> Reader::attr_names(const std::string& object) const {
-  Handle obj(GS_H5(H5Oopen(file_, object.c_str(), H5P_DEFAULT), path_, object), H5Oclose);
+  Handle obj(GS_H5R(H5Oopen(file_, object.c_str(), H5P_DEFAULT), path_, object), H5Oclose);
   std::vector<std::string> names;
   H5Aiterate2(
       obj, H5_INDEX_NAME, H5_ITER_INC, nullptr,
@@ -362,7 +563,7 @@ std::vector<std::string> Reader::attr_names(const std::string& object) const {
 AttrValue Reader::attr(const std::string& object, const std::string& name) const {
   const std::string what = object + "@" + name;
   if (!has_attr(object, name)) throw Error(where() + ": " + path_ + " has no attribute '" + what + "'");
-  Handle a(GS_H5(H5Aopen_by_name(file_, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), path_, what),
+  Handle a(GS_H5R(H5Aopen_by_name(file_, object.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT), path_, what),
            H5Aclose);
   Handle type(H5Aget_type(a), H5Tclose);
   Handle space(H5Aget_space(a), H5Sclose);
@@ -371,13 +572,13 @@ AttrValue Reader::attr(const std::string& object, const std::string& name) const
   switch (H5Tget_class(type)) {
     case H5T_INTEGER: {
       std::vector<std::int64_t> v(static_cast<std::size_t>(n));
-      if (n > 0) GS_H5(H5Aread(a, H5T_NATIVE_INT64, v.data()), path_, what);
+      if (n > 0) GS_H5R(H5Aread(a, H5T_NATIVE_INT64, v.data()), path_, what);
       if (scalar) return v.at(0);
       return v;
     }
     case H5T_FLOAT: {
       std::vector<double> v(static_cast<std::size_t>(n));
-      if (n > 0) GS_H5(H5Aread(a, H5T_NATIVE_DOUBLE, v.data()), path_, what);
+      if (n > 0) GS_H5R(H5Aread(a, H5T_NATIVE_DOUBLE, v.data()), path_, what);
       if (scalar) return v.at(0);
       return v;
     }

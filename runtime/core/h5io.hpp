@@ -1,8 +1,15 @@
 // gradsync/core/h5io.hpp — the one HDF5 writer and reader of gradsync results.
 //
 // Writer: everything goes to "<final>.tmp.<pid>" in the same folder; commit() flushes,
-// closes and renames it over the final path. A writer destroyed without commit() (an
-// exception, a full disk) removes its temp file: a result file is complete or absent.
+// closes and publishes it under the final path. A writer destroyed without commit() (an
+// exception, a full disk), a failed create, or SIGTERM/SIGINT/SIGHUP while it is open
+// removes its temp file: a result file is complete or absent.
+// Publishing never silently replaces another run's result: a final path that did not
+// exist when the writer was created is published with "no replace" semantics
+// (renameat2(RENAME_NOREPLACE), else link()); one that existed then is replaced only if it
+// is still the same file. On a conflict, Naming::Unique (default names) takes the next free
+// "<stem>-2.h5", "-3", ...; Naming::Exact keeps the result as "<stem>.conflict-<pid>.h5" and
+// throws Error naming both paths.
 // Reader: typed access to what the writer wrote (and to any plain numeric/string HDF5).
 // Every HDF5 call is checked; failures throw gradsync::Error with the call, the object
 // path and HDF5's own message.
@@ -18,9 +25,24 @@ namespace gradsync::h5 {
 using AttrValue = std::variant<std::int64_t, double, std::string, std::vector<std::int64_t>,
                                std::vector<double>, std::vector<std::string>>;
 
+// Checks, before any work, that `path` can become a result file: not a folder, its folder
+// exists or can be created and is writable, and the disk takes a few KiB (a probe file is
+// written and removed). Throws Error with the reason (callers name their option).
+// Returns what was at `path` then: the run may later replace that file (its own old
+// result), never one that appears or changes after this moment (pass it to the Writer).
+struct PathState {
+  bool existed = false;
+  std::uint64_t dev = 0, ino = 0;
+};
+PathState check_output_path(const std::string& path);
+PathState path_state(const std::string& path);
+
 class Writer {
  public:
-  explicit Writer(std::string final_path);
+  enum class Naming { Exact, Unique };
+  // `at_start`: the final path's state when the run began (check_output_path's result);
+  // without it, the state at construction counts as the start.
+  explicit Writer(std::string final_path, Naming naming = Naming::Exact, const PathState* at_start = nullptr);
   ~Writer();
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
@@ -47,10 +69,14 @@ class Writer {
   void write_numeric(const std::string& path, const void* data, std::int64_t mem_type, std::size_t n,
                      std::vector<std::uint64_t> dims);
   void ensure_parent(const std::string& path);
+  void publish();
   std::string final_path_;
   std::string temp_path_;
   std::int64_t file_ = -1;
   bool committed_ = false;
+  Naming naming_ = Naming::Exact;
+  int signal_slot_ = -1;                 // index in the signal-cleanup table, -1 if none
+  PathState at_start_;  // the final path when the run began: only that file may be replaced
 };
 
 class Reader {

@@ -12,7 +12,7 @@ const std::vector<ParamInfo>& param_registry() {
       {"GRADSYNC_DEBUG", "", "log level: WARN, INFO or TRACE (NCCL_DEBUG's format); quiet when unset"},
       {"GRADSYNC_DEBUG_FILE", "", "write logs to this file instead of stderr; %h = host, %p = pid"},
       {"GRADSYNC_TIMEOUT_S", "300",
-       "seconds a wait on a peer may take before the run fails with a time-out (0 = wait forever)"},
+       "seconds a wait on a peer may take before the run fails with a time-out (> 0; e.g. 1e9 to wait practically forever)"},
       {"GRADSYNC_CHUNK_BYTES", "auto",
        "default ring pipelining chunk (the NCCL_BUFFSIZE analog); auto: by transport (32K over TCP, 4M on one node)"},
       {"GRADSYNC_CHANNELS", "1", "default number of concurrent rings (the NCCL_NSOCKS_PERTHREAD analog)"},
@@ -32,9 +32,41 @@ std::string param_string(const std::string& env) {
 
 double param_double(const std::string& env) { return parse_double(param_string(env), env); }
 
+std::int64_t param_size(const std::string& env) { return parse_size(param_string(env), env); }
+
 double comm_timeout_s() {
-  static const double t = param_double("GRADSYNC_TIMEOUT_S");
+  // Invariant: > 0 (validate_params refuses anything else at start-up; checked again here
+  // for programs that never call it, so a bad value can never mean "wait forever").
+  static const double t = [] {
+    const double v = param_double("GRADSYNC_TIMEOUT_S");
+    GS_USAGE_CHECK(v > 0, "environment GRADSYNC_TIMEOUT_S: must be > 0 seconds (got ",
+                   param_string("GRADSYNC_TIMEOUT_S"), ")");
+    return v;
+  }();
   return t;
+}
+
+void validate_params() {
+  // Each knob is parsed the way its CLI mirror is (sizes take K/M/G), so a bad value is
+  // refused once, at start-up, naming the variable; never replaced by a default.
+  comm_timeout_s();
+  if (param_string("GRADSYNC_CHUNK_BYTES") != "auto") {  // auto: by transport (algos/chunk.cpp)
+    const std::int64_t chunk = param_size("GRADSYNC_CHUNK_BYTES");
+    GS_USAGE_CHECK(chunk > 0, "environment GRADSYNC_CHUNK_BYTES: must be > 0 bytes or auto (got ",
+                   param_string("GRADSYNC_CHUNK_BYTES"), ")");
+  }
+  const std::int64_t channels = parse_int(param_string("GRADSYNC_CHANNELS"), "GRADSYNC_CHANNELS");
+  GS_USAGE_CHECK(channels >= 1 && channels <= kMaxParamChannels,
+                 "environment GRADSYNC_CHANNELS: must be between 1 and ", kMaxParamChannels, " (got ",
+                 param_string("GRADSYNC_CHANNELS"), ")");
+}
+
+bool launcher_rank_zero() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    const char* v = std::getenv(var);
+    if (v && *v) return std::atoi(v) == 0;
+  }
+  return true;
 }
 
 }  // namespace gradsync

@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "device/host.hpp"
 #include "core/timer.hpp"
+#include "kernels/cpu_kernels.hpp"
 #include "train/precision.hpp"
 #include "train/rng.hpp"
 
@@ -28,25 +29,43 @@ void sleep_until_s(double deadline) {
 
 // The inner loop: out[c] (=|+=) s_a * b[c] + s_noise * noise(key, c). Branch- and call-free
 // so it vectorises; the 32-bit multiplies of the hash want AVX2 (vpmulld): on x86-64 the
-// function is compiled twice and the loader picks the AVX2 clone where the CPU has it
+// body is compiled twice, for AVX2 and the baseline, and the kernels' run-time dispatch
+// (kernels::cpu_isa(), computed once on first use) picks the AVX2 one where the CPU has it
 // (0.6 ns per element here vs 2.8 ns for the SSE2 baseline; a plain store of the same
-// bytes is ~0.35 ns, so the AVX2 clone is close to memory bound).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define GS_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define GS_CLONES
-#endif
-
-GS_CLONES void fill_row_set(float* __restrict out, const float* __restrict b, std::int64_t cols, float s_a,
-                            float s_noise, std::uint32_t key) {
-  for (std::int64_t c = 0; c < cols; ++c)
-    out[c] = s_a * b[c] + s_noise * hash_uniform_pm1(key, static_cast<std::uint32_t>(c));
+// bytes is ~0.35 ns, so the AVX2 path is close to memory bound). Not GCC's target_clones:
+// its IFUNC resolver runs while the program loads, before ThreadSanitizer's runtime is up,
+// and crashed every TSan build of gradsync-train.
+template <bool Accumulate>
+inline __attribute__((always_inline)) void fill_row_body(float* __restrict out, const float* __restrict b,
+                                                         std::int64_t cols, float s_a, float s_noise,
+                                                         std::uint32_t key) {
+  for (std::int64_t c = 0; c < cols; ++c) {
+    const float v = s_a * b[c] + s_noise * hash_uniform_pm1(key, static_cast<std::uint32_t>(c));
+    if constexpr (Accumulate) out[c] += v;
+    else out[c] = v;
+  }
 }
 
-GS_CLONES void fill_row_add(float* __restrict out, const float* __restrict b, std::int64_t cols, float s_a,
-                            float s_noise, std::uint32_t key) {
-  for (std::int64_t c = 0; c < cols; ++c)
-    out[c] += s_a * b[c] + s_noise * hash_uniform_pm1(key, static_cast<std::uint32_t>(c));
+template <bool Accumulate>
+void fill_row_baseline(float* __restrict out, const float* __restrict b, std::int64_t cols, float s_a,
+                       float s_noise, std::uint32_t key) {
+  fill_row_body<Accumulate>(out, b, cols, s_a, s_noise, key);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+template <bool Accumulate>
+__attribute__((target("avx2"))) void fill_row_avx2(float* __restrict out, const float* __restrict b,
+                                                   std::int64_t cols, float s_a, float s_noise, std::uint32_t key) {
+  fill_row_body<Accumulate>(out, b, cols, s_a, s_noise, key);
+}
+#endif
+
+template <bool Accumulate>
+void fill_row(float* out, const float* b, std::int64_t cols, float s_a, float s_noise, std::uint32_t key) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (kernels::cpu_isa() != kernels::Isa::Scalar) return fill_row_avx2<Accumulate>(out, b, cols, s_a, s_noise, key);
+#endif
+  fill_row_baseline<Accumulate>(out, b, cols, s_a, s_noise, key);
 }
 
 }  // namespace
@@ -70,8 +89,8 @@ void emulated_gradient(const models::TensorSpec& t, std::size_t tensor_index, st
     const float a = static_cast<float>(2.0 * sig.uniform() - 1.0);
     const auto key = static_cast<std::uint32_t>(fmix64(nk + static_cast<std::uint64_t>(r)));
     float* row = out + r * cols;
-    if (accumulate) fill_row_add(row, b.data(), cols, s_t * a, 0.5f * s_t, key);
-    else fill_row_set(row, b.data(), cols, s_t * a, 0.5f * s_t, key);
+    if (accumulate) fill_row<true>(row, b.data(), cols, s_t * a, 0.5f * s_t, key);
+    else fill_row<false>(row, b.data(), cols, s_t * a, 0.5f * s_t, key);
   }
 }
 

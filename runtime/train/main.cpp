@@ -18,7 +18,9 @@
 
 #include "comm/mpi_comm.hpp"
 #include "core/error.hpp"
+#include "core/h5io.hpp"
 #include "core/json.hpp"
+#include "core/params.hpp"
 #include "core/units.hpp"
 #include "device/host.hpp"
 #include "train/options.hpp"
@@ -123,16 +125,17 @@ int main(int argc, char** argv) {
       std::printf("%s", list_models_text(o.json).c_str());
       return 0;
     }
+    validate_params();  // first: a bad GRADSYNC_* default is named as the variable, not as its option
     validate_train_options(o);
 #ifndef GRADSYNC_HAVE_CUDA
     GS_USAGE_CHECK(o.device != "cuda",
                    "option --device cuda: this gradsync-train was built without CUDA support (GRADSYNC_WITH_CUDA=OFF)");
 #endif
   } catch (const UsageError& e) {
-    usage_error(e.what());
+    if (launcher_rank_zero()) usage_error(e.what());  // every rank finds the same error
     return 2;
   } catch (const std::exception& e) {
-    usage_error(e.what());
+    if (launcher_rank_zero()) usage_error(e.what());
     return 1;
   }
 
@@ -156,11 +159,25 @@ int main(int argc, char** argv) {
     apply_tune(o, world.node_count(), world.local_size());  // --tune: the same choice on every rank
     GS_CHECK(mpi.thread_level() >= MPI_THREAD_MULTIPLE, "the MPI library provides thread level ", mpi.thread_level(),
              " but the reducer's communication thread needs MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE, ")");
+    // The result path is checked before any step runs (rank 0 writes it; every rank
+    // learns the verdict and refuses together: a UsageError, status 2).
+    std::string path, refusal;   // rank 0's; refusal empty when the path is fine
+    h5::PathState out_at_start;  // what the run may replace (rank 0)
+    if (world.rank() == 0) {
+      path = o.out.empty() ? default_result_path(o.model) : o.out;
+      try {
+        out_at_start = h5::check_output_path(path);
+      } catch (const Error& e) {
+        refusal = std::string(o.out.empty() ? "default result file: " : "option --out: ") + e.what();
+      }
+    }
+    std::vector<char> verdict(refusal.begin(), refusal.end());
+    world.broadcast_bytes(verdict, 0);
+    if (!verdict.empty()) throw UsageError(std::string(verdict.begin(), verdict.end()));
     trainer = std::make_unique<Trainer>(o, world, *dev);
     const RunResult r = trainer->run();
     if (world.rank() == 0) {
-      const std::string path = o.out.empty() ? default_result_path(o.model) : o.out;
-      write_train_results(path, o, r, args);
+      path = write_train_results(path, o, r, args, o.out.empty(), &out_at_start);
       if (!o.quiet) print_summary(o, r, path);
       if (!o.json || o.quiet) std::printf("wrote %s\n", path.c_str());
       std::fflush(stdout);

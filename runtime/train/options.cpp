@@ -103,6 +103,11 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
     o.chunk_bytes = parse_size(chunk_text, chunk_opt);
     GS_USAGE_CHECK(o.chunk_bytes > 0, "option ", chunk_opt, ": must be > 0 bytes or auto, got ", chunk_text);
   }
+  GS_USAGE_CHECK(!vm.count("channels") || o.channels >= 1, "option --channels: must be >= 1, got ", o.channels);
+  GS_USAGE_CHECK(!vm.count("samples-per-epoch") || o.samples_per_epoch >= 1,
+                 "option --samples-per-epoch: must be >= 1, got ", o.samples_per_epoch);
+  GS_USAGE_CHECK(!vm.count("epochs") || o.epochs >= 1, "option --epochs: must be >= 1, got ", o.epochs);
+  GS_USAGE_CHECK(!vm.count("steps") || o.steps >= 1, "option --steps: must be >= 1, got ", o.steps);
   if (o.backend.empty()) o.backend = o.device == "cuda" ? "nccl" : "mpi";
   if (o.compute.empty()) o.compute = is_trainable(o.model) ? "real" : "emulated";
   if (o.compute_profile.empty()) o.compute_profile = o.compute == "emulated" ? "h200" : "cpu";
@@ -114,7 +119,7 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
     // An unknown precision is refused by validate_train_options, naming --precision.
     o.loss_scale = known ? default_loss_scale(parse_precision(o.precision)) : "none";
   }
-  if (o.channels == 0) o.channels = static_cast<std::int64_t>(param_double("GRADSYNC_CHANNELS"));
+  if (o.channels == 0) o.channels = parse_int(param_string("GRADSYNC_CHANNELS"), "GRADSYNC_CHANNELS");
   return o;
 }
 

@@ -19,11 +19,12 @@ std::string default_result_path(const std::string& model) {
   return "results/train-" + model + "-" + buf + ".h5";
 }
 
-void write_train_results(const std::string& path, const TrainOptions& o, const RunResult& r,
-                         const std::vector<std::string>& argv) {
+std::string write_train_results(const std::string& path, const TrainOptions& o, const RunResult& r,
+                                const std::vector<std::string>& argv, bool unique_name,
+                                const h5::PathState* at_start) {
   if (const auto parent = std::filesystem::path(path).parent_path(); !parent.empty())
     std::filesystem::create_directories(parent);
-  h5::Writer w(path);
+  h5::Writer w(path, unique_name ? h5::Writer::Naming::Unique : h5::Writer::Naming::Exact, at_start);
   Provenance p;
   p.program = "gradsync-train";
   p.argv = argv;
@@ -172,6 +173,7 @@ void write_train_results(const std::string& path, const TrainOptions& o, const R
   w.write("/epochs/eval_accuracy", ea);
   w.attr("/epochs", "epoch_time_s", std::string("sum of the epoch's step times (evaluation excluded)"));
   w.commit();
+  return w.final_path();
 }
 
 }  // namespace gradsync::train

@@ -66,14 +66,20 @@
 #include <string>
 #include <vector>
 
+#include "core/h5io.hpp"
 #include "train/options.hpp"
 #include "train/trainer.hpp"
 
 namespace gradsync::train {
 
-// Writes atomically (h5::Writer: temp file + rename).
-void write_train_results(const std::string& path, const TrainOptions& o, const RunResult& r,
-                         const std::vector<std::string>& argv);
+// Writes atomically (h5::Writer: temp file + publish) and returns the path written:
+// `path` itself, or with unique_name (a default name) the next free "<stem>-N.h5" if
+// another run took `path` meanwhile. An explicit path taken meanwhile throws (h5::Writer).
+// `at_start`: the path's state when the run began (h5::check_output_path), so only a file
+// that was there then may be replaced.
+std::string write_train_results(const std::string& path, const TrainOptions& o, const RunResult& r,
+                                const std::vector<std::string>& argv, bool unique_name = false,
+                                const h5::PathState* at_start = nullptr);
 
 // results/train-<model>-<UTC yyyymmddThhmmssZ>.h5 (the folder is created if missing).
 std::string default_result_path(const std::string& model);

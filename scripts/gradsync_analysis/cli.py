@@ -37,9 +37,12 @@ def default_out(study) -> str:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help", "help"):
+    if not argv:
+        print("study: error: no command (run, analyze, flagship, list); see scripts/study --help", file=sys.stderr)
+        return 2
+    if argv[0] in ("-h", "--help", "help"):
         print(USAGE)
-        return 0 if argv else 2
+        return 0
     cmd, rest = argv[0], argv[1:]
     try:
         if cmd == "run":
@@ -56,7 +59,8 @@ def main(argv=None) -> int:
     except tools.ToolError as e:
         print(f"study: error: {e}", file=sys.stderr)
         return 1
-    print(f"study: unknown command '{cmd}'\n\n{USAGE}", file=sys.stderr)
+    print(f"study: error: unknown command '{cmd}' (known: run, analyze, flagship, list; see scripts/study --help)",
+          file=sys.stderr)
     return 2
 
 

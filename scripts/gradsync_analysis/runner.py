@@ -6,9 +6,19 @@ no result, or timeout) is recorded with its exit status and stderr tail in DIR/s
 and in study.h5, and the study goes on (unless --stop-on-failure). When a failing program
 did leave a result (gradsync-bench writes its file before exiting 1 on wrong results), the
 file is moved to <label>.failed.h5 so that the next run tries the point again.
+
+One run per results folder: DIR/.study.lock is held (flock) by the study and inherited by
+the running point, so it stays held while any of them lives. A second run refuses while
+the first study is alive; when the study died (kill -9) but its point lives on, the rerun
+ends that point's process group first. A point also gets SIGTERM when the study process
+dies (PR_SET_PDEATHSIG), and SIGTERM/SIGHUP of the study end the point's whole session.
+A resume removes stale "*.tmp.*" files that killed programs left in DIR.
 """
 from __future__ import annotations
 
+import ctypes
+import errno
+import fcntl
 import math
 import os
 import re
@@ -25,6 +35,147 @@ from . import results, spec, studyfile, tools
 
 TESTBED = os.path.join(tools.REPO, "scripts", "testbed.sh")
 SWEEP_ARRAY = os.path.join(tools.REPO, "scripts", "slurm", "sweep-array.sbatch")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP of the study: handled like ^C (the running point is ended)."""
+
+
+def _on_terminate(signum, _frame):
+    raise Terminated(f"signal {signum}")
+
+
+def _die_with_parent():
+    """preexec_fn of a point: SIGTERM when the study process dies, even by kill -9."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except Exception:  # not Linux: the lock file still protects a rerun
+        pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _end_group(pgid: int, grace_s: float = 5.0):
+    """SIGTERM to a process group, SIGKILL after grace_s if anything of it is left."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    t_end = time.monotonic() + grace_s
+    while time.monotonic() < t_end:
+        if not _group_alive(pgid):
+            return
+        time.sleep(0.1)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+class StudyLock:
+    """DIR/.study.lock: flock held by the study and, through an inherited descriptor, by its
+    running point. The file says "study <pid>" and, while a point runs, "point <pgid>"."""
+
+    def __init__(self, out_dir: str, log):
+        self.path = os.path.join(out_dir, ".study.lock")
+        self.log = log
+        self.fd = None
+
+    def _read(self):
+        try:
+            with open(self.path) as fh:
+                fields = dict(line.split(None, 1) for line in fh.read().splitlines() if " " in line)
+            return {k: int(v) for k, v in fields.items() if v.strip().isdigit()}
+        except (OSError, ValueError):
+            return {}
+
+    def acquire(self):
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        for attempt in range(2):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as e:
+                if e.errno not in (errno.EWOULDBLOCK, errno.EACCES) or attempt == 1:
+                    os.close(fd)
+                    raise tools.ToolError(f"{self.path}: cannot lock the results folder: {e}") from None
+                held = self._read()
+                study, point = held.get("study"), held.get("point")
+                if study and study != os.getpid() and _alive(study):
+                    os.close(fd)
+                    raise tools.ToolError(f"results folder {os.path.dirname(self.path)} is in use by a running study "
+                                          f"(pid {study}); wait for it or stop it first") from None
+                if point and _group_alive(point):
+                    self.log(f"a point of a killed study still runs (process group {point}): ending it")
+                    print(f"study: ending process group {point}, left running by a killed study", file=sys.stderr)
+                    _end_group(point)
+                # its last processes may take a moment to close the descriptor
+                t_end = time.monotonic() + 10
+                while time.monotonic() < t_end:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except OSError:
+                        time.sleep(0.1)
+                else:
+                    os.close(fd)
+                    raise tools.ToolError(f"results folder {os.path.dirname(self.path)} is still locked by processes "
+                                          f"of an earlier study (see {self.path})") from None
+                break
+        self.fd = fd
+        self._write()
+
+    def _write(self, point: int | None = None):
+        text = f"study {os.getpid()}\n" + (f"point {point}\n" if point else "")
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, text.encode(), 0)
+
+    def point_started(self, pgid: int):
+        self._write(pgid)
+
+    def point_ended(self):
+        self._write()
+
+    def release(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def remove_stale_temps(out_dir: str, log) -> int:
+    """Removes "<result>.tmp.<pid>" files (and probes) under out_dir: with the lock held no
+    program of ours writes there, so every one is left by a killed run."""
+    n = 0
+    for root, _dirs, files in os.walk(out_dir):
+        for f in files:
+            if re.search(r"\.tmp\.\d+(\.\d+)?(\.probe)?$", f):
+                path = os.path.join(root, f)
+                try:
+                    os.remove(path)
+                    n += 1
+                    log(f"removed stale temp file {path}")
+                except OSError:
+                    pass
+    return n
 
 
 def _now():
@@ -157,6 +308,7 @@ class Runner:
         self.records = [dict() for _ in self.points]
         self.testbed = Testbed(self._log)
         self.proc = None
+        self.lock = None
 
     # ---- logs ----------------------------------------------------------------------------
     def _log(self, msg: str):
@@ -281,8 +433,15 @@ class Runner:
         with open(outp, "w") as fo, open(errp, "w") as fe:
             fo.write(f"# {r['command']}\n")
             fo.flush()
+            # Own session (a terminal's ^C reaches the study only); the lock descriptor is
+            # inherited so the folder stays locked while the point lives; SIGTERM on the
+            # study's death.
             self.proc = subprocess.Popen(argv, stdout=fo, stderr=fe, env=dict(os.environ, **env),
-                                         start_new_session=True, cwd=tools.REPO)
+                                         start_new_session=True, cwd=tools.REPO,
+                                         pass_fds=(self.lock.fd,) if self.lock and self.lock.fd is not None else (),
+                                         preexec_fn=_die_with_parent)
+            if self.lock:
+                self.lock.point_started(self.proc.pid)
             # testbed.sh run has its own --timeout (it also ends the ranks in the hosts);
             # ours is the backstop.
             limit = p.timeout_s + (20 if self.launcher == "testbed" else 0)
@@ -298,6 +457,8 @@ class Runner:
                 raise
             finally:
                 self.proc = None
+                if self.lock:
+                    self.lock.point_ended()
         if self.launcher == "testbed" and rc == 124:
             note = "timeout"
         r["wall_s"] = time.monotonic() - t0
@@ -313,15 +474,13 @@ class Runner:
             self._mark_failed(i, rc, errp, note)
 
     def _kill(self):
+        """Ends the running point's whole session (mpirun and its ranks), SIGKILL after 5 s."""
         if self.proc is None:
             return
+        _end_group(self.proc.pid)
         try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
             pass
 
     # ---- the study -----------------------------------------------------------------------
@@ -357,7 +516,16 @@ class Runner:
         if self.dry_run:
             return self.plan()
         os.makedirs(self.out, exist_ok=True)
+        self.lock = StudyLock(self.out, self._log)
+        self.lock.acquire()
+        try:
+            return self._run_locked()
+        finally:
+            self.lock.release()
+
+    def _run_locked(self) -> int:
         shutil.copyfile(self.study.path, os.path.join(self.out, "study.toml"))
+        remove_stale_temps(self.out, self._log)
         for prog in {p.program for p in self.points}:
             tools.need(tools.program(spec.PROGRAMS[prog], self.bindir), spec.PROGRAMS[prog])
         if self.launcher == "local" and not shutil.which("mpirun"):
@@ -381,6 +549,7 @@ class Runner:
                 r["status"] = "pending"
         prog.show(to_run=len(todo))
         interrupted = False
+        old_handlers = {sig: signal.signal(sig, _on_terminate) for sig in (signal.SIGTERM, signal.SIGHUP)}
         try:
             if self.launcher == "slurm":
                 self._run_slurm(todo, prog)
@@ -391,6 +560,8 @@ class Runner:
             self._kill()
             self._log("interrupted; points not run stay pending")
         finally:
+            for sig, h in old_handlers.items():
+                signal.signal(sig, h)
             prog.end()
             self.testbed.release(self.keep_testbed)
         info = {}

@@ -22,6 +22,7 @@ import copy
 import dataclasses
 import hashlib
 import itertools
+import math
 import os
 import re
 import tomllib
@@ -226,6 +227,12 @@ def load(path: str, scale: str | None = None) -> Study:
     for key, val in (("ranks", ranks), ("repeats", repeats)):
         if not isinstance(val, int) or isinstance(val, bool) or val < 1:
             bad(f"key '{key}' must be an integer >= 1, got {val!r}")
+
+    def check_timeout(val, gw=""):
+        if not isinstance(val, (int, float)) or isinstance(val, bool) or not math.isfinite(val) or val <= 0:
+            bad(f"{gw}key 'timeout_s' must be a number of seconds > 0, got {val!r}")
+
+    check_timeout(timeout_s)
     testbed = raw.get("testbed", {})
     if not isinstance(testbed, dict):
         bad("[testbed] must be a table")
@@ -270,6 +277,8 @@ def load(path: str, scale: str | None = None) -> Study:
         g_ranks = gs.get("ranks", ranks)
         if not isinstance(g_ranks, int) or isinstance(g_ranks, bool) or g_ranks < 1:
             bad(f"{gw}: 'ranks' must be an integer >= 1, got {g_ranks!r}")
+        if "timeout_s" in gs:
+            check_timeout(gs["timeout_s"], f"{gw}: ")
         grids.append(Grid(gname, prog, fixed, sweep, g_ranks, gs.get("repeats", repeats),
                           gs.get("timeout_s", timeout_s), ranks_fixed="ranks" in gs))
 

@@ -380,17 +380,19 @@ def case_usage(bench):
 
 
 def case_runtime_error(bench):
-    # The result file's folder cannot exist (its parent is a file): rank 0 fails when it
-    # opens the file, before the measurement; every rank ends, status 1.
+    # The result file's folder cannot exist (its parent is a file): refused right after
+    # start, before the measurement, on every rank together: status 2 (a bad --out is a bad
+    # request), one line from rank 0 naming the option and the path, no file.
     blocker = os.path.join(bench.workdir, "plainfile")
     open(blocker, "w").close()
     p = bench.run(2, ["-e", "1K", "--out", os.path.join(blocker, "x.h5")])
-    check(p.returncode == 1, f"exit status {p.returncode}, expected 1\n{p.stderr}")
-    check(re.search(r"^gradsync-bench: error: rank 0/2 on \S+: .*plainfile", p.stderr, re.M),
-          f"error line does not name rank/host/path:\n{p.stderr}")
+    check(p.returncode == 2, f"exit status {p.returncode}, expected 2\n{p.stderr}")
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("gradsync-bench: error:")]
+    check(len(lines) == 1 and re.search(r"option --out: .*plainfile", lines[0]),
+          f"want one error line naming --out and the path:\n{p.stderr}")
     check(not re.search(r"^\s+\d+\s+\d+", p.stdout, re.M), "rows printed before the failure")
     check(sorted(os.listdir(bench.workdir)) == ["plainfile"], f"left files: {os.listdir(bench.workdir)}")
-    print("ok   unwritable --out: status 1, one line naming rank and host")
+    print("ok   unwritable --out: status 2 before measuring, one line naming the option and path")
 
 
 CASES = {

@@ -199,3 +199,122 @@ TEST_F(H5Test, MissingAttributeAndDatasetNameThemselves) {
 }
 
 }  // namespace
+
+// ---- publishing: never replace another run's result -----------------------------------------
+
+namespace {
+std::int64_t marker_of(const std::string& file) {
+  gs::h5::Reader r(file);
+  return r.attr_int("/", "marker");
+}
+}  // namespace
+
+TEST_F(H5Test, ReplacesTheFileThatExistedWhenTheWriterStarted) {
+  const std::string file = path("r.h5");
+  {
+    gs::h5::Writer w(file);
+    w.attr("/", "marker", std::int64_t{1});
+    w.commit();
+  }
+  gs::h5::Writer w(file);  // a rerun overwriting its own old result
+  w.attr("/", "marker", std::int64_t{2});
+  w.commit();
+  EXPECT_EQ(marker_of(file), 2);
+  EXPECT_EQ(files_in_dir(), 1u);
+}
+
+TEST_F(H5Test, ExactNameTakenDuringTheRunKeepsBothResultsAndSaysSo) {
+  const std::string file = path("same.h5");
+  gs::h5::Writer slow(file);  // started first, finishes last
+  slow.attr("/", "marker", std::int64_t{1});
+  {
+    gs::h5::Writer fast(file);
+    fast.attr("/", "marker", std::int64_t{2});
+    fast.commit();
+  }
+  try {
+    slow.commit();
+    ADD_FAILURE() << "the second commit replaced the first run's result silently";
+  } catch (const gs::Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("written by another run"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(".conflict-"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(marker_of(file), 2);
+  const std::string kept = path("same.conflict-" + std::to_string(getpid()) + ".h5");
+  ASSERT_TRUE(fs::exists(kept));
+  EXPECT_EQ(marker_of(kept), 1);
+  EXPECT_EQ(files_in_dir(), 2u);  // no temp file
+}
+
+TEST_F(H5Test, UniqueNameTakenDuringTheRunMovesToTheNextFreeName) {
+  const std::string file = path("default.h5");
+  gs::h5::Writer slow(file, gs::h5::Writer::Naming::Unique);
+  slow.attr("/", "marker", std::int64_t{1});
+  {
+    gs::h5::Writer fast(file, gs::h5::Writer::Naming::Unique);
+    fast.attr("/", "marker", std::int64_t{2});
+    fast.commit();
+    EXPECT_EQ(fast.final_path(), file);
+  }
+  slow.commit();
+  EXPECT_EQ(slow.final_path(), path("default-2.h5"));
+  EXPECT_EQ(marker_of(file), 2);
+  EXPECT_EQ(marker_of(path("default-2.h5")), 1);
+}
+
+TEST_F(H5Test, FailedCreateLeavesNothingAndNamesTheFile) {
+  // The temp name is too long for the file system (255 bytes), so the create fails. (A full
+  // disk, where a failed create used to leave a 0-byte temp file, is in tests/faults.)
+  const std::string file = path(std::string(250, 'a') + ".h5");
+  try {
+    gs::h5::Writer w(file);
+    ADD_FAILURE() << "no error";
+  } catch (const gs::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot create"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(files_in_dir(), 0u);
+}
+
+TEST_F(H5Test, CheckOutputPathRefusesFoldersAndUncreatableParents) {
+  EXPECT_THROW(gs::h5::check_output_path(dir_.string()), gs::Error);
+  EXPECT_THROW(gs::h5::check_output_path("/proc/gradsync-no/x.h5"), gs::Error);
+  const std::string file = path("text");
+  std::ofstream(file) << "x";
+  EXPECT_THROW(gs::h5::check_output_path(file + "/x.h5"), gs::Error);
+  EXPECT_NO_THROW(gs::h5::check_output_path(path("sub/ok.h5")));
+  EXPECT_FALSE(fs::exists(path("sub/ok.h5")));
+  EXPECT_EQ(files_in_dir(), 2u);  // "text" and the created folder "sub"; no probe left
+  EXPECT_TRUE(fs::is_empty(path("sub")));
+}
+
+TEST_F(H5Test, BadInputFilesAreUsageErrorsOnOneLine) {
+  const std::string file = path("text.h5");
+  std::ofstream(file) << "not hdf5\n";
+  for (const std::string& f : {file, path("missing.h5"), dir_.string()}) {
+    try {
+      gs::h5::Reader r(f);
+      ADD_FAILURE() << "no error for " << f;
+    } catch (const gs::UsageError& e) {
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(H5Test, TheStateAtTheRunsStartDecidesNotTheStateAtWriting) {
+  // The programs check --out before measuring and create the writer only afterwards: a
+  // result another run published in between must not count as "this run's old file".
+  const std::string file = path("late.h5");
+  const gs::h5::PathState at_start = gs::h5::check_output_path(file);
+  EXPECT_FALSE(at_start.existed);
+  {
+    gs::h5::Writer other(file);
+    other.attr("/", "marker", std::int64_t{2});
+    other.commit();
+  }
+  gs::h5::Writer mine(file, gs::h5::Writer::Naming::Exact, &at_start);
+  mine.attr("/", "marker", std::int64_t{1});
+  EXPECT_THROW(mine.commit(), gs::Error);
+  EXPECT_EQ(marker_of(file), 2);
+  EXPECT_EQ(files_in_dir(), 2u);  // the other run's and this run's .conflict-<pid>.h5
+}

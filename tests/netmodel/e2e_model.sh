@@ -72,7 +72,7 @@ json_keys configs best rows
 # calibrate / compare refusals (the unit tests cover the fits themselves)
 expect_rc 2 "no input files" "$M" calibrate -o "$W/x.toml"
 expect_rc 2 "" "$M" calibrate "$W/pred.h5" -o "$W/x.toml"
-expect_rc 1 "" "$M" calibrate "$W/does-not-exist.h5" -o "$W/x.toml"
+expect_rc 2 "does-not-exist.h5" "$M" calibrate "$W/does-not-exist.h5" -o "$W/x.toml"
 expect_rc 2 "--fabric" "$M" compare "$W/pred.h5"
 expect_rc 2 "not a gradsync-train file" "$M" compare "$W/pred.h5" --fabric ib-hdr
 exit $fail
