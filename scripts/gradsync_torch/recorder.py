@@ -36,6 +36,7 @@ Wire precision: torch.autocast leaves gradients and their all-reduce in fp32, so
 says precision = fp32 and amp = bf16|fp16|none; a cast hook (fp16/bf16) is the compressor
 of that name, PowerSGD is powersgd:rank=R,start=K (gradsync's spec, netmodel/compress.cpp).
 Limits: one backward per optimizer step (accumulate = 1), the default process group.
+PowerSGD on gloo runs its buckets one at a time (serial_buckets = 1; see __init__).
 
 Cost: two perf_counter() reads per hook call and one Python list append; at close one
 all_gather_object of the tables (O(steps x buckets) floats per rank).
@@ -100,7 +101,7 @@ class Recorder:
 
     def __init__(self, model, optimizer, out, hook=None, state=None, overlap=True, model_name=None,
                  batch_per_rank=None, amp="none", warmup_steps=2, loader_workers=0, seed=0,
-                 trace=None, argv=None, extra=None):
+                 trace=None, argv=None, extra=None, serial=None):
         if not isinstance(model, torch.nn.parallel.DistributedDataParallel):
             raise TypeError("gradsync_torch.record: model must be a torch.nn.parallel.DistributedDataParallel")
         if not dist.is_initialized():
@@ -118,6 +119,13 @@ class Recorder:
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.backend = str(dist.get_backend())
         self.hook_name, self.compress, self.hook_params = hook_spec(hook, state)
+        # PowerSGD's hook issues further all-reduces from its futures' callbacks; on gloo,
+        # two buckets in flight at once then interleave differently on the ranks and gloo
+        # aborts ("Received data size doesn't match", torch 2.15). Serial: a bucket is
+        # launched only after the previous one completed (waited for on the autograd thread).
+        self.serial = bool(serial) if serial is not None else (
+            self.compress.startswith("powersgd") and self.backend == "gloo")
+        self._prev_fut = None
         self.closed = False
 
         # Parameter names in registration (forward) order, keyed by storage address.
@@ -209,13 +217,16 @@ class Recorder:
         if last:
             self.cur["bwd_end"] = row[2]
         if self.overlap:
+            if self.serial and self._prev_fut is not None and bucket.index() > 0:
+                self._prev_fut.wait()
             row[3] = now()
             fut = self._launch(bucket)
 
             def done(f, row=row):
                 row[4] = now()
                 return f.value()
-            return fut.then(done)
+            self._prev_fut = fut.then(done)
+            return self._prev_fut
         # No overlap: hold every bucket until DDP hands over the last one (the end of
         # backward), then reduce them one after the other, in index order.
         placeholder = torch.futures.Future()
@@ -308,7 +319,12 @@ class Recorder:
         lr = float(self.optimizer.param_groups[0].get("lr", math.nan))
         ratio = {"fp16": 2.0, "bf16": 2.0, "none": 1.0}.get(self.compress, math.nan)
         cap_mb = float(self.model.bucket_bytes_cap) / (1 << 20)
-        first_mb = float(getattr(dist, "_DEFAULT_FIRST_BUCKET_BYTES", 1 << 20)) / (1 << 20)
+        # DDP's first-bucket cap: 1 MiB only when bucket_cap_mb was left at its default,
+        # else the bucket cap itself (torch.nn.parallel.distributed._BucketCapacityConfig).
+        cfg = getattr(self.model, "_bucket_config", None)
+        first_bytes = cfg.first_bucket_bytes_cap if cfg is not None else min(
+            self.model.bucket_bytes_cap, getattr(dist, "_DEFAULT_FIRST_BUCKET_BYTES", 1 << 20))
+        first_mb = float(first_bytes) / (1 << 20)
         device = self.params[0].device.type if self.params else "cpu"
         attrs = {
             "source": "pytorch", "torch_version": torch.__version__, "backend": self.backend,
@@ -316,7 +332,7 @@ class Recorder:
             "device": device, "nranks": self.world, "nnodes": nnodes, "ranks_per_node": rpn,
             "topology": f"{nnodes}x{rpn}", "batch_per_rank": int(self.batch_per_rank or 0),
             "bucket_mb": cap_mb, "bucket_cap_mb": cap_mb, "first_bucket_mb": first_mb,
-            "overlap": int(self.overlap), "accumulate": 1, "algo": BACKEND_ALGO.get(self.backend, "ring"),
+            "overlap": int(self.overlap), "serial_buckets": int(self.serial), "accumulate": 1, "algo": BACKEND_ALGO.get(self.backend, "ring"),
             "chunk_bytes": 0, "channels": 1, "hook": self.hook_name, "hook_params": json.dumps(self.hook_params),
             "compress": self.compress, "compress_effective": self.compress, "precision": "fp32",
             "amp": self.amp, "loss_scale_mode": "none", "loss_scale_spec": "",
