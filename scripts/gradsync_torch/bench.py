@@ -115,8 +115,10 @@ def main(argv=None):
     from . import h5out
     from .recorder import BACKEND_ALGO
 
+    from .launch import env_from_launcher
+    env_from_launcher()
     if "RANK" not in os.environ:
-        print("gradsync_torch.bench: error: not launched by torchrun/srun (RANK unset); "
+        print("gradsync_torch.bench: error: not launched by torchrun, srun or mpirun (RANK unset); "
               "run: scripts/torchrun --nproc-per-node 2 -m gradsync_torch.bench ...", file=sys.stderr)
         return 2
     torch.set_num_threads(o.threads)

@@ -99,8 +99,10 @@ def main(argv=None):
 
     from .recorder import record
 
+    from .launch import env_from_launcher
+    env_from_launcher()
     if "RANK" not in os.environ:
-        print("gradsync_torch.example: error: not launched by torchrun/srun (RANK unset); "
+        print("gradsync_torch.example: error: not launched by torchrun, srun or mpirun (RANK unset); "
               "run: scripts/torchrun --nproc-per-node 2 -m gradsync_torch.example ...", file=sys.stderr)
         return 2
     torch.set_num_threads(o.threads)
