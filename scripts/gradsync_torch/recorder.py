@@ -24,7 +24,9 @@ Approach (nothing in the user's loop changes; everything comes from hooks):
     bucket's end, since one communication queue serves buckets in order; --no-overlap: the
     recorder's deferring wrapper launches all buckets one after the other once the last is
     handed over), end = the hook's future completes (its callback);
-  * comm_exposed_s = last bucket end - backward end (>= 0); optimizer_s = the optimizer's
+  * comm_exposed_s = backward end -> DDP's end of backward (an autograd callback queued after
+    DDP's own: every bucket waited for and its gradients written back; at least the last
+    bucket's end): what backward() waits for communication; optimizer_s = the optimizer's
     pre-hook -> post-hook; step_time_s = step start -> optimizer post-hook.
   * bucket membership (/model/tensor_bucket): GradBucket.parameters() of each bucket at the
     last recorded step, i.e. DDP's own assignment after its rebuild at step 1.
@@ -150,7 +152,7 @@ class Recorder:
 
     def _new_step(self, t):
         self.cur = {"start": t, "fwd": math.nan, "bwd": math.nan, "bwd_end": math.nan,
-                    "opt": math.nan, "end": math.nan}
+                    "bwd_done": math.nan, "opt": math.nan, "end": math.nan}
         self.cur_buckets = []
 
     def _fwd_pre(self, module, args):
@@ -176,6 +178,9 @@ class Recorder:
         if math.isnan(self.cur["bwd"]):
             self.cur["bwd"] = now()
         return grad
+
+    def _bwd_done(self):
+        self.cur["bwd_done"] = now()
 
     def _opt_pre(self, opt, args, kwargs):
         self.cur["opt"] = now()
@@ -216,6 +221,9 @@ class Recorder:
         last = bucket.is_last()
         if last:
             self.cur["bwd_end"] = row[2]
+            # Queued after DDP's own end-of-backward callback (queued at its first gradient):
+            # runs when DDP has waited for every bucket and written the gradients back.
+            torch.autograd.Variable._execution_engine.queue_callback(self._bwd_done)
         if self.overlap:
             if self.serial and self._prev_fut is not None and bucket.index() > 0:
                 self._prev_fut.wait()
@@ -250,6 +258,8 @@ class Recorder:
             bwd_end = s["bwd_end"] if not math.isnan(s["bwd_end"]) else s["opt"]
             ends = [b[4] for b in bs if not math.isnan(b[4])]
             comm_end = max(ends) if ends else bwd_end
+            if not math.isnan(s["bwd_done"]):
+                comm_end = max(comm_end, s["bwd_done"])
             # One queue serves buckets in order: a bucket starts when launched and the
             # previous one has ended.
             prev_end = -math.inf
