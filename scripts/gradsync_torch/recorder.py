@@ -23,7 +23,8 @@ Approach (nothing in the user's loop changes; everything comes from hooks):
     hook, start = the collective is launched (overlap: at ready, but not before the previous
     bucket's end, since one communication queue serves buckets in order; --no-overlap: the
     recorder's deferring wrapper launches all buckets one after the other once the last is
-    handed over), end = the hook's future completes (its callback);
+    handed over), end = the hook's future completes (its callback); a bucket that ended
+    before its predecessor (gloo runs two at once on its worker threads) keeps its launch;
   * comm_exposed_s = backward end -> DDP's end of backward (an autograd callback queued after
     DDP's own: every bucket waited for and its gradients written back; at least the last
     bucket's end): what backward() waits for communication; optimizer_s = the optimizer's
@@ -261,12 +262,13 @@ class Recorder:
             if not math.isnan(s["bwd_done"]):
                 comm_end = max(comm_end, s["bwd_done"])
             # One queue serves buckets in order: a bucket starts when launched and the
-            # previous one has ended.
+            # previous one has ended -- unless it ended first (gloo ran the two at once on
+            # its worker threads), then it started at its launch.
             prev_end = -math.inf
             brows = []
             for b in sorted(bs, key=lambda r: r[0]):
-                start = max(b[3], prev_end)
-                prev_end = b[4]
+                start = max(b[3], prev_end) if prev_end <= b[4] else b[3]
+                prev_end = max(prev_end, b[4])
                 brows.append([b[0], b[1], b[2] - t0, start - t0, b[4] - t0])
             rows.append({
                 "step_time_s": s["end"] - t0,
