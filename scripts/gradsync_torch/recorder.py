@@ -153,7 +153,7 @@ class Recorder:
 
     def _new_step(self, t):
         self.cur = {"start": t, "fwd": math.nan, "bwd": math.nan, "bwd_end": math.nan,
-                    "bwd_done": math.nan, "opt": math.nan, "end": math.nan}
+                    "bwd_done": math.nan, "opt": math.nan, "end": math.nan, "encode": 0.0}
         self.cur_buckets = []
 
     def _fwd_pre(self, module, args):
@@ -202,6 +202,16 @@ class Recorder:
         self._new_step(now())
 
     def _launch(self, bucket):
+        """Runs the user's hook (or a plain all-reduce); the time its call takes is the
+        synchronous part of the hook (a cast hook's cast, PowerSGD's P = M Q and the
+        launches), counted as encode_s for compressing hooks."""
+        t0 = now()
+        fut = self._launch_inner(bucket)
+        if self.compress != "none":
+            self.cur["encode"] += now() - t0
+        return fut
+
+    def _launch_inner(self, bucket):
         if self.inner_hook is None:
             return dist.all_reduce(bucket.buffer().div_(self.world), async_op=True).get_future().then(
                 lambda f: f.value()[0])
@@ -278,6 +288,7 @@ class Recorder:
                 "comm_exposed_s": max(0.0, comm_end - bwd_end),
                 "optimizer_s": s["end"] - s["opt"],
                 "comm_total_s": sum(r[4] - r[3] for r in brows),
+                "encode_s": s["encode"],
                 "buckets": brows,
                 "abs": [s["start"], s["fwd"], s["bwd"], bwd_end, s["opt"], s["end"]],
             })
@@ -320,9 +331,10 @@ class Recorder:
         table["bytes_sent"] = [_wire_bytes([b[1] for b in r["buckets"]], self.compress, self.world) for r in rows0]
         losses = gathered[0]["losses"]
         table["loss"] = [losses[i] if i < len(losses) else math.nan for i in range(nsteps)]
-        # Encode/decode of a hook run inside its future; the recorder cannot separate them
-        # from the collective, so they are reported as absent (NaN), not as zero.
-        table["encode_s"] = [math.nan] * nsteps
+        # encode_s: the synchronous part of a compressing hook's call (see _launch); the rest
+        # of its work (decompression, PowerSGD's Q step) runs in its future's callbacks, not
+        # separable from the collective, so decode_s is reported as absent (NaN), not zero.
+        table["encode_s"] = [sum(g["rows"][i]["encode_s"] for g in gathered) / self.world for i in range(nsteps)]
         table["decode_s"] = [math.nan] * nsteps
         table["loss_scale"] = [1.0] * nsteps
         table["skipped"] = [0] * nsteps
