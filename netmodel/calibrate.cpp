@@ -847,7 +847,11 @@ ComputeFit calibrate_compute(const std::vector<std::string>& files, const std::s
       reducer_rows.emplace_back(static_cast<double>(run.bucket_bytes.size()), run.reducer_s);
     out.used.push_back(path);
   }
-  if (rows.size() < 2) throw CalibrationError("calibrate --compute: no usable runs (zoo models with forward_s/backward_s)");
+  if (rows.size() < 2) {
+    std::string why;  // name each file's reason (e.g. a PyTorch-bridge model has no FLOP table)
+    for (const auto& s : out.skipped) why += "; " + s;
+    throw CalibrationError("calibrate --compute: no usable runs (zoo models with forward_s/backward_s)" + why);
+  }
   const int n = static_cast<int>(rows.size());
   Eigen::MatrixXd A(n, 2);
   Eigen::VectorXd y(n);

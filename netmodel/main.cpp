@@ -9,7 +9,7 @@
 //   gradsync-model calibrate FILE.h5|LOG... -o fabric.toml [--base FABRIC] [--intra FABRIC] [--nodes N
 //                            --ranks-per-node G] [--nics-per-node R] [--op OP] [--points-only] [--burst-bytes B] [--json]
 //   gradsync-model calibrate --compute train*.h5 -o profile.toml [--json]
-//   gradsync-model compare train*.h5 --fabric FILE [--json] [--out report.h5]
+//   gradsync-model compare train*.h5 --fabric FILE [--json] [--out report.h5] [--trace trace.json]
 //
 // Exit status: 0 ok, 1 run-time error (unreadable file, data that cannot determine a fit),
 // 2 usage error ("gradsync-model: error: <message naming the option>").
@@ -32,6 +32,7 @@
 #include "netmodel/inputs/nccl_tests.hpp"
 #include "netmodel/collectives.hpp"
 #include "netmodel/compare.hpp"
+#include "netmodel/trace.hpp"
 #include "netmodel/fabric.hpp"
 #include "netmodel/grid.hpp"
 #include "netmodel/predict.hpp"
@@ -784,7 +785,9 @@ int cmd_compare(const std::vector<std::string>& args) {
       "intra", po::value<std::string>(), "take the intra-node level from this fabric")(
       "compute-profile", po::value<std::string>(), "fitted compute profile (calibrate --compute); default: each file's own compute_profile")(
       "kernels", po::value<std::string>(), "measured compression-kernel rates (calibrate --kernels)")("json", "print one JSON object")(
-      "out", po::value<std::string>(), "write an HDF5 report")("files", po::value<std::vector<std::string>>(), "train files");
+      "out", po::value<std::string>(), "write an HDF5 report")(
+      "trace", po::value<std::string>(), "write measured and predicted steps as Chrome trace-event JSON (Perfetto)")(
+      "files", po::value<std::vector<std::string>>(), "train files");
   po::positional_options_description pos;
   pos.add("files", -1);
   const auto vm = parse(args, d, &pos);
@@ -794,11 +797,13 @@ int cmd_compare(const std::vector<std::string>& args) {
   }
   GS_USAGE_CHECK(vm.count("fabric"), "option --fabric is required");
   GS_USAGE_CHECK(vm.count("files"), "compare: no gradsync-train files given");
+  GS_USAGE_CHECK(!vm.count("trace") || !vm["trace"].as<std::string>().empty(), "option --trace: empty file name");
   const auto rep = compare_runs(vm["files"].as<std::vector<std::string>>(), vm["fabric"].as<std::string>(),
                                 vm.count("intra") ? vm["intra"].as<std::string>() : "",
                                 vm.count("compute-profile") ? vm["compute-profile"].as<std::string>() : "",
                                 vm.count("kernels") ? vm["kernels"].as<std::string>() : "");
   if (vm.count("out")) write_compare(rep, vm["out"].as<std::string>(), g_argv);
+  if (vm.count("trace")) write_compare_trace(rep, vm["trace"].as<std::string>());
   if (vm.count("json")) std::cout << compare_json(rep).dump() << "\n";
   else std::cout << compare_table(rep);
   return 0;

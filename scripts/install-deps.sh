@@ -5,6 +5,13 @@
 #
 #   scripts/install-deps.sh            # everything
 #   GRADSYNC_DEPS=build scripts/install-deps.sh   # only what building needs
+#   GRADSYNC_DEPS=torch scripts/install-deps.sh   # only the PyTorch venv (see below)
+#   GRADSYNC_DEPS=all,torch scripts/install-deps.sh
+# PyTorch (optional, for scripts/gradsync_torch): torch==$GRADSYNC_TORCH_VERSION (2.15.0) from
+# PyPI into a venv at $GRADSYNC_TORCH_VENV (default <repo>/.venv-torch, git-ignored), made
+# with /usr/bin/python3 -m venv --system-site-packages so Debian's h5py/numpy are visible.
+# About 5.4 GB (the CUDA wheels come along; `import torch` needs them even on CPU) and
+# about 2 minutes; skipped when that venv already imports that torch version.
 set -euo pipefail
 
 build_pkgs=(g++ cmake make git pkg-config libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools
@@ -13,12 +20,37 @@ build_pkgs=(g++ cmake make git pkg-config libopenmpi-dev openmpi-bin libhdf5-dev
 analysis_pkgs=(python3 python3-h5py python3-matplotlib python3-numpy)
 cluster_pkgs=(slurm-wlm munge iproute2 util-linux procps)
 
-case "${GRADSYNC_DEPS:-all}" in
-  build) wanted=("${build_pkgs[@]}") ;;
-  analysis) wanted=("${analysis_pkgs[@]}") ;;
-  all) wanted=("${build_pkgs[@]}" "${analysis_pkgs[@]}" "${cluster_pkgs[@]}") ;;
-  *) echo "install-deps: GRADSYNC_DEPS must be build, analysis or all" >&2; exit 2 ;;
-esac
+torch_version="${GRADSYNC_TORCH_VERSION:-2.15.0}"
+torch_venv="${GRADSYNC_TORCH_VENV:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.venv-torch}"
+want_torch=0
+wanted=()
+IFS=',' read -r -a deps_kinds <<<"${GRADSYNC_DEPS:-all}"
+for kind in "${deps_kinds[@]}"; do
+  case "$kind" in
+    build) wanted+=("${build_pkgs[@]}") ;;
+    analysis) wanted+=("${analysis_pkgs[@]}") ;;
+    all) wanted+=("${build_pkgs[@]}" "${analysis_pkgs[@]}" "${cluster_pkgs[@]}") ;;
+    torch) want_torch=1; wanted+=(python3 python3-venv python3-h5py python3-numpy) ;;
+    *) echo "install-deps: GRADSYNC_DEPS must be a comma list of build, analysis, all, torch (got '$kind')" >&2; exit 2 ;;
+  esac
+done
+
+# The PyTorch venv (after the Debian packages, which provide python3-venv and h5py).
+install_torch() {
+  if [[ -x "$torch_venv/bin/python" ]] &&
+     "$torch_venv/bin/python" -c "import sys, torch, h5py; sys.exit(torch.__version__.split('+')[0] != '$torch_version')" 2>/dev/null; then
+    echo "install-deps: torch $torch_version present in $torch_venv"
+    return 0
+  fi
+  echo "install-deps: installing torch==$torch_version into $torch_venv (about 5.4 GB, about 2 minutes)"
+  [[ -x "$torch_venv/bin/python" ]] || /usr/bin/python3 -m venv --system-site-packages "$torch_venv"
+  "$torch_venv/bin/python" -m pip install -q "torch==$torch_version" >/tmp/gradsync-torch-pip.log 2>&1 || {
+    echo "install-deps: pip install torch==$torch_version failed; last lines of /tmp/gradsync-torch-pip.log:" >&2
+    tail -20 /tmp/gradsync-torch-pip.log >&2
+    exit 1
+  }
+  echo "install-deps: torch $torch_version installed in $torch_venv"
+}
 
 missing=()
 for p in "${wanted[@]}"; do
@@ -29,6 +61,7 @@ done
 
 if ((${#missing[@]} == 0)); then
   echo "install-deps: all ${#wanted[@]} packages present"
+  ((want_torch)) && install_torch
   exit 0
 fi
 
@@ -47,4 +80,5 @@ $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/tmp/grads
   tail -20 /tmp/gradsync-apt.log >&2
   exit 1
 }
+((want_torch)) && install_torch
 echo "install-deps: done"

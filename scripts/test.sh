@@ -11,7 +11,8 @@ if [ "${1:-}" = "--sanitize" ]; then
   bash scripts/install-deps.sh
   exec bash scripts/sanitize.sh "${@:-all}"
 fi
-bash scripts/install-deps.sh
+# The PyTorch venv too (label `torch`; GRADSYNC_TORCH_VENV points at an existing one).
+GRADSYNC_DEPS="${GRADSYNC_DEPS:-all,torch}" bash scripts/install-deps.sh
 bash scripts/build.sh
 cd "${BUILD_DIR:-build}"
 # MPI tests oversubscribe the 2 cores; run tests one at a time so timings stay sane.

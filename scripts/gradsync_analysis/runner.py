@@ -35,6 +35,8 @@ from . import results, spec, studyfile, tools
 
 TESTBED = os.path.join(tools.REPO, "scripts", "testbed.sh")
 SWEEP_ARRAY = os.path.join(tools.REPO, "scripts", "slurm", "sweep-array.sbatch")
+TORCHRUN = os.path.join(tools.REPO, "scripts", "torchrun")
+TORCH_PYTHON = os.path.join(tools.REPO, "scripts", "torch-python")
 
 
 class Terminated(KeyboardInterrupt):
@@ -327,8 +329,13 @@ class Runner:
 
     # ---- commands ------------------------------------------------------------------------
     def program_argv(self, p) -> list:
-        exe = tools.program(spec.PROGRAMS[p.program], self.bindir)
-        return [exe] + spec.option_args(p.options) + ["--out", self.result_path(p)]
+        if self.study.runtime == "torch":
+            # Under Slurm each task is one rank: gradsync_torch maps SLURM_PROCID/NTASKS/
+            # LOCALID and the first node of the job to torch.distributed's env:// variables.
+            exe = [TORCH_PYTHON, "-m", spec.TORCH_MODULES[p.program]]
+        else:
+            exe = [tools.program(spec.PROGRAMS[p.program], self.bindir)]
+        return exe + spec.option_args(p.options) + ["--out", self.result_path(p)]
 
     def testbed_cfg(self, p) -> dict:
         cfg = self.study.testbed_config(p)
@@ -341,6 +348,9 @@ class Runner:
         """(argv, extra environment) of the point for the local and testbed launchers."""
         prog = self.program_argv(p)
         env = dict(p.env)
+        if self.launcher == "local" and self.study.runtime == "torch":
+            argv = [TORCHRUN, "--nproc-per-node", str(p.ranks), "-m", spec.TORCH_MODULES[p.program]]
+            return argv + spec.option_args(p.options) + ["--out", self.result_path(p)], env
         if self.launcher == "local":
             argv = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(p.ranks)]
             for k, v in p.mca.items():
@@ -526,9 +536,9 @@ class Runner:
     def _run_locked(self) -> int:
         shutil.copyfile(self.study.path, os.path.join(self.out, "study.toml"))
         remove_stale_temps(self.out, self._log)
-        for prog in {p.program for p in self.points}:
+        for prog in {p.program for p in self.points} if self.study.runtime != "torch" else ():
             tools.need(tools.program(spec.PROGRAMS[prog], self.bindir), spec.PROGRAMS[prog])
-        if self.launcher == "local" and not shutil.which("mpirun"):
+        if self.launcher == "local" and self.study.runtime != "torch" and not shutil.which("mpirun"):
             raise tools.ToolError("mpirun not found (Debian package openmpi-bin)")
         self._log(f"study {self.study.name} from {self.study.path}: {len(self.points)} point(s), "
                   f"launcher {self.launcher}, bin {self.bindir}")

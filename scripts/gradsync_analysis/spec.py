@@ -29,9 +29,14 @@ import tomllib
 from typing import Any
 
 PROGRAMS = {"bench": "gradsync-bench", "train": "gradsync-train"}
+# runtime = "torch": the same two kinds of point run by the PyTorch bridge (scripts/
+# gradsync_torch, through scripts/torchrun locally or srun under Slurm); their results are
+# gradsync-bench / gradsync-train files, so everything after the run is shared.
+RUNTIMES = ("gradsync", "torch")
+TORCH_MODULES = {"bench": "gradsync_torch.bench", "train": "gradsync_torch.example"}
 LAUNCHERS = ("local", "testbed", "slurm")
 TESTBED_KEYS = ("hosts", "rate", "nics", "ranks_per_host", "burst", "name", "subnet")
-TOP_KEYS = {"name", "description", "claim", "launcher", "ranks", "repeats", "timeout_s", "analysis",
+TOP_KEYS = {"name", "description", "claim", "launcher", "runtime", "ranks", "repeats", "timeout_s", "analysis",
             "testbed", "grid", "program", "fixed", "sweep", "model", "scale", "plots", "notes"}
 GRID_KEYS = {"name", "program", "fixed", "sweep", "ranks", "repeats", "timeout_s", "description"}
 
@@ -142,6 +147,7 @@ class Study:
     raw: dict
     text: str
     scale: str
+    runtime: str = "gradsync"
 
     def points(self) -> list:
         pts = []
@@ -221,6 +227,11 @@ def load(path: str, scale: str | None = None) -> Study:
     launcher = raw.get("launcher", "local")
     if launcher not in LAUNCHERS:
         bad(f"key 'launcher' must be one of {LAUNCHERS}, got '{launcher}'")
+    runtime = raw.get("runtime", "gradsync")
+    if runtime not in RUNTIMES:
+        bad(f"key 'runtime' must be one of {RUNTIMES}, got '{runtime}'")
+    if runtime == "torch" and launcher == "testbed":
+        bad("key 'runtime' = 'torch' runs with launcher 'local' (torchrun) or 'slurm' (srun), not 'testbed'")
     ranks = raw.get("ranks", 2)
     repeats = raw.get("repeats", 1)
     timeout_s = raw.get("timeout_s", 300)
@@ -304,7 +315,7 @@ def load(path: str, scale: str | None = None) -> Study:
     return Study(path=os.path.abspath(path), name=name, description=raw.get("description", "").strip(),
                  launcher=launcher, ranks=ranks, repeats=repeats, timeout_s=timeout_s,
                  analysis=raw.get("analysis", name), testbed=testbed, grids=grids, model=model,
-                 plots=raw.get("plots", {}), raw=raw, text=blob.decode(), scale=scale or "")
+                 plots=raw.get("plots", {}), raw=raw, text=blob.decode(), scale=scale or "", runtime=runtime)
 
 
 def option_args(options: dict) -> list:

@@ -1,0 +1,132 @@
+"""gradsync_torch.h5out — provenance and atomic HDF5 writing for the PyTorch bridge.
+
+Purpose: every file the bridge writes carries the same provenance as gradsync's C++ writer
+(runtime/core/provenance.hpp, results/README.md "Provenance") and appears atomically.
+Approach: h5py writes into `<file>.tmp.<pid>`; os.replace() renames it over the final name
+only after the file is closed, so a killed rank leaves no partial result (at most a
+`*.tmp.*`, exactly like the C++ writer). Strings are variable-length UTF-8, the type the
+C++ reader (h5::Reader::attr_string / read_strings) expects; integers are int64.
+"""
+import datetime
+import os
+import re
+import socket
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+
+SCHEMA_VERSION = 1
+STR = h5py.string_dtype(encoding="utf-8")
+
+# The communication-tuning environment recorded in /environment (as provenance.cpp).
+_ENV_PREFIXES = ("NCCL_", "OMPI_MCA_", "GRADSYNC_", "UCX_", "GLOO_", "TORCH_", "MASTER_")
+_ENV_EXACT = ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID",
+              "OMP_NUM_THREADS", "WORLD_SIZE", "LOCAL_WORLD_SIZE")
+_ENV_PLUMBING = re.compile(r"^OMPI_MCA_(orte_|ess|pmix|initial_wdir)")
+
+
+def git_revision():
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        out = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def utc_now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def comm_environment():
+    env = {}
+    for k, v in os.environ.items():
+        if (k.startswith(_ENV_PREFIXES) or k in _ENV_EXACT) and not _ENV_PLUMBING.match(k):
+            env[k] = v
+    return env
+
+
+def str_array(values):
+    return np.array([str(v) for v in values], dtype=object).astype(STR)
+
+
+def set_attr(obj, name, value):
+    """int -> int64, float -> float64, str -> vlen UTF-8, list of str -> vlen string array,
+    list of int -> int64 array (the types the C++ reader's attr() accepts)."""
+    if isinstance(value, bool):
+        obj.attrs.create(name, np.int64(int(value)))
+    elif isinstance(value, (int, np.integer)):
+        obj.attrs.create(name, np.int64(value))
+    elif isinstance(value, (float, np.floating)):
+        obj.attrs.create(name, np.float64(value))
+    elif isinstance(value, str):
+        obj.attrs.create(name, value, dtype=STR)
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value) and value:
+        obj.attrs.create(name, str_array(value), dtype=STR)
+    elif isinstance(value, (list, tuple)):
+        obj.attrs.create(name, np.asarray(value, dtype=np.int64))
+    else:
+        raise TypeError(f"attribute {name}: unsupported type {type(value).__name__}")
+
+
+def write_dataset(f, path, values, kind):
+    if kind == "str":
+        f.create_dataset(path, data=str_array(values), dtype=STR)
+    elif kind == "int":
+        f.create_dataset(path, data=np.asarray(values, dtype=np.int64).reshape(-1) if np.ndim(values) <= 1
+                         else np.asarray(values, dtype=np.int64))
+    else:
+        f.create_dataset(path, data=np.asarray(values, dtype=np.float64))
+
+
+def write_provenance(f, program, hostnames, argv=None, params=None):
+    """Root attributes and /environment, /params as results/README.md lists them."""
+    set_attr(f, "schema_version", SCHEMA_VERSION)
+    set_attr(f, "program", program)
+    set_attr(f, "argv", list(argv if argv is not None else sys.argv) or [""])
+    set_attr(f, "git_revision", git_revision())
+    set_attr(f, "created_utc", utc_now())
+    set_attr(f, "hostnames", list(hostnames))
+    set_attr(f, "nranks", len(hostnames))
+    set_attr(f, "nnodes", len(set(hostnames)))
+    if os.environ.get("SLURM_JOB_ID"):
+        set_attr(f, "slurm_job_id", os.environ["SLURM_JOB_ID"])
+    env = f.create_group("environment")
+    for k, v in sorted(comm_environment().items()):
+        set_attr(env, k, v)
+    p = f.create_group("params")
+    for k, v in sorted((params or {}).items()):
+        set_attr(p, k, str(v))
+
+
+class AtomicH5:
+    """`with AtomicH5(path) as f:` writes `path.tmp.<pid>` and renames it on success; on an
+    exception the temp file is removed and the final name is untouched."""
+
+    def __init__(self, path):
+        self.path = os.path.abspath(path)
+        self.tmp = f"{self.path}.tmp.{os.getpid()}"
+        self.f = None
+
+    def __enter__(self):
+        d = os.path.dirname(self.path)
+        os.makedirs(d, exist_ok=True)
+        self.f = h5py.File(self.tmp, "w")
+        return self.f
+
+    def __exit__(self, exc_type, exc, tb):
+        self.f.close()
+        if exc_type is None:
+            os.replace(self.tmp, self.path)
+        else:
+            try:
+                os.unlink(self.tmp)
+            except OSError:
+                pass
+        return False
+
+
+def hostname():
+    return socket.gethostname()

@@ -1,0 +1,52 @@
+"""gradsync_torch.launch — torch.distributed's env:// variables from srun or mpirun.
+
+torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT.
+Under `srun -n N scripts/torch-python -m gradsync_torch.example ...` (one task per rank) or
+`mpirun -np N ...` they are derived here, when RANK is unset:
+  RANK, WORLD_SIZE, LOCAL_RANK  SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID
+                                (Open MPI: OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK)
+  LOCAL_WORLD_SIZE              the first number of SLURM_TASKS_PER_NODE (OMPI_COMM_WORLD_LOCAL_SIZE)
+  MASTER_ADDR                   the job's first node (`scontrol show hostnames`; 127.0.0.1 on one node)
+  MASTER_PORT                   20000 + (SLURM_JOB_ID x 7 + SLURM_STEP_ID) mod 20000, so
+                                concurrent job steps on one node do not collide; else 29500
+Variables already set are left alone.
+"""
+import os
+import re
+import subprocess
+
+
+def _first_node(nodelist):
+    try:
+        out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, timeout=20)
+        names = out.stdout.split()
+        if out.returncode == 0 and names:
+            return names[0]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return re.split(r"[\[,]", nodelist)[0]
+
+
+def env_from_launcher(env=os.environ):
+    """Fills the env:// variables from Slurm or Open MPI; returns the launcher's name or None."""
+    if "RANK" in env:
+        return "torchrun"
+    if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
+        env["RANK"], env["WORLD_SIZE"] = env["SLURM_PROCID"], env["SLURM_NTASKS"]
+        env.setdefault("LOCAL_RANK", env.get("SLURM_LOCALID", "0"))
+        per_node = re.match(r"\d+", env.get("SLURM_TASKS_PER_NODE", env["SLURM_NTASKS"]))
+        env.setdefault("LOCAL_WORLD_SIZE", per_node.group(0) if per_node else env["SLURM_NTASKS"])
+        nodes = env.get("SLURM_JOB_NODELIST", env.get("SLURM_NODELIST", ""))
+        single = env.get("SLURM_JOB_NUM_NODES", env.get("SLURM_NNODES", "1")) == "1"
+        env.setdefault("MASTER_ADDR", "127.0.0.1" if single or not nodes else _first_node(nodes))
+        job = int(env.get("SLURM_JOB_ID", "0") or 0) * 7 + int(env.get("SLURM_STEP_ID", "0") or 0)
+        env.setdefault("MASTER_PORT", str(20000 + job % 20000))
+        return "srun"
+    if "OMPI_COMM_WORLD_RANK" in env:
+        env["RANK"], env["WORLD_SIZE"] = env["OMPI_COMM_WORLD_RANK"], env["OMPI_COMM_WORLD_SIZE"]
+        env.setdefault("LOCAL_RANK", env.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))
+        env.setdefault("LOCAL_WORLD_SIZE", env.get("OMPI_COMM_WORLD_LOCAL_SIZE", env["WORLD_SIZE"]))
+        env.setdefault("MASTER_ADDR", "127.0.0.1")
+        env.setdefault("MASTER_PORT", "29500")
+        return "mpirun"
+    return None

@@ -1,0 +1,400 @@
+"""gradsync_torch.recorder — record a PyTorch DDP run as a gradsync-train result file.
+
+Purpose: a researcher adds one call to a DDP script,
+
+    rec = gradsync_torch.record(ddp_model, optimizer, out="run.h5", hook=fp16_compress_hook)
+    ...training loop unchanged...
+    rec.close()
+
+and gets a file in the gradsync-train schema (results/README.md) that `gradsync-model
+calibrate` and `compare` read like gradsync's own (netmodel/train_file.cpp).
+
+Approach (nothing in the user's loop changes; everything comes from hooks):
+  * step boundaries: the optimizer's step post-hook ends a step; the next step starts there
+    (the first at record() / start()).
+  * data_s     = step start -> the DDP module's forward pre-hook (waiting for the batch and
+                 anything else the loop does between optimizer.step() and forward, e.g.
+                 zero_grad);
+  * forward_s  = forward pre-hook -> the first gradient reaching the model's output (a
+                 tensor hook set in the forward hook): forward plus the loss;
+  * backward_s = that -> the moment DDP hands over its last bucket (then every gradient is
+                 ready: DDP launches buckets in index order and the last needs all of them);
+  * per bucket (from the communication hook that wraps the user's): ready = DDP calls the
+    hook, start = the collective is launched (overlap: at ready, but not before the previous
+    bucket's end, since one communication queue serves buckets in order; --no-overlap: the
+    recorder's deferring wrapper launches all buckets one after the other once the last is
+    handed over), end = the hook's future completes (its callback); a bucket that ended
+    before its predecessor (gloo runs two at once on its worker threads) keeps its launch;
+  * comm_exposed_s = backward end -> DDP's end of backward (an autograd callback queued after
+    DDP's own: every bucket waited for and its gradients written back; at least the last
+    bucket's end): what backward() waits for communication; optimizer_s = the optimizer's
+    pre-hook -> post-hook; step_time_s = step start -> optimizer post-hook.
+  * bucket membership (/model/tensor_bucket): GradBucket.parameters() of each bucket at the
+    last recorded step, i.e. DDP's own assignment after its rebuild at step 1.
+  * close() gathers every rank's table (all_gather_object on the default group) and rank 0
+    writes: step_time_s = max over ranks, the other /steps columns the mean, /buckets rank 0's
+    timeline (as gradsync-train). The file is written atomically (h5out.AtomicH5).
+
+Wire precision: torch.autocast leaves gradients and their all-reduce in fp32, so the file
+says precision = fp32 and amp = bf16|fp16|none; a cast hook (fp16/bf16) is the compressor
+of that name, PowerSGD is powersgd:rank=R,start=K (gradsync's spec, netmodel/compress.cpp).
+Limits: one backward per optimizer step (accumulate = 1), the default process group.
+PowerSGD on gloo runs its buckets one at a time (serial_buckets = 1; see __init__).
+
+Cost: two perf_counter() reads per hook call and one Python list append; at close one
+all_gather_object of the tables (O(steps x buckets) floats per rank).
+"""
+import json
+import math
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+from . import h5out
+
+now = time.perf_counter
+
+# torch.distributed backend -> the gradsync algorithm name the model prices it with.
+# Gloo's and NCCL's all-reduce are rings for the sizes DDP sends (on 2 ranks every
+# algorithm is one exchange); MPI is the library's own (netmodel resolve_algo "mpi").
+BACKEND_ALGO = {"gloo": "ring", "nccl": "ring", "mpi": "mpi"}
+
+# Known DDP communication hooks -> gradsync compressor spec (netmodel/compress.cpp names).
+def hook_spec(hook, state):
+    """(name for the file, gradsync compress spec, params dict) for a DDP comm hook."""
+    if hook is None:
+        return "none", "none", {}
+    name = getattr(hook, "__name__", type(hook).__name__)
+    if name in ("allreduce_hook",):
+        return "allreduce", "none", {}
+    if name == "fp16_compress_hook":
+        return "fp16", "fp16", {}
+    if name == "bf16_compress_hook":
+        return "bf16", "bf16", {}
+    if name in ("powerSGD_hook", "batched_powerSGD_hook"):
+        params = {"matrix_approximation_rank": int(state.matrix_approximation_rank),
+                  "start_powerSGD_iter": int(state.start_powerSGD_iter),
+                  "min_compression_rate": float(state.min_compression_rate),
+                  "use_error_feedback": bool(state.use_error_feedback),
+                  "warm_start": bool(state.warm_start)}
+        spec = (f"powersgd:rank={params['matrix_approximation_rank']},start={params['start_powerSGD_iter']},"
+                f"min_rate={params['min_compression_rate']:g}")
+        return ("batched_powersgd" if name.startswith("batched") else "powersgd"), spec, params
+    return name, "none", {}
+
+
+def _wire_bytes(bucket_bytes, spec, p):
+    """Bytes one rank sends per step for plain/cast all-reduces (ring: 2(p-1)/p x payload);
+    NaN for compressors whose payload the recorder cannot see (PowerSGD)."""
+    if p <= 1:
+        return 0.0
+    if spec == "none":
+        scale = 1.0
+    elif spec in ("fp16", "bf16"):
+        scale = 0.5
+    else:
+        return math.nan
+    return 2.0 * (p - 1) / p * scale * float(sum(bucket_bytes))
+
+
+class Recorder:
+    """See the module docstring. Create with record(); call close() once, on every rank."""
+
+    def __init__(self, model, optimizer, out, hook=None, state=None, overlap=True, model_name=None,
+                 batch_per_rank=None, amp="none", warmup_steps=2, loader_workers=0, seed=0,
+                 trace=None, argv=None, extra=None, serial=None):
+        if not isinstance(model, torch.nn.parallel.DistributedDataParallel):
+            raise TypeError("gradsync_torch.record: model must be a torch.nn.parallel.DistributedDataParallel")
+        if not dist.is_initialized():
+            raise RuntimeError("gradsync_torch.record: torch.distributed is not initialized")
+        if getattr(model, "_comm_hooks", None):
+            raise RuntimeError("gradsync_torch.record: the model already has a communication hook; pass it as "
+                               "record(..., hook=HOOK, state=STATE) instead of register_comm_hook (DDP takes one)")
+        self.model, self.optimizer, self.out = model, optimizer, out
+        self.inner_hook, self.inner_state = hook, state
+        self.overlap = bool(overlap)
+        self.model_name = model_name or type(model.module).__name__.lower()
+        self.batch_per_rank = batch_per_rank
+        self.amp, self.warmup_steps, self.loader_workers, self.seed = amp, int(warmup_steps), loader_workers, seed
+        self.trace_path, self.argv, self.extra = trace, argv, dict(extra or {})
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.backend = str(dist.get_backend())
+        self.hook_name, self.compress, self.hook_params = hook_spec(hook, state)
+        # PowerSGD's hook issues further all-reduces from its futures' callbacks; on gloo,
+        # two buckets in flight at once then interleave differently on the ranks and gloo
+        # aborts ("Received data size doesn't match", torch 2.15). Serial: a bucket is
+        # launched only after the previous one completed (waited for on the autograd thread).
+        self.serial = bool(serial) if serial is not None else (
+            self.compress.startswith("powersgd") and self.backend == "gloo")
+        self._prev_fut = None
+        self.closed = False
+
+        # Parameter names in registration (forward) order, keyed by storage address.
+        self.names = [n for n, p in model.module.named_parameters() if p.requires_grad]
+        self.params = [p for p in model.module.parameters() if p.requires_grad]
+        self.by_ptr = {p.data_ptr(): i for i, p in enumerate(self.params)}
+        self.membership = {}  # param index -> bucket index (last recorded step)
+
+        self.steps = []       # per step: dict of phase times (absolute perf_counter)
+        self.buckets = []     # per step: list of [index, bytes, ready, start, end]
+        self.losses = []
+        self._new_step(now())
+        self._pending = []    # --no-overlap: (bucket, future) handed over, not launched yet
+
+        model.register_forward_pre_hook(self._fwd_pre)
+        model.register_forward_hook(self._fwd_post)
+        optimizer.register_step_pre_hook(self._opt_pre)
+        optimizer.register_step_post_hook(self._opt_post)
+        model.register_comm_hook(state, self._hook)
+
+    # ---- hooks -------------------------------------------------------------------------------
+
+    def _new_step(self, t):
+        self.cur = {"start": t, "fwd": math.nan, "bwd": math.nan, "bwd_end": math.nan,
+                    "bwd_done": math.nan, "opt": math.nan, "end": math.nan, "encode": 0.0}
+        self.cur_buckets = []
+
+    def _fwd_pre(self, module, args):
+        if not module.training or not torch.is_grad_enabled():
+            return
+        self.cur["fwd"] = now()
+        if self.batch_per_rank is None:
+            for a in args:
+                if torch.is_tensor(a) and a.dim() > 0:
+                    self.batch_per_rank = int(a.shape[0])
+                    break
+
+    def _fwd_post(self, module, args, output):
+        if not module.training or not torch.is_grad_enabled():
+            return
+        outs = output if isinstance(output, (tuple, list)) else [output]
+        for o in outs:
+            if torch.is_tensor(o) and o.requires_grad:
+                o.register_hook(self._bwd_start)
+                break
+
+    def _bwd_start(self, grad):
+        if math.isnan(self.cur["bwd"]):
+            self.cur["bwd"] = now()
+        return grad
+
+    def _bwd_done(self):
+        self.cur["bwd_done"] = now()
+
+    def _opt_pre(self, opt, args, kwargs):
+        self.cur["opt"] = now()
+
+    def _opt_post(self, opt, args, kwargs):
+        t = now()
+        self.cur["end"] = t
+        self.steps.append(self.cur)
+        self.buckets.append(self.cur_buckets)
+        self._new_step(t)
+
+    def note_loss(self, loss):
+        """Optional: the step's loss (a tensor or float) for /steps/loss."""
+        self.losses.append(float(loss.detach()) if torch.is_tensor(loss) else float(loss))
+
+    def start(self):
+        """Optional: mark the start of the first step (default: record() time)."""
+        self._new_step(now())
+
+    def _launch(self, bucket):
+        """Runs the user's hook (or a plain all-reduce); the time its call takes is the
+        synchronous part of the hook (a cast hook's cast, PowerSGD's P = M Q and the
+        launches), counted as encode_s for compressing hooks."""
+        t0 = now()
+        fut = self._launch_inner(bucket)
+        if self.compress != "none":
+            self.cur["encode"] += now() - t0
+        return fut
+
+    def _launch_inner(self, bucket):
+        if self.inner_hook is None:
+            return dist.all_reduce(bucket.buffer().div_(self.world), async_op=True).get_future().then(
+                lambda f: f.value()[0])
+        return self.inner_hook(self.inner_state, bucket)
+
+    def _remember(self, bucket):
+        idx = bucket.index()
+        for p in bucket.parameters():
+            i = self.by_ptr.get(p.data_ptr())
+            if i is not None:
+                self.membership[i] = idx
+        row = [idx, int(bucket.buffer().numel()) * 4, now(), math.nan, math.nan]
+        self.cur_buckets.append(row)
+        return row
+
+    def _hook(self, state, bucket):
+        row = self._remember(bucket)
+        last = bucket.is_last()
+        if last:
+            self.cur["bwd_end"] = row[2]
+            # Queued after DDP's own end-of-backward callback (queued at its first gradient):
+            # runs when DDP has waited for every bucket and written the gradients back.
+            torch.autograd.Variable._execution_engine.queue_callback(self._bwd_done)
+        if self.overlap:
+            if self.serial and self._prev_fut is not None and bucket.index() > 0:
+                self._prev_fut.wait()
+            row[3] = now()
+            fut = self._launch(bucket)
+
+            def done(f, row=row):
+                row[4] = now()
+                return f.value()
+            self._prev_fut = fut.then(done)
+            return self._prev_fut
+        # No overlap: hold every bucket until DDP hands over the last one (the end of
+        # backward), then reduce them one after the other, in index order.
+        placeholder = torch.futures.Future()
+        self._pending.append((bucket, row, placeholder))
+        if not last:
+            return placeholder
+        pending, self._pending = self._pending, []
+        for b, r, ph in pending:
+            r[3] = now()
+            value = self._launch(b).wait()
+            r[4] = now()
+            ph.set_result(value)
+        return placeholder
+
+    # ---- the file ----------------------------------------------------------------------------
+
+    def _local_table(self):
+        rows = []
+        for s, bs in zip(self.steps, self.buckets):
+            t0 = s["start"]
+            bwd_end = s["bwd_end"] if not math.isnan(s["bwd_end"]) else s["opt"]
+            ends = [b[4] for b in bs if not math.isnan(b[4])]
+            comm_end = max(ends) if ends else bwd_end
+            if not math.isnan(s["bwd_done"]):
+                comm_end = max(comm_end, s["bwd_done"])
+            # One queue serves buckets in order: a bucket starts when launched and the
+            # previous one has ended -- unless it ended first (gloo ran the two at once on
+            # its worker threads), then it started at its launch.
+            prev_end = -math.inf
+            brows = []
+            for b in sorted(bs, key=lambda r: r[0]):
+                start = max(b[3], prev_end) if prev_end <= b[4] else b[3]
+                prev_end = max(prev_end, b[4])
+                brows.append([b[0], b[1], b[2] - t0, start - t0, b[4] - t0])
+            rows.append({
+                "step_time_s": s["end"] - t0,
+                "data_s": s["fwd"] - t0,
+                "forward_s": s["bwd"] - s["fwd"],
+                "backward_s": bwd_end - s["bwd"],
+                "comm_exposed_s": max(0.0, comm_end - bwd_end),
+                "optimizer_s": s["end"] - s["opt"],
+                "comm_total_s": sum(r[4] - r[3] for r in brows),
+                "encode_s": s["encode"],
+                "buckets": brows,
+                "abs": [s["start"], s["fwd"], s["bwd"], bwd_end, s["opt"], s["end"]],
+            })
+        return rows
+
+    def close(self):
+        """Gathers the ranks' tables; rank 0 writes `out` (and `trace`). Call on every rank."""
+        if self.closed:
+            return self.out
+        self.closed = True
+        local = {"host": h5out.hostname(), "rows": self._local_table(), "losses": self.losses}
+        gathered = [None] * self.world
+        dist.all_gather_object(gathered, local)
+        if self.rank == 0:
+            self._write(gathered)
+            if self.trace_path:
+                from .trace import measured_trace
+                with open(self.trace_path + f".tmp.{os.getpid()}", "w") as f:
+                    json.dump(measured_trace(gathered), f)
+                os.replace(self.trace_path + f".tmp.{os.getpid()}", self.trace_path)
+        dist.barrier()
+        return self.out
+
+    def _write(self, gathered):
+        hosts = [g["host"] for g in gathered]
+        nsteps = min(len(g["rows"]) for g in gathered)
+        if nsteps == 0:
+            raise RuntimeError("gradsync_torch: no optimizer step was recorded (nothing to write)")
+        nnodes = len(set(hosts))
+        rpn = int(os.environ.get("LOCAL_WORLD_SIZE", self.world // nnodes))
+        if rpn * nnodes != self.world:
+            rpn = self.world // nnodes if self.world % nnodes == 0 else self.world
+            nnodes = self.world // rpn
+        cols = ["data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s", "comm_total_s"]
+        table = {c: [sum(g["rows"][i][c] for g in gathered) / self.world for i in range(nsteps)] for c in cols}
+        table["step_time_s"] = [max(g["rows"][i]["step_time_s"] for g in gathered) for i in range(nsteps)]
+        rows0 = gathered[0]["rows"][:nsteps]
+        last = rows0[-1]["buckets"]
+        bucket_bytes = [b[1] for b in last]
+        table["bytes_sent"] = [_wire_bytes([b[1] for b in r["buckets"]], self.compress, self.world) for r in rows0]
+        losses = gathered[0]["losses"]
+        table["loss"] = [losses[i] if i < len(losses) else math.nan for i in range(nsteps)]
+        # encode_s: the synchronous part of a compressing hook's call (see _launch); the rest
+        # of its work (decompression, PowerSGD's Q step) runs in its future's callbacks, not
+        # separable from the collective, so decode_s is reported as absent (NaN), not zero.
+        table["encode_s"] = [sum(g["rows"][i]["encode_s"] for g in gathered) / self.world for i in range(nsteps)]
+        table["decode_s"] = [math.nan] * nsteps
+        table["loss_scale"] = [1.0] * nsteps
+        table["skipped"] = [0] * nsteps
+
+        norm = math.sqrt(sum(float(p.detach().double().pow(2).sum()) for p in self.params))
+        lr = float(self.optimizer.param_groups[0].get("lr", math.nan))
+        ratio = {"fp16": 2.0, "bf16": 2.0, "none": 1.0}.get(self.compress, math.nan)
+        cap_mb = float(self.model.bucket_bytes_cap) / (1 << 20)
+        # DDP's first-bucket cap: 1 MiB only when bucket_cap_mb was left at its default,
+        # else the bucket cap itself (torch.nn.parallel.distributed._BucketCapacityConfig).
+        cfg = getattr(self.model, "_bucket_config", None)
+        first_bytes = cfg.first_bucket_bytes_cap if cfg is not None else min(
+            self.model.bucket_bytes_cap, getattr(dist, "_DEFAULT_FIRST_BUCKET_BYTES", 1 << 20))
+        first_mb = float(first_bytes) / (1 << 20)
+        device = self.params[0].device.type if self.params else "cpu"
+        attrs = {
+            "source": "pytorch", "torch_version": torch.__version__, "backend": self.backend,
+            "model": self.model_name, "compute": "real", "compute_profile": "cpu" if device == "cpu" else "h200",
+            "device": device, "nranks": self.world, "nnodes": nnodes, "ranks_per_node": rpn,
+            "topology": f"{nnodes}x{rpn}", "batch_per_rank": int(self.batch_per_rank or 0),
+            "bucket_mb": cap_mb, "bucket_cap_mb": cap_mb, "first_bucket_mb": first_mb,
+            "overlap": int(self.overlap), "serial_buckets": int(self.serial), "accumulate": 1, "algo": BACKEND_ALGO.get(self.backend, "ring"),
+            "chunk_bytes": 0, "channels": 1, "hook": self.hook_name, "hook_params": json.dumps(self.hook_params),
+            "compress": self.compress, "compress_effective": self.compress, "precision": "fp32",
+            "amp": self.amp, "loss_scale_mode": "none", "loss_scale_spec": "",
+            "loader_workers": int(self.loader_workers), "prefetch": 0, "data_time_s": 0.0,
+            "optimizer": type(self.optimizer).__name__.lower(), "lr": lr, "seed": int(self.seed),
+            "steps": nsteps, "epochs": 0, "samples_per_epoch": 0, "steps_per_epoch": 0,
+            "warmup_steps": min(self.warmup_steps, max(0, nsteps - 1)), "num_buckets": len(bucket_bytes),
+            "bucket_bytes": bucket_bytes, "final_param_norm": norm, "final_eval_accuracy": math.nan,
+            "skipped_steps": 0, "compression_ratio": ratio, "emulation_overruns": 0, "emulation_overrun_s": 0.0,
+        }
+        attrs.update(self.extra)
+        with h5out.AtomicH5(self.out) as f:
+            h5out.write_provenance(f, "gradsync-train", hosts, self.argv,
+                                   params={"GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "")})
+            for k, v in attrs.items():
+                h5out.set_attr(f, k, v)
+            h5out.write_dataset(f, "steps/step", list(range(nsteps)), "int")
+            for k in ["loss", "step_time_s", "data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s",
+                      "bytes_sent", "comm_total_s", "encode_s", "decode_s", "loss_scale"]:
+                h5out.write_dataset(f, "steps/" + k, table[k], "float")
+            h5out.write_dataset(f, "steps/skipped", table["skipped"], "int")
+            brows = [(i, b) for i, r in enumerate(rows0) for b in r["buckets"]]
+            h5out.write_dataset(f, "buckets/step", [i for i, _ in brows], "int")
+            h5out.write_dataset(f, "buckets/bucket", [b[0] for _, b in brows], "int")
+            h5out.write_dataset(f, "buckets/bytes", [b[1] for _, b in brows], "int")
+            h5out.write_dataset(f, "buckets/ready_s", [b[2] for _, b in brows], "float")
+            h5out.write_dataset(f, "buckets/start_s", [b[3] for _, b in brows], "float")
+            h5out.write_dataset(f, "buckets/end_s", [b[4] for _, b in brows], "float")
+            shapes = [list(p.shape) for p in self.params]
+            h5out.write_dataset(f, "model/tensor_names", self.names, "str")
+            h5out.write_dataset(f, "model/tensor_numel", [p.numel() for p in self.params], "int")
+            h5out.write_dataset(f, "model/tensor_ndim", [len(s) for s in shapes], "int")
+            h5out.write_dataset(f, "model/tensor_shape", [d for s in shapes for d in s], "int")
+            h5out.write_dataset(f, "model/tensor_bucket", [self.membership.get(i, -1) for i in range(len(self.params))],
+                                "int")
+
+
+def record(model, optimizer, out, **kwargs):
+    """Wraps a DDP model and its optimizer; see Recorder for the keyword arguments
+    (hook, state, overlap, model_name, batch_per_rank, amp, warmup_steps, trace, ...)."""
+    return Recorder(model, optimizer, out, **kwargs)

@@ -1,0 +1,44 @@
+"""gradsync_torch.trace — a recorded run as Chrome trace-event JSON (Perfetto, chrome://tracing).
+
+Format: the JSON object form {"traceEvents": [...], "displayTimeUnit": "ms"} of the Trace
+Event Format: complete events ("ph": "X", "ts"/"dur" in microseconds, "pid", "tid", "name",
+"cat", "args") plus metadata events ("ph": "M") naming processes and threads.
+Layout, the same as `gradsync-model compare --trace` (netmodel/trace.cpp): process 0
+"measured" (process 1 is "predicted" there); per rank r two threads: tid 2r "rank r
+compute" (data, forward, backward, optimizer) and tid 2r+1 "rank r comm" (one event per
+bucket all-reduce). Each rank's times are relative to its own first recorded step, so ranks
+on different hosts (unsynchronised clocks) line up at step 0.
+"""
+
+
+def _x(name, cat, pid, tid, t0, t1, args=None):
+    return {"name": name, "cat": cat, "ph": "X", "pid": pid, "tid": tid, "ts": round(t0 * 1e6, 3),
+            "dur": round(max(0.0, t1 - t0) * 1e6, 3), "args": args or {}}
+
+
+def _meta(pid, tid, what, name):
+    return {"name": what, "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}
+
+
+def measured_trace(gathered, pid=0):
+    """gathered: the per-rank {"rows": [...]} dicts Recorder.close() collects."""
+    ev = [_meta(pid, 0, "process_name", "measured")]
+    for rank, g in enumerate(gathered):
+        rows = g["rows"]
+        if not rows:
+            continue
+        base = rows[0]["abs"][0]
+        ev.append(_meta(pid, 2 * rank, "thread_name", f"rank {rank} compute"))
+        ev.append(_meta(pid, 2 * rank + 1, "thread_name", f"rank {rank} comm"))
+        for step, r in enumerate(rows):
+            start, fwd, bwd, bwd_end, opt, end = [t - base for t in r["abs"]]
+            a = {"step": step}
+            ev.append(_x("data wait", "data", pid, 2 * rank, start, fwd, a))
+            ev.append(_x("forward", "compute", pid, 2 * rank, fwd, bwd, a))
+            ev.append(_x("backward", "compute", pid, 2 * rank, bwd, bwd_end, a))
+            ev.append(_x("optimizer", "compute", pid, 2 * rank, opt, end, a))
+            for b in r["buckets"]:
+                idx, nbytes, ready, s, e = b
+                ev.append(_x(f"all-reduce bucket {idx}", "comm", pid, 2 * rank + 1, start + s, start + e,
+                             {"step": step, "bucket": idx, "bytes": nbytes, "ready_ms": round(ready * 1e3, 4)}))
+    return {"traceEvents": ev, "displayTimeUnit": "ms"}

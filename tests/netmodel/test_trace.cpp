@@ -1,0 +1,80 @@
+// Tests of compare --trace (netmodel/trace.cpp): the Chrome trace-event JSON of a compared run.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "netmodel/trace.hpp"
+
+namespace gradsync::netmodel {
+namespace {
+
+int count(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (auto pos = s.find(what); pos != std::string::npos; pos = s.find(what, pos + 1)) ++n;
+  return n;
+}
+
+CompareReport one_run() {
+  CompareReport r;
+  r.fabric = "test-fabric";
+  CompareRow row;
+  row.run.path = "run.h5";
+  row.run.step_time_s = 0.100;
+  row.run.data_s = 0.001;
+  row.run.forward_s = 0.030;
+  row.run.backward_s = 0.040;
+  row.run.optimizer_s = std::nan("");  // absent column: drawn with zero length, never NaN in JSON
+  row.run.bucket_bytes = {4096, 8192};
+  row.run.bucket_ready_s = {0.05, 0.07};
+  row.run.bucket_start_s = {0.05, 0.072};
+  row.run.bucket_end_s = {0.06, 0.090};
+  row.predicted.data_s = 0.001;
+  row.predicted.forward_s = 0.030;
+  row.predicted.backward_s = 0.040;
+  row.predicted.optimizer_s = 0.002;
+  row.predicted.step_time_s = 0.095;
+  BucketTiming b;
+  b.grad_bytes = 4096;
+  b.start_s = 0.05;
+  b.end_s = 0.06;
+  b.codec_s = 0.002;
+  b.comm_s = 0.008;
+  row.predicted.buckets = {b};
+  r.rows.push_back(row);
+  return r;
+}
+
+TEST(Trace, MeasuredAndPredictedProcessesWithPhasesAndBuckets) {
+  const std::string s = compare_trace(one_run()).dump();
+  EXPECT_EQ(s.find("NaN"), std::string::npos);
+  EXPECT_EQ(s.find("nan"), std::string::npos);
+  EXPECT_EQ(count(s, "\"process_name\""), 2);
+  EXPECT_NE(s.find("measured: run.h5"), std::string::npos);
+  EXPECT_NE(s.find("predicted: run.h5 (fabric test-fabric)"), std::string::npos);
+  for (const char* phase : {"\"data wait\"", "\"forward\"", "\"backward\"", "\"optimizer\""})
+    EXPECT_EQ(count(s, phase), 2) << phase;  // once measured, once predicted
+  // Measured: two buckets; predicted: one bucket with its codec drawn before the collective.
+  EXPECT_EQ(count(s, "\"all-reduce bucket 0\""), 2);
+  EXPECT_EQ(count(s, "\"all-reduce bucket 1\""), 1);
+  EXPECT_EQ(count(s, "\"codec bucket 0\""), 1);
+  // Measured bucket 1: 72 ms .. 90 ms -> ts 72000 us, dur 18000 us.
+  EXPECT_NE(s.find("\"ts\":72000,\"dur\":18000"), std::string::npos) << s;
+  // Predicted bucket 0: codec 50..52 ms, all-reduce 52..60 ms.
+  EXPECT_NE(s.find("\"ts\":50000,\"dur\":2000"), std::string::npos);
+  EXPECT_NE(s.find("\"ts\":52000,\"dur\":8000"), std::string::npos);
+  EXPECT_NE(s.find("\"displayTimeUnit\":\"ms\""), std::string::npos);
+}
+
+TEST(Trace, RunsFollowOneAnotherOnTheTimeAxis) {
+  CompareReport r = one_run();
+  r.rows.push_back(r.rows[0]);
+  r.rows[1].run.path = "second.h5";
+  const std::string s = compare_trace(r).dump();
+  EXPECT_EQ(count(s, "\"process_name\""), 4);
+  // The second run starts after the longer of the first's steps (100 ms) plus a 10% gap.
+  EXPECT_NE(s.find("\"ts\":110000,"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gradsync::netmodel

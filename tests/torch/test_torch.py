@@ -1,0 +1,274 @@
+#!/usr/bin/python3
+"""Tests of the PyTorch bridge (scripts/gradsync_torch; CTest label "torch"). CPU, gloo, 2 ranks.
+
+  test_torch.py --case recorder|membership|calibrate|killed [--keep DIR]
+
+  recorder    the example trainer (scripts/torchrun ... -m gradsync_torch.example) writes a
+              gradsync-train file: every /steps and /buckets column, consistent bucket rows
+              (ready <= start <= end, one row per bucket per step), /model sums to the bucket
+              bytes, the loss falls; gradsync-model compare reads it (C++ schema reader);
+              the recorder's --trace is valid trace-event JSON with every rank
+  membership  recorded /model/tensor_bucket and bucket bytes equal DDP's own assignment
+              (the reducer's rebuilt_per_bucket_param_indices and
+              dist._compute_bucket_assignment_by_size), with no hook + overlap, fp16 +
+              no overlap, PowerSGD + overlap
+  calibrate   the torch bench writes a gradsync-bench file (nccl-tests table, #wrong 0) that
+              calibrate fits; calibrate takes a --no-overlap run's bucket all-reduces;
+              calibrate --compute reads the recorder file (and says why it cannot fit a
+              non-zoo model); compare --json and --trace on the fitted fabric
+  killed      a rank killed (SIGKILL) mid-run leaves no result file; an exception inside the
+              atomic writer leaves neither the file nor its temp file; a writer killed
+              mid-write leaves no file under the final name
+GRADSYNC_BIN names the build's bin folder (gradsync-model). The PyTorch venv is
+$GRADSYNC_TORCH_VENV or <repo>/.venv-torch; without it the test exits 77 (skipped) with a
+line saying how to install it.
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import h5py
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+TORCHRUN = os.path.join(REPO, "scripts", "torchrun")
+TPY = os.path.join(REPO, "scripts", "torch-python")
+FAILS = []
+
+
+def check(cond, msg):
+    if not cond:
+        FAILS.append(msg)
+        print("FAIL:", msg, flush=True)
+    return cond
+
+
+def run(cmd, cwd, timeout=240, expect=0):
+    t = time.time()
+    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    print(f"$ {' '.join(cmd)}  -> rc {p.returncode} ({time.time() - t:.1f} s)", flush=True)
+    if expect is not None and p.returncode != expect:
+        print(p.stdout[-3000:], p.stderr[-3000:], sep="\n")
+        check(False, f"{cmd[0]} {' '.join(cmd[1:4])}... exited {p.returncode}, expected {expect}")
+    return p
+
+
+def model_bin():
+    b = os.environ.get("GRADSYNC_BIN", os.path.join(REPO, "build", "bin"))
+    return os.path.join(b, "gradsync-model")
+
+
+def example(tmp, out, *args, steps=8):
+    return run([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.example", "--steps", str(steps),
+                "--warmup", "2", "--batch", "16", "--out", out, *args], tmp)
+
+
+def check_train_file(path, nranks=2):
+    with h5py.File(path, "r") as f:
+        a = f.attrs
+        check(a["program"] == "gradsync-train" and a["source"] == "pytorch", f"{path}: program/source")
+        check(int(a["nranks"]) == nranks and int(a["nnodes"]) * int(a["ranks_per_node"]) == nranks, "nranks")
+        for k in ["backend", "bucket_mb", "first_bucket_mb", "hook", "hook_params", "compress", "precision", "amp",
+                  "topology", "git_revision", "argv", "hostnames", "warmup_steps", "bucket_bytes", "torch_version"]:
+            check(k in a, f"{path}: attribute {k} missing")
+        n = int(a["steps"])
+        for k in ["step", "loss", "step_time_s", "data_s", "forward_s", "backward_s", "comm_exposed_s",
+                  "optimizer_s", "bytes_sent", "comm_total_s", "encode_s", "decode_s", "loss_scale", "skipped"]:
+            check(f"steps/{k}" in f and f[f"steps/{k}"].shape == (n,), f"{path}: /steps/{k} missing or not [{n}]")
+        st = f["steps/step_time_s"][:]
+        parts = sum(f[f"steps/{k}"][:] for k in ["data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s"])
+        check(np.all(st > 0) and np.all(np.isfinite(st)), "step times positive")
+        # step_time is the max over ranks, the parts are means: parts never exceed it by much.
+        check(np.all(parts <= st * 1.05 + 1e-3), f"phases ({parts}) within the step ({st})")
+        step, bucket = f["buckets/step"][:], f["buckets/bucket"][:]
+        ready, start, end = f["buckets/ready_s"][:], f["buckets/start_s"][:], f["buckets/end_s"][:]
+        bad = np.flatnonzero(~((ready <= start + 1e-9) & (start <= end) & (ready >= 0)))
+        check(bad.size == 0, f"ready <= start <= end: rows {bad[:5]} step {step[bad[:5]]} ready {ready[bad[:5]]} "
+              f"start {start[bad[:5]]} end {end[bad[:5]]}")
+        nb = int(a["num_buckets"])
+        last = step == n - 1
+        check(sorted(bucket[last].tolist()) == list(range(nb)), f"last step has buckets 0..{nb - 1}")
+        numel, tb = f["model/tensor_numel"][:], f["model/tensor_bucket"][:]
+        check(int(numel.sum()) * 4 == int(np.sum(f["buckets/bytes"][:][last])), "/model numel x 4 == bucket bytes")
+        check(np.all(tb >= 0) and np.all(tb < nb), "every tensor in a bucket")
+        check(int(np.sum(f["model/tensor_ndim"][:])) == f["model/tensor_shape"].shape[0], "tensor_shape length")
+        return dict(a), f["steps/loss"][:]
+
+
+def case_recorder(tmp):
+    out, trace = os.path.join(tmp, "run.h5"), os.path.join(tmp, "trace.json")
+    example(tmp, out, "--bucket-mb", "0.1", "--hook", "fp16", "--trace", trace, steps=12)
+    if not check(os.path.exists(out), "example wrote no file"):
+        return
+    a, loss = check_train_file(out)
+    check(a["compress"] == "fp16" and a["hook"] == "fp16" and int(a["overlap"]) == 1, "hook fp16 recorded")
+    check(int(a["num_buckets"]) >= 3, f"0.1 MB buckets on the example CNN: {a['num_buckets']} buckets")
+    check(np.mean(loss[-3:]) < np.mean(loss[:3]), f"loss falls ({loss[:3]} -> {loss[-3:]})")
+    p = run([model_bin(), "compare", out, "--fabric", "tcp-10g", "--json"], tmp)
+    if p.returncode == 0:
+        j = json.loads(p.stdout)["runs"][0]
+        check(j["compute"] == "real" and j["measured_step_time_s"] > 0 and j["predicted_step_time_s"] > 0,
+              "compare reads the recorder file")
+        check(len(j["predicted_buckets"]) == int(a["num_buckets"]), "compare plans the recorded buckets")
+    with open(trace) as f:
+        t = json.load(f)
+    ev = t["traceEvents"]
+    names = {e["name"] for e in ev}
+    check({"forward", "backward", "optimizer", "data wait", "all-reduce bucket 0"} <= names, f"trace events {names}")
+    check({e["tid"] for e in ev if e["ph"] == "X"} == {0, 1, 2, 3}, "trace has both ranks' compute and comm")
+    check(all(e["dur"] >= 0 and "ts" in e and "pid" in e for e in ev if e["ph"] == "X"), "trace X events well formed")
+
+
+def case_membership(tmp):
+    for hook, overlap, cap in [("none", "1", "0.03"), ("fp16", "0", "0.03"), ("powersgd", "1", "0.03")]:
+        out, js = os.path.join(tmp, f"m-{hook}.h5"), os.path.join(tmp, f"m-{hook}.json")
+        run([TORCHRUN, "--nproc-per-node", "2", os.path.join(HERE, "membership_case.py"), out, js, hook, overlap, cap],
+            tmp)
+        if not check(os.path.exists(out) and os.path.exists(js), f"{hook}: no result"):
+            continue
+        with open(js) as f:
+            ddp = json.load(f)
+        with h5py.File(out, "r") as f:
+            tb = f["model/tensor_bucket"][:].tolist()
+            n = int(f.attrs["steps"])
+            last = f["buckets/step"][:] == n - 1
+            got_bytes = [int(b) for _, b in sorted(zip(f["buckets/bucket"][:][last], f["buckets/bytes"][:][last]))]
+            overlap_attr = int(f.attrs["overlap"])
+        recorded = [sorted(i for i, b in enumerate(tb) if b == k) for k in range(max(tb) + 1)]
+        check(len(ddp["reducer"]) >= 2, f"{hook}: the case has several buckets ({ddp['reducer']})")
+        check(recorded == [sorted(b) for b in ddp["reducer"]], f"{hook}: recorded {recorded} != reducer {ddp['reducer']}")
+        check(recorded == [sorted(b) for b in ddp["computed"]],
+              f"{hook}: recorded {recorded} != _compute_bucket_assignment_by_size {ddp['computed']}")
+        check(got_bytes == ddp["bucket_sizes"], f"{hook}: bucket bytes {got_bytes} != DDP {ddp['bucket_sizes']}")
+        check(overlap_attr == int(overlap), f"{hook}: overlap attribute")
+
+
+def case_calibrate(tmp):
+    bench = os.path.join(tmp, "bench.h5")
+    p = run([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.bench", "-b", "1K", "-e", "4M", "-f", "4",
+             "-n", "5", "-w", "1", "--out", bench], tmp)
+    check("# Avg bus bandwidth" in p.stdout and "Out of bounds values : 0 OK" in p.stdout, "nccl-tests table")
+    with h5py.File(bench, "r") as f:
+        check(f.attrs["program"] == "gradsync-bench" and f.attrs["op"] == "allreduce", "bench file attributes")
+        check(f["oop/time_us"].shape == (7, 5) and np.all(f["oop/nwrong"][:] == 0), "bench raw table, #wrong 0")
+    p = run([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.bench", "--op", "all", "-b", "1K", "-e", "64K",
+             "-f", "8", "-n", "3", "-w", "1", "--out", os.path.join(tmp, "all.h5")], tmp)
+    for op in ["allreduce", "allgather", "broadcast"]:
+        check(os.path.exists(os.path.join(tmp, f"all-{op}.h5")), f"--op all wrote {op}")
+    for op in ["reducescatter", "alltoall"]:  # gloo may lack them: a file, or one line saying so
+        check(os.path.exists(os.path.join(tmp, f"all-{op}.h5")) or f"op {op} " in p.stderr, f"{op}: file or reason")
+    fab = os.path.join(tmp, "torch-gloo.toml")
+    run([model_bin(), "calibrate", bench, "-o", fab], tmp)
+    run_no = os.path.join(tmp, "no-overlap.h5")
+    example(tmp, run_no, "--bucket-mb", "0.5", "--no-overlap", steps=8)
+    p = run([model_bin(), "calibrate", run_no, bench, "-o", os.path.join(tmp, "both.toml"), "--json"], tmp)
+    if p.returncode == 0:
+        j = json.loads(p.stdout)
+        check("no-overlap.h5" not in json.dumps(j.get("skipped", [])), "the --no-overlap run's buckets are used")
+    p = run([model_bin(), "calibrate", "--compute", run_no, "-o", os.path.join(tmp, "prof.toml")], tmp, expect=None)
+    check("not in the zoo" in p.stdout + p.stderr and "not a gradsync-train file" not in p.stderr,
+          "calibrate --compute reads the recorder file and names why it cannot fit it")
+    trace = os.path.join(tmp, "cmp.json")
+    p = run([model_bin(), "compare", run_no, "--fabric", fab, "--json", "--trace", trace], tmp)
+    if p.returncode == 0:
+        r = json.loads(p.stdout)["runs"][0]
+        check(r["overlap"] is False and math.isfinite(r["step_error_pct"]), "compare of the no-overlap run")
+        with open(trace) as f:
+            ev = json.load(f)["traceEvents"]
+        procs = {e["args"]["name"].split(":")[0] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+        check(procs == {"measured", "predicted"}, f"trace processes {procs}")
+        for pid in (0, 1):
+            names = {e["name"] for e in ev if e["ph"] == "X" and e["pid"] == pid}
+            check({"forward", "backward", "optimizer", "data wait", "all-reduce bucket 0"} <= names,
+                  f"trace pid {pid}: {names}")
+
+
+def case_killed(tmp):
+    out = os.path.join(tmp, "killed.h5")
+    cmd = [TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.example", "--steps", "100000", "--warmup", "1",
+           "--batch", "8", "--out", out]
+    mark = f"GS_TORCH_TEST_MARK={tmp}"
+    log = open(os.path.join(tmp, "torchrun.log"), "w")
+    proc = subprocess.Popen(cmd, cwd=tmp, stdout=log, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, env=dict(os.environ, GS_TORCH_TEST_MARK=tmp))
+
+    def rank1_worker():
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as fh:
+                    env = fh.read().decode(errors="replace").split("\0")
+            except OSError:
+                continue
+            if mark in env and "LOCAL_RANK=1" in env:
+                return int(pid)
+        return None
+
+    # Wait until rank 1's worker runs and has stepped a while, then SIGKILL it (no clean-up).
+    deadline, victim = time.time() + 120, None
+    while time.time() < deadline and victim is None:
+        time.sleep(2)
+        victim = rank1_worker()
+    if victim is not None:
+        time.sleep(8)
+    if not check(victim is not None, "no worker of rank 1 found"):
+        os.killpg(proc.pid, signal.SIGKILL)
+        return
+    os.kill(victim, signal.SIGKILL)
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    check(proc.returncode != 0, "torchrun reports the killed rank")
+    log.close()
+    left = [n for n in os.listdir(tmp) if n.startswith("killed.h5")]
+    check(left == [], f"a killed run left {left}")
+    # The writer itself: an exception leaves nothing; SIGKILL mid-write leaves no final file.
+    code = ("import sys; sys.path.insert(0, %r)\nfrom gradsync_torch import h5out\nimport os, time\n"
+            "p = sys.argv[1]\ntry:\n    with h5out.AtomicH5(p) as f:\n        f['x'] = [1.0]\n"
+            "        raise RuntimeError('boom')\nexcept RuntimeError:\n    pass\n"
+            "with h5out.AtomicH5(p + '.2') as f:\n    f['x'] = [1.0]\n    print('writing', flush=True)\n"
+            "    time.sleep(60)\n") % os.path.join(REPO, "scripts")
+    w = subprocess.Popen([TPY, "-c", code, os.path.join(tmp, "w.h5")], stdout=subprocess.PIPE, text=True)
+    check(w.stdout.readline().strip() == "writing", "writer started")
+    w.kill()
+    w.wait()
+    names = os.listdir(tmp)
+    check("w.h5" not in names and not any(n.startswith("w.h5.tmp") for n in names), f"exception left {names}")
+    check("w.h5.2" not in names, "a writer killed mid-write left a file under the final name")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--case", required=True, choices=["recorder", "membership", "calibrate", "killed"])
+    ap.add_argument("--keep", default=None)
+    o = ap.parse_args()
+    venv = os.environ.get("GRADSYNC_TORCH_VENV", os.path.join(REPO, ".venv-torch"))
+    if not os.path.exists(os.path.join(venv, "bin", "python")):
+        print(f"SKIP: no PyTorch venv at {venv} (GRADSYNC_DEPS=torch scripts/install-deps.sh makes it)")
+        return 77
+    if o.case != "killed" and o.case != "membership" and not os.path.exists(model_bin()):
+        print(f"SKIP: {model_bin()} not built")
+        return 77
+    tmp = o.keep or tempfile.mkdtemp(prefix=f"gs-torch-{o.case}-")
+    os.makedirs(tmp, exist_ok=True)
+    try:
+        {"recorder": case_recorder, "membership": case_membership, "calibrate": case_calibrate,
+         "killed": case_killed}[o.case](tmp)
+    finally:
+        if not o.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{o.case}: {'FAILED ' + str(len(FAILS)) + ' checks' if FAILS else 'ok'}")
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
