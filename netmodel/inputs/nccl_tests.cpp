@@ -23,7 +23,7 @@ namespace gradsync::netmodel {
 namespace {
 
 [[noreturn]] void fail(const std::string& origin, int line, const std::string& why) {
-  throw Error(origin + (line > 0 ? ":" + std::to_string(line) : "") + ": " + why);
+  throw UsageError(origin + (line > 0 ? ":" + std::to_string(line) : "") + ": " + why);
 }
 
 std::vector<std::string> tokens(const std::string& s) {
@@ -508,7 +508,7 @@ OutsideLog parse_nccl_tests_json(const std::string& text, const std::string& ori
 
 OutsideLog read_outside_log(const std::string& path, const OutsideOverrides& ov) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open: " + std::strerror(errno));
+  if (!in) throw UsageError(path + ": cannot open: " + std::strerror(errno));
   std::ostringstream ss;
   ss << in.rdbuf();
   const std::string text = ss.str();
@@ -548,8 +548,10 @@ std::vector<BenchPoint> outside_points(const OutsideLog& log) {
 std::vector<BenchPoint> read_any_points(const std::string& path, const OutsideOverrides& ov,
                                         std::vector<std::string>& skipped, std::vector<std::string>& inferred) {
   {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) throw UsageError(path + ": is a directory, not a result file or log");
     std::ifstream probe(path, std::ios::binary);
-    if (!probe) throw Error(path + ": cannot open: " + std::strerror(errno));
+    if (!probe) throw UsageError(path + ": cannot open: " + std::strerror(errno));
   }
   if (!is_outside_log(path)) return read_collective_points(path, skipped);
   const OutsideLog log = read_outside_log(path, ov);

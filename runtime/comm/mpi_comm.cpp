@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -69,6 +70,11 @@ int to_int(std::size_t n, const char* what) {
   return static_cast<int>(n);
 }
 
+// Set when a wait timed out: a peer is dead or stuck, so collective clean-up (freeing a
+// shared window: a barrier inside MPI_Win_free) would hang; it is skipped from then on and
+// the process ends through the error path (MPI_Abort or exit) without it.
+std::atomic<bool> g_peer_lost{false};
+
 // Poll requests until done or the time-out passes. Yields the core after a short spin so
 // oversubscribed ranks (tests on 2 cores) make progress.
 template <typename Describe>
@@ -85,6 +91,7 @@ void poll_until_done(int n, MPI_Request* reqs, Describe describe, long yield_aft
     if (done) return;
     if (spin >= yield_after) sched_yield();
     if ((spin & 255) == 0 && now_s() - start > timeout) {
+      g_peer_lost.store(true);
       throw TimeoutError(where() + ": timed out after " + std::to_string(static_cast<int>(timeout)) +
                          " s (GRADSYNC_TIMEOUT_S) waiting for " + describe() +
                          " — a peer may have died or be stuck");
@@ -453,7 +460,9 @@ class MpiSharedSegment final : public SharedSegment {
   ~MpiSharedSegment() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (finalized) return;
+    // Freeing is collective: not while unwinding from a failed wait (it would hang on the
+    // peer that is gone) nor after one; the window goes with the process.
+    if (finalized || g_peer_lost.load() || std::uncaught_exceptions() > 0) return;
     MPI_Win_unlock_all(win_);
     MPI_Win_free(&win_);
   }

@@ -8,7 +8,9 @@ cases.tsv columns (tab-separated; '#' lines and blank lines are skipped):
   program   bench | train | model | study | kernels  (programs from --bin, study from the repo)
   args      the arguments, shell-quoted; {d} is the case's own empty folder, {f:NAME} a fixture
   env       K=V pairs separated by spaces, or '-'
-  expect    exit status: 1 or 2
+  expect    exit status: 1 or 2; a case about a CUDA-less build adds ';cuda:S:WORDS', what a
+            build with CUDA must do instead on a machine with no GPU (exit S, stderr WORDS);
+            on a machine with a GPU such a case does not apply and is skipped
   words     words the one stderr line must contain, separated by '|'
 
 Fixtures (built once per run in a temp folder, see FIXTURES below): HDF5 files truncated,
@@ -16,7 +18,7 @@ empty, not HDF5, of the wrong schema; fabric, compute-profile and study TOML fil
 one defect each. Programs run as single processes (MPI singleton), so no mpirun output
 interferes; the cross-rank cases live in the fault suite (tests/faults).
 
-  run_badinput.py --bin BUILD/bin [--jobs 2] [--only REGEX] [--list]
+  run_badinput.py --bin BUILD/bin [--cuda ON|OFF] [--jobs 2] [--only REGEX] [--list]
 """
 import argparse
 import concurrent.futures
@@ -137,8 +139,15 @@ def load_cases(path):
             cid, prog, args, env, expect, words = cols
             if prog not in list(PROGRAMS) + ["study"]:
                 sys.exit(f"{path}:{n}: unknown program '{prog}'")
-            cases.append(dict(id=cid, program=prog, args=args, env=env, expect=int(expect),
-                              words=[w for w in words.split("|") if w], line=n))
+            expect, _, cuda = expect.partition(";")
+            case = dict(id=cid, program=prog, args=args, env=env, expect=int(expect),
+                        words=[w for w in words.split("|") if w], line=n, cuda=None)
+            if cuda:
+                m = re.fullmatch(r"cuda:([12]):(.+)", cuda)
+                if not m:
+                    sys.exit(f"{path}:{n}: expect '{expect};{cuda}': the CUDA variant is cuda:STATUS:WORDS")
+                case["cuda"] = (int(m.group(1)), [w for w in m.group(2).split("|") if w])
+            cases.append(case)
     ids = [c["id"] for c in cases]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
@@ -153,6 +162,23 @@ def expand(text, fixtures, d):
             raise KeyError(f"unknown fixture '{name}'")
         return fixtures[name]
     return re.sub(r"\{f:([^}]+)\}", fx, text).replace("{d}", d)
+
+
+def gpu_present():
+    """True when nvidia-smi lists a GPU (then the CUDA-less cases do not apply)."""
+    try:
+        p = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+        return p.returncode == 0 and "GPU" in p.stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def for_build(c, cuda_build):
+    """The case as this build must pass it: a build with CUDA takes the case's CUDA variant."""
+    if c["cuda"] is None or not cuda_build:
+        return c
+    status, words = c["cuda"]
+    return dict(c, expect=status, words=words)
 
 
 def run_case(c, bindir, fixtures, root):
@@ -199,12 +225,20 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", required=True, help="folder with gradsync-bench, gradsync-train, gradsync-model")
     ap.add_argument("--cases", default=os.path.join(HERE, "cases.tsv"))
+    ap.add_argument("--cuda", choices=["ON", "OFF"], default="OFF",
+                    help="whether the programs were built with CUDA (GRADSYNC_WITH_CUDA)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", default="", help="regex on case ids")
     ap.add_argument("--list", action="store_true")
     a = ap.parse_args()
     a.bin = os.path.abspath(a.bin)
-    cases = [c for c in load_cases(a.cases) if re.search(a.only, c["id"])]
+    cuda_build = a.cuda == "ON"
+    cases = [for_build(c, cuda_build) for c in load_cases(a.cases) if re.search(a.only, c["id"])]
+    skipped = [c for c in cases if c["cuda"] is not None and cuda_build and gpu_present()]
+    if skipped:
+        print(f"run_badinput: a GPU is present: {len(skipped)} case(s) about a machine without one skipped "
+              f"({', '.join(c['id'] for c in skipped)})")
+        cases = [c for c in cases if c not in skipped]
     if a.list:
         for c in cases:
             print(f"{c['id']:40s} {c['program']:6s} exit {c['expect']}  {c['args']}")

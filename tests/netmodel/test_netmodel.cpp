@@ -228,7 +228,7 @@ TEST(Collectives, AutoAndMpiResolution) {
   EXPECT_EQ(resolve_algo("auto", Op::Allreduce, 65536, t), "rd");
   EXPECT_EQ(resolve_algo("auto", Op::Allreduce, 65537, t), "hier");
   EXPECT_EQ(resolve_algo("auto", Op::Allreduce, (1 << 20) + 1, t), "hier");
-  for (const Topology flat : {Topology{1, 8}, Topology{8, 1}}) {
+  for (const Topology flat : {Topology{8, 1}, Topology{4, 1}}) {
     EXPECT_EQ(resolve_algo("auto", Op::Allreduce, 65537, flat), "rabenseifner");
     EXPECT_EQ(resolve_algo("auto", Op::Allreduce, 1 << 20, flat), "rabenseifner");
     EXPECT_EQ(resolve_algo("auto", Op::Allreduce, (1 << 20) + 1, flat), "ring");

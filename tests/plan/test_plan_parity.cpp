@@ -106,9 +106,15 @@ TEST(PlanParity, AutoOnEveryShapeAndSize) {
       auto runtime_auto = make_allreduce("auto", comm, AlgoOptions{});
       const netmodel::Topology topo{nodes, g};
       for (std::uint64_t b : sizes) {
-        const std::string rule = plan::auto_allreduce(b, plan::Shape{nodes, g, true});
+        // ShapeComm has no shared window, so the runtime's auto takes the rule without shm;
+        // the model assumes the window a real one-node job gets (runtime/algos/shm.cpp).
+        const std::string rule = plan::auto_allreduce(b, plan::Shape{nodes, g, true, false});
         ASSERT_EQ(runtime_auto->chosen(b), rule) << nodes << "x" << g << " " << b << " B";
-        ASSERT_EQ(netmodel::resolve_algo("auto", netmodel::Op::Allreduce, static_cast<double>(b), topo), rule)
+        const std::string model_rule = plan::auto_allreduce(b, plan::Shape{nodes, g, true, true});
+        ASSERT_EQ(model_rule == std::string("shm") || model_rule == std::string("mpi"), nodes == 1 && g > 1)
+            << nodes << "x" << g << " " << b << " B";
+        ASSERT_EQ(netmodel::resolve_algo("auto", netmodel::Op::Allreduce, static_cast<double>(b), topo),
+                  model_rule == std::string("mpi") ? plan::mpi_allreduce(b) : model_rule)
             << nodes << "x" << g << " " << b << " B";
         ASSERT_EQ(netmodel::resolve_algo("mpi", netmodel::Op::Allreduce, static_cast<double>(b), topo),
                   plan::mpi_allreduce(b));
@@ -129,6 +135,17 @@ TEST(PlanParity, AutoRuleByHand) {
   }
   EXPECT_STREQ(plan::mpi_allreduce(9999), "rd");
   EXPECT_STREQ(plan::mpi_allreduce(10000), "ring");
+  // One node with a shared window: Open MPI's own up to 64 KiB, the shm algorithm above;
+  // a single rank or several nodes never take it.
+  const plan::Shape one_shm{1, 8, true, true};
+  EXPECT_STREQ(plan::auto_allreduce(8, one_shm), "mpi");
+  EXPECT_STREQ(plan::auto_allreduce(64 << 10, one_shm), "mpi");
+  EXPECT_STREQ(plan::auto_allreduce((64 << 10) + 1, one_shm), "shm");
+  EXPECT_STREQ(plan::auto_allreduce(1 << 30, one_shm), "shm");
+  EXPECT_STREQ(plan::auto_allreduce(1 << 30, plan::Shape{1, 1, true, true}), "ring");
+  EXPECT_STREQ(plan::auto_allreduce(1 << 30, plan::Shape{2, 4, true, true}), "hier");
+  EXPECT_EQ(plan::resolve_allreduce("auto", 8, one_shm), "rd");       // Open MPI's choice at 8 B
+  EXPECT_EQ(plan::resolve_allreduce("auto", 1 << 20, one_shm), "shm");
 }
 
 TEST(PlanParity, AutoOnUnevenNodesNeverPicksHier) {
