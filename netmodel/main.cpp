@@ -11,8 +11,9 @@
 //   gradsync-model calibrate --compute train*.h5 -o profile.toml [--json]
 //   gradsync-model compare train*.h5 --fabric FILE [--json] [--out report.h5] [--trace trace.json]
 //
-// Exit status: 0 ok, 1 run-time error (unreadable file, data that cannot determine a fit),
-// 2 usage error ("gradsync-model: error: <message naming the option>").
+// Exit status: 0 ok, 1 run-time error (data that cannot determine a fit, a failed write),
+// 2 a wrong request: a bad option or an input file that is missing, unreadable or of the
+// wrong kind ("gradsync-model: error: <message naming the option or file>").
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>

@@ -26,8 +26,9 @@
 // Op: from the program name (all_reduce_perf -> allreduce, ...; the log's own line, else
 //   the file name); else from the columns (redop none/sum, root, count x type size vs
 //   size); alltoall vs sendrecv cannot be told apart by columns: then --op is required.
-// Errors: Error (exit 1) "FILE:LINE: why" for a row the header cannot explain, a log
-//   without a table, an unknown op; UsageError for a bad override.
+// Errors: UsageError (exit 2, a bad input file) "FILE:LINE: why" for a row the header cannot
+//   explain, a log without a table, an unknown op, a file that cannot be read; likewise for a
+//   bad override.
 // Cost: one pass over the file.
 #pragma once
 

@@ -33,14 +33,14 @@ EOF
 expect_rc 0 "fastest step" "$M" predict --model resnet50 --fabric mycluster.toml --nodes 2,4,8 --ranks-per-node 8 \
   --batch-per-rank 64 --algo nccl --compute-profile h200
 
-# Bad input: one line naming the file and line (exit 1); bad overrides exit 2.
+# Bad input (an unusable log, a bad override): one line naming the file and line, exit 2.
 printf '#  size  count  type  redop  root  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong\n 1024 256 float sum -1 3.0\n' > all_reduce_perf_cut.log
-expect_rc 1 "all_reduce_perf_cut.log:2: row has 6 columns" "$M" calibrate all_reduce_perf_cut.log -o x.toml
-expect_rc 1 "give --op" "$M" calibrate "$D/layouts/unnamed_table.log" -o x.toml
+expect_rc 2 "all_reduce_perf_cut.log:2: row has 6 columns" "$M" calibrate all_reduce_perf_cut.log -o x.toml
+expect_rc 2 "give --op" "$M" calibrate "$D/layouts/unnamed_table.log" -o x.toml
 expect_rc 0 "op alltoall (--op)" "$M" calibrate "$D/layouts/unnamed_table.log" --op alltoall -o x.toml
 expect_rc 2 "--nics-per-node" "$M" calibrate tcp_2x1.log --nics-per-node 0 -o x.toml
 expect_rc 2 "unknown collective op" "$M" calibrate tcp_2x1.log --op allscatter -o x.toml
-expect_rc 1 "no nccl-tests table header" "$M" calibrate "$D/README.md" -o x.toml
+expect_rc 2 "no nccl-tests table header" "$M" calibrate "$D/README.md" -o x.toml
 # JSON output lists what was inferred.
 expect_rc 0 "" "$M" calibrate "$D/layouts/all_reduce_perf.json" -o j.toml --json
 "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert "nccl-tests json" in d["inputs"][0], d["inputs"]' "$W/out" \
