@@ -441,16 +441,15 @@ timeout_s = 120
 b = "1M"
 e = "8M"
 n = {n}
-w = 1
-[sweep]
-algo = ["ring", "rd", "mpi"]
+{rest}
 """
 
 
-def _study(c, n_iters):
+def _study(c, n_iters, rest='w = 1\n[sweep]\nalgo = ["ring", "rd", "mpi"]'):
+    """The study file (rest: its last [fixed] keys and its [sweep]) and the command running it."""
     path = os.path.join(c.dir, "faults.toml")
     with open(path, "w") as fh:
-        fh.write(STUDY.format(n=n_iters))
+        fh.write(STUDY.format(n=n_iters, rest=rest))
     out = os.path.join(c.dir, "out")
     return ["/usr/bin/python3", os.path.join(REPO, "scripts", "study"), "run", path, "--out", out, "--no-model"], out
 
@@ -529,18 +528,22 @@ def case_slurm_time_expiry(c):
     if r.returncode != 0:
         raise CaseFailed(f"SKIP: local Slurm did not start: {(r.stderr or r.stdout)[-300:]}")
     try:
-        # Each of the study's 3 points should take about 40 s whatever the machine's speed,
-        # so the minute's cut (checked by slurmctld every 30 s or so: 60-95 s) falls in the
-        # second or third point: one finished point at least, never the whole study.
-        probe_iters = 200
-        t_probe = time.monotonic()
-        r = subprocess.run(c.mpirun(2, "gradsync-bench", ["-b", "1M", "-e", "8M", "-n", str(probe_iters), "-w", "1",
-                                                          "--algo", "ring", "--out", os.path.join(c.dir, "probe.h5")]),
-                           cwd=c.dir, env=c.env(), capture_output=True, text=True, timeout=300)
-        check(r.returncode == 0, f"probe bench exit {r.returncode}: {r.stderr[-300:]}")
-        per_iter_s = max(time.monotonic() - t_probe - 0.5, 0.05) / probe_iters  # less mpirun's start
-        os.remove(os.path.join(c.dir, "probe.h5"))
-        argv, out = _study(c, max(probe_iters, min(200000, int(40.0 / per_iter_s))))
+        # Each of the study's 3 points should take about 45 s whatever the machine's speed:
+        # slurmctld checks the limit every 30 s or so, so the minute's cut comes at 60-95 s,
+        # inside the second or third point (points of 32-60 s all give that: one finished
+        # point at least, never the whole study). Two probes, so mpirun's start-up cancels.
+        def probe(iters):
+            t0 = time.monotonic()
+            r = subprocess.run(c.mpirun(2, "gradsync-bench", ["-b", "1M", "-e", "8M", "-n", str(iters), "-w", "1",
+                                                              "--algo", "ring", "--out", os.path.join(c.dir, "probe.h5")]),
+                               cwd=c.dir, env=c.env(), capture_output=True, text=True, timeout=300)
+            check(r.returncode == 0, f"probe bench exit {r.returncode}: {r.stderr[-300:]}")
+            os.remove(os.path.join(c.dir, "probe.h5"))
+            return time.monotonic() - t0
+        short, long_ = probe(50), probe(450)
+        per_iter_s = max(long_ - short, 0.05) / 400
+        # Three points of one algorithm (the warm-up count differs by one): equal lengths.
+        argv, out = _study(c, max(200, min(400000, int(45.0 / per_iter_s))), rest='algo = "ring"\n[sweep]\nw = [1, 2, 3]')
         job = os.path.join(c.dir, "job.sh")
         with open(job, "w") as fh:
             fh.write("#!/bin/bash\nexec " + " ".join(argv) + "\n")
