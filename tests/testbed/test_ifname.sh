@@ -8,6 +8,7 @@
 # that the run can finish) over the NICs and never docker0. Then down removes everything.
 # Checks where the traffic went, never how fast.
 # Exit: 0 pass, 1 fail, 77 skip (not root, no h5py, or the kernel lacks what the testbed needs).
+# docker0 itself sends a few hundred bytes (IPv6 neighbour discovery): under 64 KiB is "none".
 # Bounded: every run has a timeout; the testbed goes down on every exit (trap).
 set -uo pipefail
 
@@ -89,7 +90,7 @@ e0=$(bytes_of "$s" eth0); e1=$(bytes_of "$s" eth1); d0=$(bytes_of "$s" docker0)
 [[ -n $e0 && -n $e1 && -n $d0 ]] || fail "/net should list eth0, eth1 and docker0: $s"
 ((e1 >= LEAST)) || fail "pinned to eth1, but eth1 sent only $e1 bytes (< $LEAST)"
 ((e0 < e1 / 10)) || fail "pinned to eth1, but eth0 sent $e0 bytes (eth1 $e1)"
-((d0 == 0)) || fail "docker0 sent $d0 bytes"
+((d0 < 65536)) || fail "docker0 sent $d0 bytes (more than its own IPv6 neighbour discovery)"
 
 bench 1 || exit 1
 s=$(split "$WORK/net-1.h5") || fail "cannot read /net of the --net 1 run"
@@ -105,7 +106,7 @@ s=$(split "$WORK/net-default.h5") || fail "cannot read /net of the --net default
 echo "--net default, docker0 excluded (Open MPI's choice): $s"
 e0=$(bytes_of "$s" eth0); e1=$(bytes_of "$s" eth1); d0=$(bytes_of "$s" docker0)
 ((e0 + e1 >= LEAST)) || fail "left to Open MPI, the NICs sent only $((e0 + e1)) bytes"
-((d0 == 0)) || fail "docker0 was excluded but sent $d0 bytes"
+((d0 < 65536)) || fail "docker0 was excluded but sent $d0 bytes"
 
 tb down || fail "down"
 st=$(tb status) || fail "status after down exits non-zero: $st"
