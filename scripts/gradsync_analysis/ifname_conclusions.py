@@ -7,7 +7,8 @@ the case pinned to the fast NIC (eth0, same algorithm). Failed points (the defau
 hangs on docker0) are reported with their stderr.
 
 The model: one fabric per interface, calibrated from the pinned runs (model/eth0.toml,
-model/eth1.toml). A pinned case is predicted on its NIC's fabric. A case left to Open MPI is
+model/eth1.toml from the ring sweeps; model/eth0-mpi.toml, model/eth1-mpi.toml from the
+MPI_Allreduce sweeps, used for the mpi cases when they exist). A pinned case is predicted on its NIC's fabric. A case left to Open MPI is
 predicted from its measured split of bytes: with fraction f_k of the bytes on NIC k, the
 collective of S bytes takes max over k of t_k(f_k * S) (the NICs work in parallel and the
 slowest share bounds it); a NIC with under 1% of the bytes (launch traffic) is left out.
@@ -81,12 +82,12 @@ def _model_time_us(ctx, fabric, algo, sizes, chunk, cache):
 def _predict_busbw(ctx, bench, split, total, cache):
     """Predicted busbw (GB/s) at the bench's sizes from the per-NIC fabrics and the split, and
     the fabrics used ({} when a fabric is missing)."""
-    fabrics = {n: ctx.calibrated.get(n) for n in ("eth0", "eth1")}
+    algo = bench.attrs.get("algo", "ring")
+    fabrics = {n: ctx.calibrated.get(f"{n}-{algo}") or ctx.calibrated.get(n) for n in ("eth0", "eth1")}
     shares = {n: split.get(n, 0) / total for n in fabrics if total and split.get(n, 0) / total >= 0.01}
     if not shares or any(not fabrics[n] for n in shares):
         return None, shares
     a = bench.attrs
-    algo = a.get("algo", "ring")
     chunk = int(a.get("chunk_bytes_used", 0)) or int(a.get("chunk_bytes", 0))
     sizes = bench.size.astype(float)
     t = np.zeros(len(sizes))
