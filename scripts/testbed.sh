@@ -42,7 +42,8 @@
 # every interface but loopback, as Open MPI does on a real host (the data path is left to
 # Open MPI; the launch plumbing, oob_tcp_if_include, stays on eth0's subnet). Seen with Open
 # MPI 4.1.4 (experiments/README.md, seed-ifname): with --docker the job hangs (a rank connects
-# to its own docker0, 172.17.0.1); without docker0, one connection per peer, over eth1.
+# to its own docker0, 172.17.0.1); without docker0, gradsync's ring (eager chunks) sent all
+# over eth1, MPI_Allreduce's large messages split about evenly over eth0 and eth1.
 # BTL choice: ranks on different hosts can only use tcp (Open MPI's locality is per orted,
 # and each host has its own /dev/shm, so vader cannot cross hosts); ranks on the same host
 # use vader, as on a real cluster. `--tcp-only` gives `--mca btl self,tcp` so that even
