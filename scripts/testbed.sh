@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # scripts/testbed.sh — an emulated multi-host cluster on one machine, for Open MPI runs.
 #
-#   scripts/testbed.sh up --hosts N [--rate 1gbit] [--ranks-per-host R] [--nics 1|2]
-#                         [--subnet 10.77.X] [--burst BYTES]
-#   scripts/testbed.sh run [--mca K V]... [-x VAR[=VAL]]... [--np N] [--net 1|2|both]
+#   scripts/testbed.sh up --hosts N [--rate 1gbit[,RATE2]] [--ranks-per-host R] [--nics 1|2]
+#                         [--subnet 10.77.X] [--burst BYTES[,BYTES2]] [--docker]
+#   scripts/testbed.sh run [--mca K V]... [-x VAR[=VAL]]... [--np N] [--net 1|2|both|default]
 #                          [--tcp-only] [--timeout S] -- CMD [ARGS...]
 #   scripts/testbed.sh status | down | probe
 #   (every command takes --name NAME to keep several testbeds apart; default "gs")
@@ -19,10 +19,17 @@
 #     subnet SUBNET+1 (default 10.77.1), e.g. for NCCL_SOCKET_IFNAME=eth1 or
 #     `run --net 2`. The bridges have no address: the root namespace is not on the network.
 #   * Bandwidth: `tc qdisc ... root tbf rate RATE` on both ends of every veth, i.e. on
-#     what a host sends and on what it receives (`--rate none`: unshaped). The kernel here
+#     what a host sends and on what it receives (`--rate none`: unshaped). One rate applies
+#     to every NIC; two (`--rate 1gbit,200mbit`) give eth0 and eth1 their own (two rates
+#     imply `--nics 2`; `--burst` takes one value or one per NIC likewise). The kernel here
 #     has no netem, so latency is what the stack gives (tens of microseconds). The token
 #     bucket's burst (default 1 ms at RATE, at least 64 KiB; --burst) passes at full speed:
 #     messages smaller than about the burst are not slowed; large ones see RATE.
+#   * `--docker`: what Docker leaves on a host, for interface-choice experiments
+#     (NCCL_SOCKET_IFNAME, btl_tcp_if_include): a bridge docker0 inside every host with the
+#     SAME address on every host (172.17.0.1/16), up but connected to nothing (no port),
+#     so 172.17.0.0/16 looks like a network every host is on, and no host can reach another
+#     through it.
 #
 # What "run" does: mpirun is started inside host 0 (it is the launch node, like a login
 # node running mpirun) with a hostfile of the host addresses (slots=R), and Open MPI's rsh
@@ -31,6 +38,12 @@
 #   --mca plm rsh --mca plm_rsh_agent STATE/agent --mca plm_rsh_no_tree_spawn 1
 #   --mca oob_tcp_if_include SUBNET.0/24 --mca btl_tcp_if_include <subnet of --net>
 #   --mca pml ob1 --mca btl self,vader,tcp --bind-to none --oversubscribe
+# `--net default` sets no btl_tcp_if_include (nor btl_tcp_if_exclude): the TCP BTL then uses
+# every interface but loopback, as Open MPI does on a real host (the data path is left to
+# Open MPI; the launch plumbing, oob_tcp_if_include, stays on eth0's subnet). Seen with Open
+# MPI 4.1.4 (experiments/README.md, seed-ifname): with --docker the job hangs (a rank connects
+# to its own docker0, 172.17.0.1); without docker0, gradsync's ring (eager chunks) sent all
+# over eth1, MPI_Allreduce's large messages split about evenly over eth0 and eth1.
 # BTL choice: ranks on different hosts can only use tcp (Open MPI's locality is per orted,
 # and each host has its own /dev/shm, so vader cannot cross hosts); ranks on the same host
 # use vader, as on a real cluster. `--tcp-only` gives `--mca btl self,tcp` so that even
@@ -172,6 +185,7 @@ healthy() {
     [[ -e /run/netns/$(ns_name "$i") ]] || return 1
     [[ -n $(holder_pid "$i") ]] || return 1
     for ((k = 0; k < NICS; k++)); do ip link show "$(veth_name "$i" "$k")" >/dev/null 2>&1 || return 1; done
+    if ((${DOCKER:-0})); then ip -n "$(ns_name "$i")" link show docker0 >/dev/null 2>&1 || return 1; fi
   done
   for ((k = 0; k < NICS; k++)); do ip link show "$(bridge_name "$k")" >/dev/null 2>&1 || return 1; done
   return 0
@@ -211,7 +225,7 @@ teardown() {
 
 # ---- up --------------------------------------------------------------------------------
 cmd_up() {
-  local hosts="" rate=1gbit rph=1 nics=1 subnet=${GS_TESTBED_SUBNET:-10.77.0} burst=""
+  local hosts="" rate=1gbit rph=1 nics="" subnet=${GS_TESTBED_SUBNET:-10.77.0} burst="" docker=0
   while (($#)); do
     case $1 in
       --hosts) hosts=${2:-}; shift 2 || usage_error "--hosts needs a value" ;;
@@ -220,18 +234,43 @@ cmd_up() {
       --nics) nics=${2:-}; shift 2 || usage_error "--nics needs a value" ;;
       --subnet) subnet=${2:-}; shift 2 || usage_error "--subnet needs a value" ;;
       --burst) burst=${2:-}; shift 2 || usage_error "--burst needs a value" ;;
+      --docker) docker=1; shift ;;
       *) usage_error "up: unknown option '$1'" ;;
     esac
   done
   [[ $hosts =~ ^[0-9]+$ ]] && ((hosts >= 1 && hosts <= 64)) || usage_error "up: --hosts N (1..64) is required"
   [[ $rph =~ ^[0-9]+$ ]] && ((rph >= 1 && rph <= 256)) || usage_error "up: --ranks-per-host must be 1..256"
-  [[ $nics == 1 || $nics == 2 ]] || usage_error "up: --nics must be 1 or 2"
+  # --rate/--burst: one value for every NIC, or one per NIC (eth0,eth1).
   rate=${rate,,}
-  [[ $rate == none ]] || rate_bytes_per_s "$rate" >/dev/null ||
-    usage_error "up: --rate '$rate' is not a tc rate (e.g. 1gbit, 100mbit, 10gbit, none)"
-  if [[ $rate != none ]]; then
-    [[ -n $burst ]] || burst=$(default_burst "$rate")
-    [[ $burst =~ ^[0-9]+(b|kb|k|mb|m)?$ ]] || usage_error "up: --burst must be bytes (e.g. 125000, 64kb)"
+  local rates=() bursts=() k
+  IFS=, read -r -a rates <<<"$rate"
+  ((${#rates[@]} == 1 || ${#rates[@]} == 2)) && [[ $rate != *, && $rate != ,* ]] ||
+    usage_error "up: --rate takes one rate or two (eth0,eth1), got '$rate'"
+  [[ -n $nics ]] || nics=${#rates[@]}
+  [[ $nics == 1 || $nics == 2 ]] || usage_error "up: --nics must be 1 or 2"
+  ((${#rates[@]} == 1 || ${#rates[@]} == nics)) ||
+    usage_error "up: --rate '$rate' gives ${#rates[@]} rates (one per NIC) but --nics is $nics"
+  for k in "${!rates[@]}"; do
+    [[ ${rates[k]} == none ]] || rate_bytes_per_s "${rates[k]}" >/dev/null ||
+      usage_error "up: --rate '${rates[k]}' is not a tc rate (e.g. 1gbit, 100mbit, 10gbit, none)"
+  done
+  if ((${#rates[@]} == 1)); then
+    # One rate: the setting (and config.env) of before per-NIC rates.
+    if [[ $rate != none ]]; then
+      [[ -n $burst ]] || burst=$(default_burst "$rate")
+      [[ $burst =~ ^[0-9]+(b|kb|k|mb|m)?$ ]] || usage_error "up: --burst must be bytes (e.g. 125000, 64kb)"
+    fi
+    for ((k = 0; k < nics; k++)); do rates[k]=$rate; bursts[k]=$burst; done
+  else
+    [[ -z $burst ]] || IFS=, read -r -a bursts <<<"$burst"
+    ((${#bursts[@]} <= 2)) || usage_error "up: --burst takes one value or two (eth0,eth1), got '$burst'"
+    ((${#bursts[@]} == 1)) && bursts[1]=${bursts[0]}
+    for k in 0 1; do
+      if [[ ${rates[k]} == none ]]; then bursts[k]=none; continue; fi
+      [[ -n ${bursts[k]:-} ]] || bursts[k]=$(default_burst "${rates[k]}")
+      [[ ${bursts[k]} =~ ^[0-9]+(b|kb|k|mb|m)?$ ]] || usage_error "up: --burst must be bytes (e.g. 125000, 64kb)"
+    done
+    burst="${bursts[0]},${bursts[1]}"
   fi
   # Only the project's own private range: 10.77.0.0/16.
   [[ $subnet =~ ^10\.77\.([0-9]+)$ ]] && ((BASH_REMATCH[1] <= 254)) ||
@@ -244,12 +283,12 @@ cmd_up() {
 
   if healthy; then
     if [[ $HOSTS == "$hosts" && $RATE == "$rate" && $RANKS_PER_HOST == "$rph" && $NICS == "$nics" &&
-      $SUBNET1 == "$subnet" && ${BURST:-} == "$burst" ]]; then
+      $SUBNET1 == "$subnet" && ${BURST:-} == "$burst" && ${DOCKER:-0} == "$docker" ]]; then
       say "testbed '$NAME' is already up with these settings ($HOSTS hosts, rate $RATE); nothing to do"
       return 0
     fi
     die "testbed '$NAME' is already up with other settings ($HOSTS hosts, rate $RATE, burst ${BURST:-none}," \
-      "$RANKS_PER_HOST ranks/host, $NICS NIC(s), subnet $SUBNET1); run '$PROG down' first"
+      "$RANKS_PER_HOST ranks/host, $NICS NIC(s), subnet $SUBNET1$( ((${DOCKER:-0})) && echo ", docker0")); run '$PROG down' first"
   fi
   local left
   left=$(teardown)
@@ -262,7 +301,7 @@ cmd_up() {
 
   mkdir -p "$STATE" "$TMPROOT"
   chmod 755 "$STATE"
-  local k i ns br veth dev addr pid subnets=("$subnet" "$subnet2")
+  local i ns br veth dev addr pid subnets=("$subnet" "$subnet2")
   for ((k = 0; k < nics; k++)); do
     br=$(bridge_name "$k")
     ip link add "$br" type bridge stp_state 0 forward_delay 0
@@ -292,9 +331,15 @@ cmd_up() {
       ip link set "$veth" up
       ip -n "$ns" addr add "$addr/24" dev "$dev"
       ip -n "$ns" link set "$dev" up
-      shape "$veth" "$rate" "$burst"                      # towards the host (what it receives)
-      shape "$dev" "$rate" "$burst" ip netns exec "$ns"   # from the host (what it sends)
+      shape "$veth" "${rates[k]}" "${bursts[k]}"                      # towards the host (what it receives)
+      shape "$dev" "${rates[k]}" "${bursts[k]}" ip netns exec "$ns"   # from the host (what it sends)
     done
+    if ((docker)); then
+      # Docker's default bridge: the same address on every host, no port, no route out.
+      ip -n "$ns" link add docker0 type bridge
+      ip -n "$ns" addr add 172.17.0.1/16 dev docker0
+      ip -n "$ns" link set docker0 up
+    fi
     mkdir -p "/etc/netns/$ns" "$TMPROOT/h$i"
     chmod 1777 "$TMPROOT/h$i"
     cp "$STATE/etc-hosts" "/etc/netns/$ns/hosts"
@@ -330,12 +375,13 @@ RANKS_PER_HOST=$rph
 NICS=$nics
 SUBNET1=$subnet
 SUBNET2=$( ((nics == 2)) && echo "$subnet2" || echo "")
+DOCKER=$docker
 EOF
   # shellcheck disable=SC2034  # read by the EXIT trap
   UP_DONE=1
   trap - EXIT INT TERM
   say "testbed '$NAME' is up: $hosts host(s) $(ns_name 0)..$(ns_name $((hosts - 1))), rate $rate per link" \
-    "direction, $rph rank(s)/host, $nics NIC(s) (eth0 ${subnet}.0/24$( ((nics == 2)) && echo ", eth1 ${subnet2}.0/24"))"
+    "direction, $rph rank(s)/host, $nics NIC(s) (eth0 ${subnet}.0/24$( ((nics == 2)) && echo ", eth1 ${subnet2}.0/24"))$( ((docker)) && echo ", docker0 172.17.0.1/16 on every host")"
   say "state in $STATE; next: $PROG$([[ $NAME == gs ]] || echo " --name $NAME") run -- CMD"
 }
 
@@ -397,13 +443,14 @@ cmd_run() {
     2) [[ -n $SUBNET2 ]] || die "run: --net 2 needs a testbed with --nics 2"; btl_net="$SUBNET2.0/24" ;;
     both) [[ -n $SUBNET2 ]] || die "run: --net both needs a testbed with --nics 2"
       btl_net="$SUBNET1.0/24,$SUBNET2.0/24" ;;
-    *) usage_error "run: --net must be 1, 2 or both" ;;
+    default) btl_net="" ;;   # Open MPI's own choice: every interface but loopback
+    *) usage_error "run: --net must be 1, 2, both or default" ;;
   esac
   set_mca plm rsh
   set_mca plm_rsh_agent "$STATE/agent"
   set_mca plm_rsh_no_tree_spawn 1
   set_mca oob_tcp_if_include "$SUBNET1.0/24"
-  set_mca btl_tcp_if_include "$btl_net"
+  [[ -n $btl_net ]] && set_mca btl_tcp_if_include "$btl_net"
   set_mca pml ob1
   if ((tcp_only)); then set_mca btl self,tcp; else set_mca btl self,vader,tcp; fi
   for ((k = 0; k < ${#user_keys[@]}; k++)); do set_mca "${user_keys[k]}" "${user_vals[k]}"; done
@@ -457,8 +504,9 @@ cmd_status() {
   echo "testbed '$NAME': $state"
   local shaping="rate $RATE per link direction (tbf burst $BURST B)"
   [[ $RATE == none ]] && shaping="unshaped links"
+  [[ $RATE == *,* ]] && shaping="rates eth0 ${RATE%%,*}, eth1 ${RATE#*,} per link direction (tbf bursts ${BURST%%,*}, ${BURST#*,} B)"
   echo "  hosts $HOSTS, $shaping, ranks/host $RANKS_PER_HOST, NICs $NICS" \
-    "(eth0 $SUBNET1.0/24${SUBNET2:+, eth1 $SUBNET2.0/24})"
+    "(eth0 $SUBNET1.0/24${SUBNET2:+, eth1 $SUBNET2.0/24})$( ((${DOCKER:-0})) && echo ", docker0 172.17.0.1/16 on every host (no port)")"
   echo "  state $STATE (hostfile, agent, hosts), TMPDIRs under $TMPROOT"
   printf '  %-10s %-12s %-12s %-8s %s\n' host eth0 eth1 holder "bytes sent by the host (eth0 eth1, from tc)"
   local i name a1 a2 pid sent k s

@@ -18,6 +18,7 @@
 #include "bench/options.hpp"
 #include "bench/report.hpp"
 #include "comm/mpi_comm.hpp"
+#include "comm/net_traffic.hpp"
 #include "core/error.hpp"
 #include "core/h5io.hpp"
 #include "core/log.hpp"
@@ -146,8 +147,10 @@ int run(const gb::BenchOptions& o) {
   const auto on_row = [&](const gb::SizeResult& r) {
     if (table) out.row(r);
   };
+  const gs::NetTrafficMeter meter;  // interface counters from here to the end of the sweep
   const std::vector<gb::SizeResult> rows = coll ? gb::run_collective(o, comm, *coll, on_row, device.get())
                                                 : gb::run_pingpong(o, comm, on_row, device.get());
+  info.net = meter.gather(comm, "the whole sweep: every size's warm-up, timed and checked iterations");
   if (device) info.device_footer = device->footer_line();
 
   if (rank0) {

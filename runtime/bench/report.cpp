@@ -128,6 +128,9 @@ void Table::row(const SizeResult& r) const {
 
 void Table::footer(const std::vector<SizeResult>& rows) const {
   if (!info_.device_footer.empty()) std::fprintf(out_, "# %s\n", info_.device_footer.c_str());
+  // Which interfaces carried the sweep (those with traffic; the file has them all).
+  for (const std::string& line : net_traffic_lines(info_.net, info_.hostnames))
+    std::fprintf(out_, "# Interface bytes, %s\n", line.c_str());
   const std::int64_t wrong = total_wrong(rows);
   if (wrong < 0) std::fprintf(out_, "# Out of bounds values : 0 OK (not checked: -c 0)\n");
   else std::fprintf(out_, "# Out of bounds values : %lld %s\n", static_cast<long long>(wrong), wrong ? "FAILED" : "OK");
@@ -313,6 +316,7 @@ void write_results(h5::Writer& w, const RunInfo& info, const std::vector<SizeRes
                             info.timing_note);
   w.attr("/", "out_of_bounds", total_wrong(rows));
   w.attr("/", "avg_busbw_GBps", avg_busbw(info, rows));
+  write_net_traffic(w, info.net);
 
   const std::uint64_t s = rows.size(), iters = static_cast<std::uint64_t>(o.iters);
   std::vector<std::int64_t> size_bytes, count;

@@ -11,6 +11,7 @@
 #include "bench/options.hpp"
 #include "algos/allreduce.hpp"
 #include "core/h5io.hpp"
+#include "core/netif.hpp"
 #include "core/provenance.hpp"
 
 namespace gradsync::bench {
@@ -33,6 +34,8 @@ struct RunInfo {
   std::vector<std::string> device_lines;
   std::string device_footer;
   std::string timing_note;
+  // Bytes per rank and network interface while the sweep ran (group /net of the file).
+  NetTraffic net;
 
   bool pingpong() const { return opts.op == "pingpong"; }
   std::string redop_text() const;

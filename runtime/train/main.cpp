@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "comm/mpi_comm.hpp"
+#include "comm/net_traffic.hpp"
 #include "core/error.hpp"
 #include "core/h5io.hpp"
 #include "core/json.hpp"
@@ -96,6 +97,9 @@ void print_summary(const TrainOptions& o, const RunResult& r, const std::string&
   std::printf("  sent per step  %s per rank in %zu bucket(s)\n", format_bytes(median(bytes)).c_str(),
               r.bucket_bytes.size());
   std::printf("  reducer        %.2f%% of step time (bookkeeping, median)\n", median(reducer_pct));
+  // Which interfaces carried the run (those with traffic; the file has them all).
+  for (const std::string& line : net_traffic_lines(r.net, r.hostnames))
+    std::printf("  interfaces     %s\n", line.c_str());
   if (r.precision != "fp32") {
     const double first = r.steps.empty() ? 1.0 : r.steps.front().loss_scale;
     const double last = r.steps.empty() ? 1.0 : r.steps.back().loss_scale;
@@ -175,7 +179,9 @@ int main(int argc, char** argv) {
     world.broadcast_bytes(verdict, 0);
     if (!verdict.empty()) throw UsageError(std::string(verdict.begin(), verdict.end()));
     trainer = std::make_unique<Trainer>(o, world, *dev);
-    const RunResult r = trainer->run();
+    const NetTrafficMeter meter;  // interface counters from the first step to the last
+    RunResult r = trainer->run();
+    r.net = meter.gather(world, "the whole run: every step, warm-up included, and the evaluations");
     if (world.rank() == 0) {
       path = write_train_results(path, o, r, args, o.out.empty(), &out_at_start);
       if (!o.quiet) print_summary(o, r, path);

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/h5io.hpp"
+#include "core/netif.hpp"
 #include "core/provenance.hpp"
 
 namespace gradsync::train {
@@ -84,6 +85,7 @@ std::string write_train_results(const std::string& path, const TrainOptions& o, 
   w.attr("/", "compression_ratio", r.compression_ratio);
   w.attr("/", "emulation_overruns", static_cast<I>(r.replay.overruns));
   w.attr("/", "emulation_overrun_s", r.replay.overrun_s);
+  write_net_traffic(w, r.net);
 
   // ---- /steps -------------------------------------------------------------------------------
   const std::size_t n = r.steps.size();

@@ -40,6 +40,7 @@
 #include "comm/communicator.hpp"
 #include "compress/loss_scaler.hpp"
 #include "core/dtype.hpp"
+#include "core/netif.hpp"
 #include "device/device.hpp"
 #include "train/loader.hpp"
 #include "train/options.hpp"
@@ -102,6 +103,8 @@ struct RunResult {
   std::string backend = "mpi";
   std::string gpu_name;
   std::int64_t gpu_memory_used_bytes = -1;
+  // Bytes per rank and network interface during Trainer::run (group /net; set by main).
+  NetTraffic net;
 };
 
 // The start of a run's result (collective: topology and

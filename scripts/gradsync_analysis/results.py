@@ -48,6 +48,15 @@ def program_of(path: str) -> str:
         return _s(f.attrs.get("program", ""))
 
 
+def read_net(f):
+    """/net of an open result file: (interface names, tx_bytes [ranks, I], rx_bytes), or None
+    (files of the PyTorch bridge and older files have none; results/README.md)."""
+    if "net" not in f or "interface" not in f["net"]:
+        return None
+    g = f["net"]
+    return [_s(x) for x in g["interface"][:]], g["tx_bytes"][:], g["rx_bytes"][:]
+
+
 # ---- gradsync-bench ----------------------------------------------------------------------
 class Bench:
     """One gradsync-bench file: sizes, busbw (pingpong: bw) and median times."""
@@ -77,6 +86,14 @@ class Bench:
                 self.busbw_median = np.where(self.time_us_median > 0,
                                              self.size / (self.time_us_median * 1e3) * bf, np.nan)
             self.nwrong = int(np.sum(nw)) if np.all(nw >= 0) else -1
+            self.net = read_net(f)
+
+    def interface_bytes(self) -> dict:
+        """{interface: bytes sent, summed over ranks} ({} for files without /net)."""
+        if not self.net:
+            return {}
+        names, tx, _ = self.net
+        return {n: int(np.sum(np.maximum(tx[:, k], 0))) for k, n in enumerate(names)}
 
     def metrics(self) -> dict:
         bw = self.busbw[np.isfinite(self.busbw)]

@@ -269,6 +269,8 @@ class Testbed:
               "--ranks-per-host", cfg["ranks_per_host"], "--subnet", cfg["subnet"]]
         if cfg.get("burst"):
             up += ["--burst", cfg["burst"]]
+        if cfg.get("docker") == "1":  # a docker0 bridge on every host (testbed.sh up --docker)
+            up += ["--docker"]
         p = self._call(cfg["name"], *up)
         if p.returncode != 0 and "already up with other settings" in p.stderr:
             self._call(cfg["name"], "down")

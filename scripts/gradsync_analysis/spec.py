@@ -9,8 +9,10 @@ these reserved keys, which set up the launch instead:
   ranks              MPI ranks of the point (default: the study's ``ranks``)
   mca.<name>         an Open MPI MCA parameter (``--mca name value``; env OMPI_MCA_name on Slurm)
   env.<VAR>          an environment variable of the run
-  net                testbed NIC(s) to use: 1, 2 or "both" (``testbed.sh run --net``)
-  testbed.<key>      testbed setting of the point: hosts, rate, nics, ranks_per_host, burst
+  net                testbed NIC(s) to use: 1, 2, "both" or "default" (Open MPI's own choice;
+                     ``testbed.sh run --net``)
+  testbed.<key>      testbed setting of the point: hosts, rate, nics, ranks_per_host, burst, docker
+                     (rate and burst: one value, or one per NIC as "1gbit,200mbit" or a list)
                      (points are grouped by testbed setting; the testbed is brought up again
                      between groups)
 
@@ -35,7 +37,7 @@ PROGRAMS = {"bench": "gradsync-bench", "train": "gradsync-train"}
 RUNTIMES = ("gradsync", "torch")
 TORCH_MODULES = {"bench": "gradsync_torch.bench", "train": "gradsync_torch.example"}
 LAUNCHERS = ("local", "testbed", "slurm")
-TESTBED_KEYS = ("hosts", "rate", "nics", "ranks_per_host", "burst", "name", "subnet")
+TESTBED_KEYS = ("hosts", "rate", "nics", "ranks_per_host", "burst", "name", "subnet", "docker")
 TOP_KEYS = {"name", "description", "claim", "launcher", "runtime", "ranks", "repeats", "timeout_s", "analysis",
             "testbed", "grid", "program", "fixed", "sweep", "model", "scale", "plots", "notes"}
 GRID_KEYS = {"name", "program", "fixed", "sweep", "ranks", "repeats", "timeout_s", "description"}
@@ -178,6 +180,9 @@ class Study:
         for k, v in point.params.items():
             if k.startswith("testbed."):
                 cfg[k[len("testbed."):]] = v
+        for k in ("rate", "burst"):  # one value per NIC: "1gbit,200mbit" as testbed.sh takes it
+            if isinstance(cfg.get(k), list):
+                cfg[k] = ",".join(fmt_value(x) for x in cfg[k])
         return cfg
 
     def axes(self) -> list:

@@ -296,6 +296,32 @@ def case_pingpong(bench):
     measure(bench, 2, "pingpong", b="1", e="4K", f=8, n=2, check_on=False)
 
 
+def case_net(bench):
+    """/net: per-rank, per-interface bytes of the sweep. Two ranks on this host forced onto
+    TCP over loopback: lo must have carried at least the ring's bytes of the timed iterations."""
+    os.environ.update(OMPI_MCA_btl="self,tcp", OMPI_MCA_btl_tcp_if_include="lo")
+    try:
+        path = measure(bench, 2, "allreduce", "ring", "float", b="64K", e="1M", f=4, n=3, w=1)
+    finally:
+        for k in ("OMPI_MCA_btl", "OMPI_MCA_btl_tcp_if_include"):
+            os.environ.pop(k, None)
+    with h5py.File(path, "r") as f:
+        check("net" in f, "no group /net")
+        g = f["net"]
+        names = list(g["interface"].asstr()[:])
+        tx, rx = g["tx_bytes"][:], g["rx_bytes"][:]
+        check(tx.shape == (2, len(names)) and rx.shape == tx.shape, f"/net shapes {tx.shape} {rx.shape} for {names}")
+        check(tx.dtype.kind == "i", f"/net/tx_bytes dtype {tx.dtype}")
+        check("lo" in names, f"no 'lo' among the interfaces {names}")
+        check(g.attrs["window"] and g.attrs["description"], "/net attributes")
+        lo = names.index("lo")
+        # ring all-reduce on 2 ranks: each rank sends S per call; 3 timed calls per size and mode
+        least = sum(2 * 3 * s for s in (65536, 262144, 1048576))
+        for r in range(2):
+            check(tx[r, lo] >= least and rx[r, lo] >= least, f"rank {r}: lo tx {tx[r, lo]} rx {rx[r, lo]} < {least}")
+    print(f"ok   /net: {names}, lo tx {list(tx[:, lo])}")
+
+
 def case_json(bench):
     path = os.path.join(bench.workdir, "j.h5")
     out = bench.run_ok(2, ["-b", "8", "-e", "1K", "-f", "4", "-n", "2", "--json", "--out", path])
@@ -403,6 +429,7 @@ CASES = {
     "json": case_json,
     "usage": case_usage,
     "runtime_error": case_runtime_error,
+    "net": case_net,
 }
 
 

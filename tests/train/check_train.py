@@ -328,6 +328,12 @@ def check_schema(f, real):
           "fp32: no loss scaling, nothing skipped")
     check(np.all(f["steps/loss_scale"][:] == 1.0) and np.all(f["steps/skipped"][:] == 0), "fp32 loss_scale/skipped")
     check(len(f.attrs["hostnames"]) == f.attrs["nranks"], "hostnames per rank")
+    # /net: bytes per rank and interface during the run (values depend on the transport).
+    check("net/interface" in f, "/net/interface missing")
+    nif = len(f["net/interface"])
+    for c in ("tx_bytes", "rx_bytes"):
+        check(f[f"net/{c}"].shape == (int(f.attrs["nranks"]), nif) and f[f"net/{c}"].dtype.kind == "i",
+              f"/net/{c} should be int64 [ranks, interfaces]")
     st = f["steps"]
     check(np.all(st["step_time_s"][:] > 0), "step times")
     check(np.all(st["step_time_s"][:] + 1e-6 >= st["forward_s"][:] + st["backward_s"][:]), "step < fwd + bwd")
