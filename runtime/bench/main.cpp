@@ -131,8 +131,9 @@ int run(const gb::BenchOptions& o) {
     info.has_root = coll->has_root();
     info.bus_factor = coll->bus_factor();
     info.chunk = coll->chunk();
-    if (info.chunk.bytes > 0 && comm.rank() == 0)
+    if (info.chunk.bytes > 0 && comm.rank() == 0) {
       GS_LOG(INFO) << "bench: chunk " << info.chunk.bytes << " bytes (" << info.chunk.reason << ")";
+    }
   }
   if (device) {
     info.device_lines = device->header_lines(o);

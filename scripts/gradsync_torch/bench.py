@@ -24,7 +24,6 @@ The file's `algo` is the gradsync algorithm that prices the backend's collective
 (recorder.BACKEND_ALGO: gloo and nccl -> ring, mpi -> mpi) and `backend` names the backend.
 """
 import argparse
-import math
 import os
 import re
 import sys
@@ -115,15 +114,10 @@ def main(argv=None):
     from . import h5out
     from .recorder import BACKEND_ALGO
 
-    from .launch import env_from_launcher
-    env_from_launcher()
-    if "RANK" not in os.environ:
-        print("gradsync_torch.bench: error: not launched by torchrun, srun or mpirun (RANK unset); "
-              "run: scripts/torchrun --nproc-per-node 2 -m gradsync_torch.bench ...", file=sys.stderr)
+    from .launch import init_distributed
+    o.backend = init_distributed("bench", o)
+    if o.backend is None:
         return 2
-    torch.set_num_threads(o.threads)
-    o.backend = o.backend or ("nccl" if o.device == "cuda" else "gloo")
-    dist.init_process_group(o.backend)
     rank, p = dist.get_rank(), dist.get_world_size()
     if o.root >= p:
         if rank == 0:

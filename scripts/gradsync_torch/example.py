@@ -99,15 +99,10 @@ def main(argv=None):
 
     from .recorder import record
 
-    from .launch import env_from_launcher
-    env_from_launcher()
-    if "RANK" not in os.environ:
-        print("gradsync_torch.example: error: not launched by torchrun, srun or mpirun (RANK unset); "
-              "run: scripts/torchrun --nproc-per-node 2 -m gradsync_torch.example ...", file=sys.stderr)
+    from .launch import init_distributed
+    backend = init_distributed("example", o)
+    if backend is None:
         return 2
-    torch.set_num_threads(o.threads)
-    backend = o.backend or ("nccl" if o.device == "cuda" else "gloo")
-    dist.init_process_group(backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     if o.device == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))

@@ -50,3 +50,23 @@ def env_from_launcher(env=os.environ):
         env.setdefault("MASTER_PORT", "29500")
         return "mpirun"
     return None
+
+
+def init_distributed(prog, o):
+    """The programs' common start: env:// variables from the launcher, torch's threads, the
+    process group (o.backend, else nccl on cuda and gloo on cpu). Returns the backend, or
+    None after printing the one-line error when no launcher started this process."""
+    import sys
+
+    import torch
+    import torch.distributed as dist
+
+    env_from_launcher()
+    if "RANK" not in os.environ:
+        print(f"gradsync_torch.{prog}: error: not launched by torchrun, srun or mpirun (RANK unset); "
+              f"run: scripts/torchrun --nproc-per-node 2 -m gradsync_torch.{prog} ...", file=sys.stderr)
+        return None
+    torch.set_num_threads(o.threads)
+    backend = o.backend or ("nccl" if o.device == "cuda" else "gloo")
+    dist.init_process_group(backend)
+    return backend
