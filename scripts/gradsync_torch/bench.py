@@ -279,4 +279,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from gradsync_torch.launch import exit_now
+    exit_now(main() or 0)

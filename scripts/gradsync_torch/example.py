@@ -211,9 +211,14 @@ def main(argv=None):
         if o.timing_json:
             with open(o.timing_json, "w") as f:
                 json.dump({"step_time_s": step_times, "warmup": o.warmup, "recorded": rec is not None}, f)
+    # Tear down in order: both ranks done with the group, DDP's reducer (which holds the
+    # group) gone, then the group (the process then ends through launch.exit_now).
+    dist.barrier()
+    del model
     dist.destroy_process_group()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from gradsync_torch.launch import exit_now
+    exit_now(main() or 0)
