@@ -176,9 +176,11 @@ class Watchdog {
     while (!cv_.wait_for(lock, period, [this] { return stop_; })) {
       const double since = armed_at_.load(std::memory_order_acquire);
       if (since <= 0 || now_s() - since < timeout) continue;
-      std::fprintf(stderr, "gradsync: error: %s: timed out after %.0f s (GRADSYNC_TIMEOUT_S) in %s of %zu elements"
+      const std::size_t n = count_.load();
+      const std::string of = n > 0 ? " of " + std::to_string(n) + " elements" : std::string();
+      std::fprintf(stderr, "gradsync: error: %s: timed out after %.0f s (GRADSYNC_TIMEOUT_S) in %s%s"
                    " — a peer may have died or be stuck; aborting the job\n",
-                   where().c_str(), timeout, call_.load(), count_.load());
+                   where().c_str(), timeout, call_.load(), of.c_str());
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 1);
       std::_Exit(1);
@@ -253,6 +255,12 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm) : comm_(comm), owned_(comm != MP
   hostname_.assign(name, static_cast<std::size_t>(len));
 
   // Placement: who shares my node, and which node am I (numbered by lowest global rank).
+  // These are the job's first messages between ranks: a peer that cannot be reached (e.g.
+  // Open MPI's TCP BTL offering a docker0 address every host has, experiments/README.md
+  // seed-ifname) hangs them inside Open MPI, so the watchdog bounds them like any wait.
+  WatchGuard guard("the communicator's set-up (MPI_Comm_split_type, MPI_Allgather: the first messages between "
+                   "ranks; a peer unreachable over the chosen interfaces? see btl_tcp_if_include)",
+                   0);
   MPI_Comm local;
   GS_MPI(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
   MPI_Comm_rank(local, &local_rank_);

@@ -5,7 +5,8 @@
 # --docker): the shaping and docker0 are there on both hosts, bad --rate lists exit 2, and
 # gradsync-bench's /net records where the bytes went: pinned to eth1 (--net 2) over eth1,
 # pinned to eth0 (--net 1) over eth0, left to Open MPI (--net default, docker0 excluded so
-# that the run can finish) over the NICs and never docker0. Then down removes everything.
+# that the run can finish) over the NICs and never docker0; with docker0 left in, the job
+# ends through GRADSYNC_TIMEOUT_S naming the set-up. Then down removes everything.
 # Checks where the traffic went, never how fast.
 # Exit: 0 pass, 1 fail, 77 skip (not root, no h5py, or the kernel lacks what the testbed needs).
 # docker0 itself sends a few hundred bytes (IPv6 neighbour discovery): under 64 KiB is "none".
@@ -108,6 +109,19 @@ e0=$(bytes_of "$s" eth0); e1=$(bytes_of "$s" eth1); d0=$(bytes_of "$s" docker0)
 ((e0 + e1 >= LEAST)) || fail "left to Open MPI, the NICs sent only $((e0 + e1)) bytes"
 ((d0 < 65536)) || fail "docker0 was excluded but sent $d0 bytes"
 
+# Left to Open MPI with docker0 present, the ranks' first messages go nowhere (each host's
+# docker0 has the same address): the watchdog must end the job with the set-up named, well
+# before testbed.sh's own --timeout.
+t0=$SECONDS
+(cd "$WORK" && tb run --net default -x GRADSYNC_TIMEOUT_S=5 --timeout 60 -- "$BENCH" --op allreduce --algo ring \
+  -b 1M -e 1M -n 3 -w 1 --out "$WORK/docker0.h5") >"$WORK/docker0.out" 2>&1 && {
+  cat "$WORK/docker0.out"; fail "--net default with docker0 present succeeded (expected the set-up to time out)"; }
+took=$((SECONDS - t0))
+grep -q "timed out after 5 s (GRADSYNC_TIMEOUT_S) in the communicator's set-up" "$WORK/docker0.out" || {
+  cat "$WORK/docker0.out"; fail "--net default with docker0: no time-out naming the set-up"; }
+((took < 45)) || fail "--net default with docker0 ended after $took s, not by GRADSYNC_TIMEOUT_S=5"
+[[ ! -e $WORK/docker0.h5 ]] || fail "a result file after the set-up timed out"
+echo "--net default with docker0 present: set-up timed out as named, after $took s"
 tb down || fail "down"
 st=$(tb status) || fail "status after down exits non-zero: $st"
 [[ $st == *"nothing is up"* ]] || fail "status after down should say nothing is up, got: $st"
