@@ -50,3 +50,7 @@ if dist.get_rank() == 0:
     with open(out_json, "w") as f:
         json.dump({"reducer": reducer, "computed": computed, "bucket_sizes": sizes}, f)
 dist.destroy_process_group()
+# torch 2.15 + gloo may abort a worker in the interpreter's teardown (launch.exit_now).
+from gradsync_torch.launch import exit_now  # noqa: E402
+
+exit_now(0)
