@@ -77,7 +77,10 @@ def exit_now(rc):
     C++ teardown. With torch 2.15 and gloo a worker aborts now and then in that teardown,
     after main() has returned and every file is closed ("terminate called without an active
     exception", no Python frame: about 1 run in 6 of the example with --no-record on this
-    machine), which torchrun reports as a failed rank."""
+    machine), which torchrun reports as a failed rank. Public reports of the same abort:
+    pytorch/pytorch#190489 (gloo, "terminate called without an active exception") and the
+    analysis in pytorch/pytorch#179291 (gloo's worker threads still hold work objects whose
+    tensors reference Python objects while the interpreter is torn down)."""
     import sys
 
     sys.stdout.flush()
