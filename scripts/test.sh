@@ -2,8 +2,10 @@
 # The README's test command: install what is missing, build, run every test.
 #   scripts/test.sh                 # everything
 #   scripts/test.sh -L unit         # extra arguments go to ctest
-#   scripts/test.sh --sanitize      # only the sanitizer tiers (scripts/sanitize.sh: ASan+UBSan
-#                                   # on unit+mpi in build-asan/, TSan on the threaded tests)
+#   scripts/test.sh --sanitize [all|asan|tsan] [--e2e]
+#                                   # only the sanitizer tiers (scripts/sanitize.sh: ASan+UBSan
+#                                   # on unit+mpi (+e2e) in build-asan/, TSan on the threaded
+#                                   # tests); CI runs `--sanitize all --e2e`
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--sanitize" ]; then
