@@ -44,6 +44,7 @@ std::vector<BenchPoint> read_bench_file(const std::string& path) {
   proto.opt.chunk_bytes = static_cast<double>(geti("chunk_bytes_used", 0) > 0 ? geti("chunk_bytes_used", 0)
                                                                               : geti("chunk_bytes", 0));
   proto.opt.channels = static_cast<int>(std::max<int64_t>(1, geti("channels", 1)));
+  proto.cores_per_node = static_cast<int>(std::max<int64_t>(0, geti("cores_per_node", 0)));
   const auto sizes = r.read_double("/size_bytes");
   std::vector<std::string> used;
   if (r.exists("/algo_used")) used = r.read_strings("/algo_used");
@@ -114,6 +115,10 @@ std::vector<BenchPoint> read_train_collectives(const std::string& path, std::vec
   proto.opt.chunk_bytes = c.chunk_bytes;
   proto.opt.channels = std::max(1, c.channels);
   proto.link_bytes_before = kInf;  // steps are far apart in a shaper's terms: no burst detection
+  {
+    h5::Reader r(path);
+    if (r.has_attr("/", "cores_per_node")) proto.cores_per_node = static_cast<int>(std::max<int64_t>(0, r.attr_int("/", "cores_per_node")));
+  }
   for (std::size_t b = 0; b < run.bucket_bytes.size() && b < run.bucket_comm_s.size(); ++b) {
     BenchPoint p = proto;
     p.bytes = run.bucket_bytes[b];
@@ -159,6 +164,7 @@ double eval(const BenchPoint& p, const Level& l) {
   f.inter = l;
   f.inter.nics_per_node = std::max(1, p.nics_per_node);
   if (p.topo.nodes > 1 && p.topo.ranks_per_node > 1) f.intra = free_level();
+  f.intra.cores_per_node = f.inter.cores_per_node = p.cores_per_node;  // the point's own machine
   if (p.algo == "nccl") {
     CollOptions o = p.opt;
     o.channels = std::max(o.channels, f.inter.nics_per_node);
@@ -731,6 +737,26 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
       desc += "; intra level from " + b.name;
     } else {
       desc += "; no intra data: the intra level is the inter one at the node's NIC bandwidth (give --intra to set it)";
+    }
+  }
+  // CPU share: the fewest cores any measured node gave its ranks (0 when no file says).
+  int cores = 0;
+  bool oversubscribed = false;
+  for (const auto* set : {&intra, &inter})
+    for (const auto& p : *set)
+      if (p.cores_per_node > 0) {
+        cores = cores == 0 ? p.cores_per_node : std::min(cores, p.cores_per_node);
+        oversubscribed = oversubscribed || p.topo.ranks_per_node > p.cores_per_node;
+      }
+  if (cores > 0) {
+    f.intra.cores_per_node = f.inter.cores_per_node = cores;
+    if (oversubscribed) {
+      const std::string words =
+          "cores_per_node " + std::to_string(cores) + ": some runs had more ranks per node than cores; a step with A > " +
+          std::to_string(cores) + " busy ranks on a node was fitted with its copies and sums A/" + std::to_string(cores) +
+          " times as long (CPU share; ping-pong and the fold steps of rd on 3 ranks run at full speed); ";
+      for (auto& l : out.levels)
+        if (l.level == "intra" || (intra.empty() && l.level == "inter")) l.notes += words;
     }
   }
   f.description = desc;

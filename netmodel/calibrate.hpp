@@ -67,6 +67,9 @@ struct BenchPoint {
   // NICs of each node the inter-node traffic spreads over (rails; fabric.hpp). Logs of
   // other tools state it (inputs/nccl_tests.hpp); gradsync's own files: 1.
   int nics_per_node = 1;
+  // CPUs a node gave its ranks (file attribute cores_per_node, core/cpus.hpp); 0: unknown,
+  // taken as enough. Steps with more busy ranks than cores are slowed (Level::cpu_share).
+  int cores_per_node = 0;
   // "nccl" points (NCCL chose the algorithm): NCCL's model's best time over its best
   // ring time at this size and shape (nccl_tuning.hpp), set by calibrate_fabric's second
   // pass; the fit treats the point as a ring scaled by it.

@@ -91,13 +91,17 @@ struct Shape {
   bool intra = false, inter = false;
   int share = 1;           // flows on the busiest NIC, one direction
   bool both_ways = false;  // some rank sends and receives in this step (the duplex bandwidth applies)
+  int active = 1;          // ranks of the busiest node that send or receive (Level::cpu_share)
 };
 
 // Accumulates the flows of one step.
 class ShapeBuilder {
  public:
-  ShapeBuilder(int nodes, int g) : g_(g), out_(nodes, 0), in_(nodes, 0), sends_(nodes * g, 0), recvs_(nodes * g, 0) {}
+  ShapeBuilder(int nodes, int g)
+      : g_(g), out_(nodes, 0), in_(nodes, 0), busy_(nodes, 0), sends_(nodes * g, 0), recvs_(nodes * g, 0) {}
   void flow(int src, int dst) {
+    for (int r : {src, dst})
+      if (!sends_[r] && !recvs_[r]) s_.active = std::max(s_.active, ++busy_[r / g_]);
     sends_[src] = recvs_[dst] = 1;
     if (recvs_[src] || sends_[dst]) s_.both_ways = true;
     const int a = src / g_, b = dst / g_;
@@ -113,6 +117,7 @@ class ShapeBuilder {
     s_ = Shape{};
     std::fill(out_.begin(), out_.end(), 0);
     std::fill(in_.begin(), in_.end(), 0);
+    std::fill(busy_.begin(), busy_.end(), 0);
     std::fill(sends_.begin(), sends_.end(), 0);
     std::fill(recvs_.begin(), recvs_.end(), 0);
     return s;
@@ -120,8 +125,8 @@ class ShapeBuilder {
 
  private:
   int g_;
-  std::vector<int> out_, in_;
-  std::vector<char> sends_, recvs_;  // per rank, this step
+  std::vector<int> out_, in_, busy_;  // per node: flows out, flows in, ranks taking part
+  std::vector<char> sends_, recvs_;    // per rank, this step
   Shape s_;
 };
 
@@ -194,6 +199,7 @@ const std::vector<Shape>& alltoall_schedule(int nodes, int g) {
       for (int j = 0; j < g; ++j) b.flow(j, (j + k) % p);
       Shape s = b.done();
       s.both_ways = true;  // every rank also receives from (r - k) mod p
+      s.active = g;        // and every rank of every node takes part
       steps.push_back(s);
     }
     return steps;
@@ -204,21 +210,32 @@ const std::vector<Shape>& alltoall_schedule(int nodes, int g) {
 
 // One level's time for a step sending m bytes per flow and reducing `reduce` x m bytes
 // (reduce is 0 or 1), with optional chunk pipelining (see collectives.hpp). both_ways:
-// ranks receive while they send (the level's duplex bandwidth, fabric.hpp).
-double level_step(const Level& l, double m, double reduce, int share, int channels, double chunk, bool both_ways) {
+// ranks receive while they send (the level's duplex bandwidth, fabric.hpp). cpu: the CPU
+// share factor of the step's busy ranks (Level::cpu_share), applied to the reduction and,
+// on the intra level (copies by the ranks' cores), to the transfer.
+double level_step(const Level& l, double m, double reduce, int share, int channels, double chunk, bool both_ways,
+                  double cpu_copy, double cpu_reduce) {
   if (m <= 0) return 0;
-  if (chunk <= 0 || chunk >= m) return l.alpha(m) + m / l.flow_bw(m, share, channels, both_ways) + reduce * l.reduce_s(m);
+  if (chunk <= 0 || chunk >= m)
+    return l.alpha(m) + cpu_copy * m / l.flow_bw(m, share, channels, both_ways) + cpu_reduce * reduce * l.reduce_s(m);
   const double k = std::ceil(m / chunk);
   const double c = m / k;
-  const double send = c / l.flow_bw(c, share, channels, both_ways);
-  const double red = reduce * l.reduce_s(c);
+  const double send = cpu_copy * c / l.flow_bw(c, share, channels, both_ways);
+  const double red = cpu_reduce * reduce * l.reduce_s(c);
   return k * l.alpha(c) + k * std::max(send, red) + std::min(send, red);
+}
+
+// The node's CPU share for `active` busy ranks: the intra level's cores_per_node, else the
+// inter level's (a file may give it on either).
+double node_cpu_share(const Fabric& f, int active) {
+  return f.intra.cores_per_node > 0 ? f.intra.cpu_share(active) : f.inter.cpu_share(active);
 }
 
 double step(const Fabric& f, const Shape& s, double m, double reduce, int channels = 1, double chunk = 0) {
   double t = 0;
-  if (s.intra) t = level_step(f.intra, m, reduce, 1, channels, chunk, s.both_ways);
-  if (s.inter) t = std::max(t, level_step(f.inter, m, reduce, s.share, channels, chunk, s.both_ways));
+  const double cpu = node_cpu_share(f, s.active);
+  if (s.intra) t = level_step(f.intra, m, reduce, 1, channels, chunk, s.both_ways, cpu, cpu);
+  if (s.inter) t = std::max(t, level_step(f.inter, m, reduce, s.share, channels, chunk, s.both_ways, 1, cpu));
   return t;
 }
 
@@ -226,6 +243,7 @@ double step(const Fabric& f, const Shape& s, double m, double reduce, int channe
 Shape ring_shape(const Topology& t) {
   Shape s;
   s.both_ways = t.ranks() > 1;
+  s.active = t.ranks_per_node;
   if (t.nodes > 1) s.inter = true;
   if (t.ranks_per_node > 1) s.intra = true;
   if (t.nodes == 1) s.intra = true;
@@ -279,10 +297,12 @@ double dbtree_allreduce(const Fabric& f, const Topology& t, double n, const Coll
   const double depth = std::ceil(std::log2(static_cast<double>(p)));
   Shape s = ring_shape(t);
   if (s.inter) s.share = 2;  // both trees cross each NIC
+  const double cpu = node_cpu_share(f, s.active);
   auto hop = [&](double reduce) {
     double h = 0;
-    if (s.intra) h = f.intra.alpha(c) + 2 * c / f.intra.flow_bw(c, 1, o.channels) + reduce * f.intra.reduce_s(c);
-    if (s.inter) h = std::max(h, f.inter.alpha(c) + c / f.inter.flow_bw(c, s.share, o.channels) + reduce * f.inter.reduce_s(c));
+    if (s.intra) h = f.intra.alpha(c) + cpu * (2 * c / f.intra.flow_bw(c, 1, o.channels) + reduce * f.intra.reduce_s(c));
+    if (s.inter)
+      h = std::max(h, f.inter.alpha(c) + c / f.inter.flow_bw(c, s.share, o.channels) + cpu * reduce * f.inter.reduce_s(c));
     return h;
   };
   return (depth + k - 1) * (hop(1) + hop(0));
@@ -302,8 +322,9 @@ double shm_allreduce(const Fabric& f, const Topology& t, double n, const CollOpt
   const double round = o.chunk_bytes > 0 ? o.chunk_bytes : kShmRoundBytes;
   const double rounds = std::max(1.0, std::ceil(n / round));
   const double share = (g - 1.0) / g;
-  return 2 * rounds * f.intra.alpha(std::min(n, round)) + 2 * share * n / f.intra.bw(std::min(n, round)) +
-         share * f.intra.reduce_s(n);
+  const double cpu = node_cpu_share(f, g);  // every rank copies and sums at once
+  return 2 * rounds * f.intra.alpha(std::min(n, round)) +
+         cpu * (2 * share * n / f.intra.bw(std::min(n, round)) + share * f.intra.reduce_s(n));
 }
 
 double hier_allreduce(const Fabric& f, const Topology& t, double n, const CollOptions& o) {
@@ -313,9 +334,11 @@ double hier_allreduce(const Fabric& f, const Topology& t, double n, const CollOp
   Shape intra;  // ring steps: both ways
   intra.intra = true;
   intra.both_ways = true;
+  intra.active = g;
   Shape inter;
   inter.inter = true;
   inter.both_ways = true;
+  inter.active = g;
   inter.share = g;  // the G local ranks run their inter-node rings at once
   double total = 0;
   total += (g - 1) * step(f, intra, shard, 1, o.channels, o.chunk_bytes);  // reduce-scatter
@@ -387,9 +410,10 @@ double collective_time(const Fabric& f, Op op, const std::string& algo_in, const
       return total;
     }
     case Op::Broadcast: return broadcast(f, t, n, o);
-    case Op::Pingpong: {
+    case Op::Pingpong: {  // two ranks, one message at a time: at most 2 busy on a node
       const Level& l = t.nodes > 1 ? f.inter : f.intra;
-      return l.p2p_s(n, 1, o.channels);
+      return t.nodes > 1 ? l.p2p_s(n, 1, o.channels)
+                         : l.alpha(n) + node_cpu_share(f, 2) * n / l.flow_bw(n, 1, o.channels);
     }
     case Op::Sendrecv: return p <= 1 ? 0 : step(f, ring_shape(t), n, 0, o.channels);  // one ring step, both ways
   }

@@ -294,6 +294,7 @@ std::pair<std::string, std::string> level_problem(const Level& l) {
   if (!(std::isfinite(l.burst_bytes) && l.burst_bytes >= 0)) return {"burst_bytes", "must be a finite number >= 0, got " + num(l.burst_bytes)};
   if (!(l.peak_bw_Bps > 0) || std::isnan(l.peak_bw_Bps)) return {"peak_bw_GBps", "must be > 0, got " + num(l.peak_bw_Bps / GBps)};
   if (!(std::isfinite(l.contention) && l.contention > 0)) return {"contention", "must be a finite number > 0, got " + num(l.contention)};
+  if (l.cores_per_node < 0) return {"cores_per_node", "must be an integer >= 1, got " + std::to_string(l.cores_per_node)};
   if (!(std::isfinite(l.duplex_bw_Bps) && l.duplex_bw_Bps >= 0)) return {"duplex", "must be a finite number > 0, got " + num(l.duplex_bw_Bps / l.bw_Bps)};
   double prev = 0;
   for (std::size_t i = 0; i < l.regimes.size(); ++i) {
@@ -414,7 +415,7 @@ class FabricReader {
     if (!node.is_table()) fail(line_of(node), name, "must be a table ([" + name + "]), got " + type_name(node));
     const toml::table& t = *node.as_table();
     check_keys(t, name + ".", {"alpha_us", "bw_GBps", "gamma_GBps", "conn_bw_GBps", "connections", "burst_bytes", "peak_bw_GBps",
-                           "nics_per_node", "duplex", "contention", "source", "regime"});
+                           "nics_per_node", "duplex", "contention", "cores_per_node", "source", "regime"});
     Level l;
     l.source = get_string(t, "source", false);
     const bool has_regimes = t.get("regime") != nullptr;
@@ -431,6 +432,7 @@ class FabricReader {
     l.nics_per_node = static_cast<int>(get_number(t, "nics_per_node", name + ".nics_per_node", false, 1, at_least_one, "an integer >= 1"));
     const double dx = get_number(t, "duplex", name + ".duplex", false, 0, positive, "a finite number > 0");
     l.contention = get_number(t, "contention", name + ".contention", false, 1, positive, "a finite number > 0");
+    l.cores_per_node = static_cast<int>(get_number(t, "cores_per_node", name + ".cores_per_node", false, 0, at_least_one, "an integer >= 1"));
     if (const toml::node* rn = t.get("regime")) {
       const toml::array* arr = rn->as_array();
       if (!arr || arr->empty() || !arr->is_array_of_tables())
@@ -498,6 +500,7 @@ void level_toml(std::ostringstream& os, const std::string& name, const Level& l)
   if (l.nics_per_node != 1) os << "nics_per_node = " << l.nics_per_node << "\n";
   if (l.duplex_bw_Bps > 0) os << "duplex = " << toml_num(l.duplex_bw_Bps / l.bw_Bps) << "\n";
   if (l.contention != 1) os << "contention = " << toml_num(l.contention) << "\n";
+  if (l.cores_per_node > 0) os << "cores_per_node = " << l.cores_per_node << "\n";
   for (const auto& r : l.regimes) {
     os << "[[" << name << ".regime]]\n";
     if (std::isfinite(r.up_to_bytes)) os << "up_to_bytes = " << toml_num(r.up_to_bytes) << "\n";

@@ -42,6 +42,15 @@
 // none). Per level; the step simulator (timeline.hpp) applies it to the part of a
 // bucket's collectives that falls inside backward.
 //
+// CPU share (cores_per_node > 0): copies over shared memory and reductions are work of the
+// ranks' own cores. When a step keeps more ranks of a node busy than the node has cores
+// (`mpirun --oversubscribe`, a job given fewer CPUs than tasks), each rank gets
+// cores / active of a core, and the step's reductions (both levels) and intra-level copies
+// take active / cores times as long. Alpha is unchanged. Steps where fewer ranks are busy —
+// a ping-pong, the fold and unfold of recursive doubling on 3 ranks — run at full speed.
+// calibrate takes it from the bench files (`cores_per_node`, written by gradsync-bench and
+// gradsync-train from each rank's CPU affinity); 0 (absent) means enough cores.
+//
 // Size regimes make alpha and bw piecewise in the message size (eager vs rendezvous,
 // protocol switches): regime i covers sizes <= up_to_bytes[i]; the last is unbounded.
 //
@@ -61,6 +70,7 @@
 //   nics_per_node = 8                    # optional, >= 1 (inter level): rails; bw_GBps is per NIC
 //   duplex = 0.8                         # optional, > 0: both-ways / one-way bandwidth (default 1)
 //   contention = 1.3                     # optional, > 0: slowdown while backward computes (default 1)
+//   cores_per_node = 2                   # optional, >= 1: CPUs a node gives its ranks (default: enough)
 //   source = "..."                       # optional, per level
 //   [[inter.regime]]                     # optional; overrides alpha/bw per size range
 //   up_to_bytes = 65536                  # all but the last regime; increasing
@@ -100,6 +110,7 @@ struct Level {
   int nics_per_node = 1;         // rails (inter level): NICs per node, each with bw_Bps
   double duplex_bw_Bps = 0;      // both-ways bandwidth per direction (0: = bw_Bps, full duplex)
   double contention = 1;         // communication time factor while backward computes
+  int cores_per_node = 0;        // CPUs of a node for its ranks (0: as many as ranks)
   std::vector<Regime> regimes;   // empty: one regime (alpha_s, bw_Bps, duplex_bw_Bps)
 
   // Regime parameters for a message of m bytes (alpha, raw link bandwidth).
@@ -118,6 +129,11 @@ struct Level {
   // alpha + m / flow_bw
   double p2p_s(double m, int sharing = 1, int channels = 1) const;
   double reduce_s(double bytes) const { return bytes / gamma_Bps; }
+  // How much longer a rank's CPU work takes when `active` ranks of a node are busy at once:
+  // active / cores_per_node when that is above 1, else 1.
+  double cpu_share(int active) const {
+    return cores_per_node > 0 && active > cores_per_node ? static_cast<double>(active) / cores_per_node : 1.0;
+  }
 };
 
 struct Fabric {

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Model fidelity from microbenchmarks alone, on shared memory (one host):
 #   1. per rank count N: one sweep each of pingpong (2 ranks), sendrecv and ring all-reduce
-#      (N ranks), 1 KiB .. 32 MiB;
+#      (N ranks), 1 KiB .. 128 MiB (large messages get a regime of their own: the copies slow down past 16 MiB here);
 #   2. `gradsync-model calibrate` on those sweeps only -> fabric-N.toml (it says in words
 #      what it fitted: alpha, bandwidth, duplex per regime);
 #   3. fresh gradsync-bench measurements (REPEATS times) of ring, rabenseifner and rd at
 #      1 MiB and 16 MiB on N ranks, each compared with the fabric's prediction.
 # Prints one line per (N, algo, size, repeat): measured, predicted, error; and the
-# largest |error| per N. Writes everything under OUT (default results/fidelity-<UTC>).
+# median and largest |error| per N (also in OUT/fidelity.txt). Writes everything under OUT
+# (default results/fidelity-<UTC>).
 #   scripts/sweep_fidelity.sh [--ranks "2 3 4"] [--repeats 3] [--out DIR] [--iters 10]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +19,7 @@ while [ $# -gt 0 ]; do
     --repeats) REPEATS="$2"; shift 2 ;;
     --iters) ITERS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n 2,12p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,11p "$0"; exit 0 ;;
     *) echo "sweep_fidelity.sh: unknown option '$1' (known: --ranks, --repeats, --iters, --out)" >&2; exit 2 ;;
   esac
 done
@@ -33,9 +34,9 @@ bench() {  # np out args...
   $MPI -np "$np" "$BIN/gradsync-bench" -n "$ITERS" -w 3 --out "$out" "$@" >/dev/null
 }
 for n in $RANKS; do
-  bench 2 "$OUT/pp-$n.h5" --op pingpong -b 1K -e 32M -f 2
-  bench "$n" "$OUT/sr-$n.h5" --op sendrecv -b 1K -e 32M -f 2
-  bench "$n" "$OUT/ring-$n.h5" --op allreduce --algo ring -b 1K -e 32M -f 2
+  bench 2 "$OUT/pp-$n.h5" --op pingpong -b 1K -e 128M -f 2
+  bench "$n" "$OUT/sr-$n.h5" --op sendrecv -b 1K -e 128M -f 2
+  bench "$n" "$OUT/ring-$n.h5" --op allreduce --algo ring -b 1K -e 128M -f 2
   "$BIN/gradsync-model" calibrate --name "shm-sweep-$n" -o "$OUT/fabric-$n.toml" \
     "$OUT/pp-$n.h5" "$OUT/sr-$n.h5" "$OUT/ring-$n.h5" > "$OUT/calibrate-$n.txt" 2>&1 || {
     cat "$OUT/calibrate-$n.txt" >&2; exit 1; }
@@ -45,7 +46,7 @@ for n in $RANKS; do
     done
   done
 done
-"$PY" - "$OUT" "$BIN/gradsync-model" $RANKS <<'PYEOF'
+"$PY" - "$OUT" "$BIN/gradsync-model" $RANKS <<'PYEOF' | tee "$OUT/fidelity.txt"
 import glob, json, subprocess, sys
 import h5py, numpy as np
 out, model, ranks = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3:]]
@@ -65,5 +66,8 @@ for n in ranks:
             rows.append((n, algo, int(s), f, t, pred, err))
             print(f"N={n} {algo:13s} {int(s):>9d} B  measured {t:10.1f} us  predicted {pred:10.1f} us  "
                   f"error {100 * err:+6.1f}%  ({f.rsplit('/', 1)[-1]})")
-    print(f"N={n}: largest |error| {100 * worst:.1f}%")
+    errs = [abs(r[6]) for r in rows if r[0] == n]
+    if errs:
+        print(f"N={n}: median |error| {100 * float(np.median(errs)):.1f}%, largest {100 * worst:.1f}%, "
+              f"within 15%: {sum(e <= 0.15 for e in errs)}/{len(errs)}")
 PYEOF

@@ -19,6 +19,7 @@
 #include "bench/report.hpp"
 #include "comm/mpi_comm.hpp"
 #include "comm/net_traffic.hpp"
+#include "core/cpus.hpp"
 #include "core/error.hpp"
 #include "core/h5io.hpp"
 #include "core/log.hpp"
@@ -110,6 +111,7 @@ int run(const gb::BenchOptions& o) {
   info.nnodes = comm.node_count();
   info.ranks_per_node = comm.local_size();  // rank 0's is the one recorded
   info.hostnames = comm.allgather_strings(comm.hostname());
+  info.cpus = comm.allgather_strings(gs::cpu_list(gs::affinity_cpus()));
   info.pids = comm.allgather_strings(std::to_string(getpid()));
 
   // The result path is checked now, so an unwritable one fails before the measurement;

@@ -4,6 +4,7 @@
 #include <ctime>
 #include <set>
 
+#include "core/cpus.hpp"
 #include "core/params.hpp"
 
 extern char** environ;
@@ -55,6 +56,10 @@ void write_provenance(h5::Writer& w, const Provenance& p) {
   w.attr("/", "hostnames", p.hostnames);
   w.attr("/", "nranks", static_cast<std::int64_t>(p.nranks));
   w.attr("/", "nnodes", static_cast<std::int64_t>(p.nnodes));
+  if (!p.cpus.empty()) {
+    w.attr("/", "cpu_affinity", p.cpus);
+    w.attr("/", "cores_per_node", static_cast<std::int64_t>(cores_per_node(p.hostnames, p.cpus)));
+  }
   w.group("/environment");
   for (const auto& [k, v] : communication_environment()) {
     w.attr("/environment", k, v);

@@ -1,7 +1,8 @@
 // gradsync/core/provenance.hpp — what every result file says about where it came from.
 //
 // Root attributes: schema_version, program, argv, git_revision, created_utc, hostnames,
-// nranks, nnodes, slurm_job_id (when set). Group /environment: one string attribute per
+// nranks, nnodes, slurm_job_id (when set), cpu_affinity (one CPU list per rank, e.g. "0-3")
+// and cores_per_node (core/cpus.hpp; both when the ranks' CPU lists are known). Group /environment: one string attribute per
 // communication-tuning variable that was set (NCCL_*, OMPI_MCA_* less mpirun's own launch
 // plumbing, GRADSYNC_*, UCX_*, SLURM_JOB_ID).
 // Group /params: every registered gradsync knob with its effective value.
@@ -23,6 +24,7 @@ struct Provenance {
   std::vector<std::string> hostnames;  // one per rank, rank order
   int nranks = 1;
   int nnodes = 1;
+  std::vector<std::string> cpus;       // one CPU list per rank (core/cpus.hpp); may be empty
 };
 
 // The environment variables results record, sorted by name.

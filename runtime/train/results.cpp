@@ -30,6 +30,7 @@ std::string write_train_results(const std::string& path, const TrainOptions& o, 
   p.program = "gradsync-train";
   p.argv = argv;
   p.hostnames = r.hostnames;
+  p.cpus = r.cpus;
   p.nranks = r.nranks;
   p.nnodes = r.nnodes;
   write_provenance(w, p);

@@ -15,6 +15,7 @@
 #include "algos/allreduce.hpp"
 #include "compress/compressor.hpp"
 #include "compress/loss_scaler.hpp"
+#include "core/cpus.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/timer.hpp"
@@ -172,6 +173,7 @@ void describe_run(Communicator& world, const std::vector<models::TensorSpec>& te
   res.nnodes = world.node_count();
   res.ranks_per_node = static_cast<int>(world.max_int64(world.local_size()));
   res.hostnames = world.allgather_strings(world.hostname());
+  res.cpus = world.allgather_strings(cpu_list(affinity_cpus()));
   res.bucket_bytes = std::move(bucket_bytes);
   res.tensors = tensors;
   res.tensor_bucket.assign(tensors.size(), -1);

@@ -95,6 +95,7 @@ struct RunResult {
   std::int64_t skipped_steps = 0;
   int nranks = 1, nnodes = 1, ranks_per_node = 1;
   std::vector<std::string> hostnames;
+  std::vector<std::string> cpus;  // per rank: CPU lists (core/cpus.hpp)
   std::int64_t steps_run = 0, epochs_done = 0, samples_per_epoch = 0, steps_per_epoch = 0;
   ReplayStats replay;              // summed over ranks
   // Where it ran (results.hpp): "cpu" | "cuda"; "mpi" | "nccl"; rank 0's GPU name ("" on

@@ -163,6 +163,79 @@ TEST(Duplex, PerRegime) {
   EXPECT_NE(l.notes.find("regime 1"), std::string::npos) << l.notes;
 }
 
+// ---- CPU share (cores_per_node) ---------------------------------------------------------------
+
+TEST(CpuShare, FileRoundTripAndValidation) {
+  const Fabric f = parse_fabric("name = \"c\"\n[intra]\nalpha_us = 1\nbw_GBps = 1\ncores_per_node = 2\n", "c.toml");
+  EXPECT_EQ(f.intra.cores_per_node, 2);
+  EXPECT_DOUBLE_EQ(f.intra.cpu_share(1), 1.0);
+  EXPECT_DOUBLE_EQ(f.intra.cpu_share(2), 1.0);
+  EXPECT_DOUBLE_EQ(f.intra.cpu_share(3), 1.5);
+  EXPECT_DOUBLE_EQ(f.intra.cpu_share(8), 4.0);
+  EXPECT_EQ(parse_fabric(fabric_to_toml(f), "again").intra.cores_per_node, 2);
+  const Fabric plain = simple_fabric(1e-6, 1e9);
+  EXPECT_DOUBLE_EQ(plain.intra.cpu_share(64), 1.0);  // absent: enough cores
+  EXPECT_EQ(fabric_to_toml(plain).find("cores_per_node"), std::string::npos);
+  for (const char* bad : {"0", "1.5", "-2"}) {
+    try {
+      parse_fabric(std::string("name = \"b\"\n[intra]\nalpha_us = 1\nbw_GBps = 1\ncores_per_node = ") + bad + "\n", "b.toml");
+      ADD_FAILURE() << "cores_per_node = " << bad << " accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("intra.cores_per_node"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(CpuShare, OnlyStepsWithMoreBusyRanksThanCoresSlowDown) {
+  const double a = 2e-6, bw = 1e9, g = 2e9, n = 1 << 20;
+  Fabric enough = simple_fabric(a, bw, g);
+  Fabric two = enough;
+  two.intra.cores_per_node = two.inter.cores_per_node = 2;
+  const Topology p2{1, 2}, p3{1, 3}, p4{1, 4};
+  // Two ranks on two cores: nothing changes.
+  for (const char* algo : {"ring", "rd", "rabenseifner", "shm"})
+    EXPECT_DOUBLE_EQ(collective_time(two, Op::Allreduce, algo, p2, n), collective_time(enough, Op::Allreduce, algo, p2, n))
+        << algo;
+  EXPECT_DOUBLE_EQ(collective_time(two, Op::Pingpong, "mpi", p2, n), collective_time(enough, Op::Pingpong, "mpi", p2, n));
+  // A ring of 3: every step keeps 3 ranks busy on 2 cores: copies and sums take 1.5x.
+  const double m = n / 3;
+  EXPECT_NEAR(collective_time(two, Op::Allreduce, "ring", p3, n), 4 * (a + 1.5 * m / bw) + 2 * 1.5 * m / g, 1e-12);
+  // rd on 3: the fold (0 -> 1) and unfold (1 -> 0) keep 2 busy, the exchange 1 <-> 2 too:
+  // no step is oversubscribed.
+  EXPECT_DOUBLE_EQ(collective_time(two, Op::Allreduce, "rd", p3, n), collective_time(enough, Op::Allreduce, "rd", p3, n));
+  // rd on 4: both exchanges keep all 4 busy: 2x.
+  EXPECT_NEAR(collective_time(two, Op::Allreduce, "rd", p4, n), 2 * (a + 2 * n / bw + 2 * n / g), 1e-12);
+  // Alpha is not scaled: tiny messages cost (almost) the same.
+  EXPECT_NEAR(collective_time(two, Op::Allreduce, "ring", p3, 3) / collective_time(enough, Op::Allreduce, "ring", p3, 3), 1.0,
+              1e-3);
+}
+
+TEST(CpuShare, CalibrateUsesThePointsCoresAndRecordsThem) {
+  // Planted machine: 2 cores. Ping-pong of 2 ranks and rings of 3 ranks, as sweep_fidelity
+  // measures them; the fit must recover the one-way bandwidth and predict rd on 3 ranks.
+  Fabric planted = simple_fabric(3e-6, 8e9, 4e9);
+  planted.name = "p";
+  planted.intra.cores_per_node = planted.inter.cores_per_node = 2;
+  std::vector<BenchPoint> pts;
+  for (const auto& v : {points(planted, "pingpong", "mpi", 1, 2, 0.01, 11), points(planted, "allreduce", "ring", 1, 3, 0.01, 12),
+                        points(planted, "allreduce", "ring", 1, 2, 0.01, 13)})
+    pts.insert(pts.end(), v.begin(), v.end());
+  for (auto& p : pts) p.cores_per_node = 2;
+  const FabricFit fit = calibrate_fabric(pts, "fitted");
+  EXPECT_EQ(fit.fabric.intra.cores_per_node, 2);
+  EXPECT_NE(fit.levels.at(0).notes.find("cores_per_node 2"), std::string::npos) << fit.levels.at(0).notes;
+  EXPECT_NEAR(fit.fabric.intra.bw_Bps / 8e9, 1.0, 0.03) << fit.levels.at(0).notes;
+  for (double n : {1.0 * (1 << 20), 16.0 * (1 << 20)}) {
+    const double want = collective_time(planted, Op::Allreduce, "rd", Topology{1, 3}, n);
+    EXPECT_NEAR(collective_time(fit.fabric, Op::Allreduce, "rd", Topology{1, 3}, n) / want, 1.0, 0.03) << n;
+  }
+  // Without the cores, the same points give no such note.
+  for (auto& p : pts) p.cores_per_node = 0;
+  const FabricFit blind = calibrate_fabric(pts, "blind");
+  EXPECT_EQ(blind.fabric.intra.cores_per_node, 0);
+  EXPECT_EQ(blind.levels.at(0).notes.find("cores_per_node"), std::string::npos);
+}
+
 TEST(Contention, StretchesOnlyTheCollectivesInsideBackward) {
   // Two 1 MiB buckets on 2 ranks, 0.1 ms each alone; backward 3 ms, bucket 0 ready at 1 ms,
   // bucket 1 at 3 ms (= the end of backward).

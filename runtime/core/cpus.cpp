@@ -1,0 +1,83 @@
+#include "core/cpus.hpp"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace gradsync {
+
+std::vector<int> affinity_cpus() {
+  std::vector<int> out;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) out.push_back(c);
+  }
+  if (out.empty()) {
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    for (long c = 0; c < n; ++c) out.push_back(static_cast<int>(c));
+  }
+  return out;
+}
+
+std::string cpu_list(const std::vector<int>& cpus_in) {
+  std::vector<int> cpus = cpus_in;
+  std::sort(cpus.begin(), cpus.end());
+  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  std::ostringstream os;
+  for (std::size_t i = 0; i < cpus.size();) {
+    std::size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    if (i > 0) os << ',';
+    os << cpus[i];
+    if (j > i) os << '-' << cpus[j];
+    i = j + 1;
+  }
+  return os.str();
+}
+
+std::vector<int> parse_cpu_list(const std::string& list, const std::string& what) {
+  std::vector<int> out;
+  std::stringstream ss(list);
+  std::string item;
+  auto number = [&](const std::string& s) {
+    GS_USAGE_CHECK(!s.empty() && s.size() < 8 && s.find_first_not_of("0123456789") == std::string::npos, what,
+                   ": '", list, "' is not a CPU list (e.g. 0-3,8)");
+    return std::stoi(s);
+  };
+  while (std::getline(ss, item, ',')) {
+    const std::size_t dash = item.find('-');
+    const int a = number(item.substr(0, dash));
+    const int b = dash == std::string::npos ? a : number(item.substr(dash + 1));
+    GS_USAGE_CHECK(a <= b, what, ": '", list, "' has a descending range");
+    for (int c = a; c <= b; ++c) out.push_back(c);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+int cores_per_node(const std::vector<std::string>& hostnames, const std::vector<std::string>& cpu_lists) {
+  if (cpu_lists.empty() || hostnames.size() != cpu_lists.size()) return 0;
+  std::map<std::string, std::set<int>> per_node;
+  for (std::size_t r = 0; r < hostnames.size(); ++r) {
+    auto& s = per_node[hostnames[r]];
+    for (int c : parse_cpu_list(cpu_lists[r], "cpu_affinity of rank " + std::to_string(r))) s.insert(c);
+  }
+  int least = 0;
+  for (const auto& [host, s] : per_node) {
+    const int n = static_cast<int>(s.size());
+    if (n == 0) return 0;
+    least = least == 0 ? n : std::min(least, n);
+  }
+  return least;
+}
+
+}  // namespace gradsync
