@@ -26,7 +26,9 @@ bool in_zoo(const std::string& model) {
 
 // compute=real: measured compute, measured buckets; the network part is modelled.
 // "Compute" is everything local that the run timed: data loading, forward, backward,
-// optimizer, and the compressor's encode/decode kernels (the modelled per-bucket codec
+// optimizer, the reducer's own per-step work (/steps/reducer_s: gradsync's bucket copies and
+// launches; for PyTorch DDP the time from the end of communication to the optimizer), and
+// the compressor's encode/decode kernels (the modelled per-bucket codec
 // times are scaled so that their step total equals the measured encode_s + decode_s;
 // without those columns the device-rate estimates stay).
 StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, Predictor& predictor) {
@@ -39,6 +41,7 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
   w.forward_s = run.forward_s / c.accumulate;
   w.backward_s = run.backward_s / c.accumulate;
   w.optimizer_s = std::isnan(run.optimizer_s) ? 0 : run.optimizer_s;
+  w.reducer_per_step_s = std::isnan(run.reducer_s) ? 0 : run.reducer_s;
   const double data = std::isnan(run.data_s) ? 0 : run.data_s;
   const double bwd_start = data + run.forward_s + (c.accumulate - 1) * w.backward_s;
   const Compressor comp(c.compress);

@@ -131,6 +131,8 @@ def main(argv=None):
     esize = DTYPES[o.datatype]
     hosts = [None] * p
     dist.all_gather_object(hosts, h5out.hostname())
+    cpus = [None] * p
+    dist.all_gather_object(cpus, h5out.cpu_list())
     nnodes = len(set(hosts))
     rpn = p // nnodes if p % nnodes == 0 else p
     sync = torch.cuda.synchronize if o.device == "cuda" else (lambda: None)
@@ -249,7 +251,7 @@ def main(argv=None):
             print("#")
             path = out_path(o, op)
             with h5out.AtomicH5(path) as f:
-                h5out.write_provenance(f, "gradsync-bench", hosts)
+                h5out.write_provenance(f, "gradsync-bench", hosts, cpus=cpus)
                 attrs = {"source": "pytorch", "torch_version": torch.__version__, "backend": o.backend,
                          "op": op, "algo": algo, "device": o.device, "dtype": o.datatype,
                          "redop": "sum" if reduces else "none", "root": o.root if op == "broadcast" else -1,

@@ -81,8 +81,35 @@ def write_dataset(f, path, values, kind):
         f.create_dataset(path, data=np.asarray(values, dtype=np.float64))
 
 
-def write_provenance(f, program, hostnames, argv=None, params=None):
-    """Root attributes and /environment, /params as results/README.md lists them."""
+def cpu_list(cpus=None):
+    """This process's CPU affinity as a list string, e.g. "0-3,8" (core/cpus.hpp's format)."""
+    cpus = sorted(set(os.sched_getaffinity(0) if cpus is None else cpus))
+    out, i = [], 0
+    while i < len(cpus):
+        j = i
+        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
+            j += 1
+        out.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def cores_per_node(hostnames, cpu_lists):
+    """Per host, the distinct CPUs in the union of its ranks' lists; the smallest (0: unknown)."""
+    if not cpu_lists or len(cpu_lists) != len(hostnames):
+        return 0
+    per = {}
+    for h, lst in zip(hostnames, cpu_lists):
+        s = per.setdefault(h, set())
+        for part in filter(None, lst.split(",")):
+            a, _, b = part.partition("-")
+            s.update(range(int(a), int(b or a) + 1))
+    return min(len(s) for s in per.values()) if all(per.values()) else 0
+
+
+def write_provenance(f, program, hostnames, argv=None, params=None, cpus=None):
+    """Root attributes and /environment, /params as results/README.md lists them; `cpus`:
+    each rank's CPU list (cpu_list()), for cpu_affinity and cores_per_node."""
     set_attr(f, "schema_version", SCHEMA_VERSION)
     set_attr(f, "program", program)
     set_attr(f, "argv", list(argv if argv is not None else sys.argv) or [""])
@@ -93,6 +120,9 @@ def write_provenance(f, program, hostnames, argv=None, params=None):
     set_attr(f, "nnodes", len(set(hostnames)))
     if os.environ.get("SLURM_JOB_ID"):
         set_attr(f, "slurm_job_id", os.environ["SLURM_JOB_ID"])
+    if cpus:
+        set_attr(f, "cpu_affinity", list(cpus))
+        set_attr(f, "cores_per_node", cores_per_node(list(hostnames), list(cpus)))
     env = f.create_group("environment")
     for k, v in sorted(comm_environment().items()):
         set_attr(env, k, v)

@@ -27,8 +27,10 @@ Approach (nothing in the user's loop changes; everything comes from hooks):
     before its predecessor (gloo runs two at once on its worker threads) keeps its launch;
   * comm_exposed_s = backward end -> DDP's end of backward (an autograd callback queued after
     DDP's own: every bucket waited for and its gradients written back; at least the last
-    bucket's end): what backward() waits for communication; optimizer_s = the optimizer's
-    pre-hook -> post-hook; step_time_s = step start -> optimizer post-hook.
+    bucket's end): what backward() waits for communication; reducer_s = DDP's end of backward
+    -> the optimizer's pre-hook (the return from backward() to the caller: the step's time
+    that is neither compute nor communication); optimizer_s = the optimizer's pre-hook ->
+    post-hook; step_time_s = step start -> optimizer post-hook.
   * bucket membership (/model/tensor_bucket): GradBucket.parameters() of each bucket at the
     last recorded step, i.e. DDP's own assignment after its rebuild at step 1.
   * close() gathers every rank's table (all_gather_object on the default group) and rank 0
@@ -287,6 +289,10 @@ class Recorder:
                 "backward_s": bwd_end - s["bwd"],
                 "comm_exposed_s": max(0.0, comm_end - bwd_end),
                 "optimizer_s": s["end"] - s["opt"],
+                # DDP's own work after the communication: from the last bucket's end (and
+                # DDP's end-of-backward callback, which copies the reduced gradients back)
+                # until the optimizer starts (autograd's return to the caller included).
+                "reducer_s": max(0.0, s["opt"] - comm_end),
                 "comm_total_s": sum(r[4] - r[3] for r in brows),
                 "encode_s": s["encode"],
                 "buckets": brows,
@@ -299,7 +305,7 @@ class Recorder:
         if self.closed:
             return self.out
         self.closed = True
-        local = {"host": h5out.hostname(), "rows": self._local_table(), "losses": self.losses}
+        local = {"host": h5out.hostname(), "cpus": h5out.cpu_list(), "rows": self._local_table(), "losses": self.losses}
         gathered = [None] * self.world
         dist.all_gather_object(gathered, local)
         if self.rank == 0:
@@ -322,7 +328,7 @@ class Recorder:
         if rpn * nnodes != self.world:
             rpn = self.world // nnodes if self.world % nnodes == 0 else self.world
             nnodes = self.world // rpn
-        cols = ["data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s", "comm_total_s"]
+        cols = ["data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s", "comm_total_s", "reducer_s"]
         table = {c: [sum(g["rows"][i][c] for g in gathered) / self.world for i in range(nsteps)] for c in cols}
         table["step_time_s"] = [max(g["rows"][i]["step_time_s"] for g in gathered) for i in range(nsteps)]
         rows0 = gathered[0]["rows"][:nsteps]
@@ -370,12 +376,13 @@ class Recorder:
         attrs.update(self.extra)
         with h5out.AtomicH5(self.out) as f:
             h5out.write_provenance(f, "gradsync-train", hosts, self.argv,
-                                   params={"GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "")})
+                                   params={"GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "")},
+                                   cpus=[g["cpus"] for g in gathered])
             for k, v in attrs.items():
                 h5out.set_attr(f, k, v)
             h5out.write_dataset(f, "steps/step", list(range(nsteps)), "int")
             for k in ["loss", "step_time_s", "data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s",
-                      "bytes_sent", "comm_total_s", "encode_s", "decode_s", "loss_scale"]:
+                      "bytes_sent", "comm_total_s", "encode_s", "decode_s", "reducer_s", "loss_scale"]:
                 h5out.write_dataset(f, "steps/" + k, table[k], "float")
             h5out.write_dataset(f, "steps/skipped", table["skipped"], "int")
             brows = [(i, b) for i, r in enumerate(rows0) for b in r["buckets"]]

@@ -81,13 +81,18 @@ def check_train_file(path, nranks=2):
             check(k in a, f"{path}: attribute {k} missing")
         n = int(a["steps"])
         for k in ["step", "loss", "step_time_s", "data_s", "forward_s", "backward_s", "comm_exposed_s",
-                  "optimizer_s", "bytes_sent", "comm_total_s", "encode_s", "decode_s", "loss_scale", "skipped"]:
+                  "optimizer_s", "bytes_sent", "comm_total_s", "encode_s", "decode_s", "reducer_s", "loss_scale", "skipped"]:
             check(f"steps/{k}" in f and f[f"steps/{k}"].shape == (n,), f"{path}: /steps/{k} missing or not [{n}]")
         st = f["steps/step_time_s"][:]
-        parts = sum(f[f"steps/{k}"][:] for k in ["data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s"])
+        parts = sum(f[f"steps/{k}"][:] for k in ["data_s", "forward_s", "backward_s", "comm_exposed_s", "reducer_s",
+                                                  "optimizer_s"])
         check(np.all(st > 0) and np.all(np.isfinite(st)), "step times positive")
         # step_time is the max over ranks, the parts are means: parts never exceed it by much.
         check(np.all(parts <= st * 1.05 + 1e-3), f"phases ({parts}) within the step ({st})")
+        # Each rank's phases tile its step; the means of the phases reach at least the
+        # fastest rank's step, so they cover all but the spread between ranks.
+        check(np.median(parts / st) > 0.9, f"phases cover the step: median {np.median(parts / st):.3f}")
+        check(len(a["cpu_affinity"]) == nranks and int(a["cores_per_node"]) >= 1, "cpu_affinity, cores_per_node")
         step, bucket = f["buckets/step"][:], f["buckets/bucket"][:]
         ready, start, end = f["buckets/ready_s"][:], f["buckets/start_s"][:], f["buckets/end_s"][:]
         bad = np.flatnonzero(~((ready <= start + 1e-9) & (start <= end) & (ready >= 0)))
