@@ -42,6 +42,7 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
   w.backward_s = run.backward_s / c.accumulate;
   w.optimizer_s = std::isnan(run.optimizer_s) ? 0 : run.optimizer_s;
   w.reducer_per_step_s = std::isnan(run.reducer_s) ? 0 : run.reducer_s;
+  w.compute_threads = run.compute_threads;
   const double data = std::isnan(run.data_s) ? 0 : run.data_s;
   const double bwd_start = data + run.forward_s + (c.accumulate - 1) * w.backward_s;
   const Compressor comp(c.compress);

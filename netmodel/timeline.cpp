@@ -70,6 +70,18 @@ Fabric peak_fabric(const Fabric& f) {
 
 }  // namespace
 
+double backward_contention(const Fabric& fabric, const NetConfig& net, int compute_threads) {
+  const Level& l = net.nodes > 1 ? fabric.inter : fabric.intra;
+  if (l.contention != 1 || compute_threads <= 0) return l.contention;
+  // Not fitted: the CPU share. Inside backward each rank of a node runs its compute threads
+  // and one communication thread; alone, the communication thread only.
+  const int cores = fabric.intra.cores_per_node > 0 ? fabric.intra.cores_per_node : fabric.inter.cores_per_node;
+  if (cores <= 0) return 1.0;
+  const int g = std::max(1, net.ranks_per_node);
+  auto share = [cores](int busy) { return busy > cores ? static_cast<double>(busy) / cores : 1.0; };
+  return share(g * (compute_threads + 1)) / share(g);
+}
+
 StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, const Fabric& fabric,
                          const NetConfig& net, const StepConfig& st, int64_t samples_per_epoch, bool keep) {
   GS_USAGE_CHECK(net.nodes >= 1, "option --nodes must be >= 1, got ", net.nodes);
@@ -94,7 +106,7 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
   // Contention with compute (fabric.hpp): the part of a collective inside backward runs
   // `slow` times slower. A collective of d seconds alone starting at t < bwd_end: it does
   // (bwd_end - t) / slow of its work before backward ends, the rest at full speed.
-  const double slow = (net.nodes > 1 ? fabric.inter : fabric.intra).contention;
+  const double slow = backward_contention(fabric, net, w.compute_threads);
   auto contended = [&](double t, double d) {
     if (!st.overlap || slow == 1 || t >= bwd_end || d <= 0) return d;
     const double busy = bwd_end - t;

@@ -371,7 +371,7 @@ class Recorder:
             "steps": nsteps, "epochs": 0, "samples_per_epoch": 0, "steps_per_epoch": 0,
             "warmup_steps": min(self.warmup_steps, max(0, nsteps - 1)), "num_buckets": len(bucket_bytes),
             "bucket_bytes": bucket_bytes, "final_param_norm": norm, "final_eval_accuracy": math.nan,
-            "skipped_steps": 0, "compression_ratio": ratio, "emulation_overruns": 0, "emulation_overrun_s": 0.0,
+            "skipped_steps": 0, "compression_ratio": ratio, "compute_threads": int(torch.get_num_threads()), "emulation_overruns": 0, "emulation_overrun_s": 0.0,
         }
         attrs.update(self.extra)
         with h5out.AtomicH5(self.out) as f:

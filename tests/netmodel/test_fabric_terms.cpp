@@ -273,6 +273,24 @@ TEST(Contention, StretchesOnlyTheCollectivesInsideBackward) {
   for (const auto& b : off.buckets) EXPECT_DOUBLE_EQ(b.contention_s, 0.0);
 }
 
+TEST(Contention, FromTheCpuShareWhenNotFitted) {
+  Fabric f = simple_fabric(1e-6, 1e9);
+  const NetConfig two{1, 2, "ring", 0, 1}, one{1, 1, "ring", 0, 1};
+  // Unknown cores or threads: none.
+  EXPECT_DOUBLE_EQ(backward_contention(f, two, 1), 1.0);
+  f.intra.cores_per_node = f.inter.cores_per_node = 2;
+  EXPECT_DOUBLE_EQ(backward_contention(f, two, 0), 1.0);
+  // 2 ranks x (1 compute + 1 communication thread) on 2 cores: communication at half speed.
+  EXPECT_DOUBLE_EQ(backward_contention(f, two, 1), 2.0);
+  EXPECT_DOUBLE_EQ(backward_contention(f, two, 3), 4.0);
+  EXPECT_DOUBLE_EQ(backward_contention(f, one, 1), 1.0);  // 2 threads, 2 cores
+  f.intra.cores_per_node = f.inter.cores_per_node = 16;
+  EXPECT_DOUBLE_EQ(backward_contention(f, two, 1), 1.0);  // enough cores
+  // A fitted contention wins.
+  f.intra.contention = 1.3;
+  EXPECT_DOUBLE_EQ(backward_contention(f, two, 8), 1.3);
+}
+
 TEST(Contention, FileRoundTripAndValidation) {
   Fabric f = simple_fabric(1e-6, 1e9);
   f.name = "c";
