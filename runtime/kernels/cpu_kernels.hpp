@@ -74,6 +74,14 @@ void sign_decompress(const std::uint8_t* bits, float scale, std::size_t n, float
 // Histogram of the magnitude bits (one pass), then nth_element on the one histogram bin
 // holding the threshold, then one gathering pass.
 void topk_select(const float* x, std::size_t n, std::size_t k, std::int32_t* idx, float* vals);
+// The top-k encoder with error feedback, bit for bit the composition
+//   add_inplace(x, memory); topk_select(x, ...); memory = x; scatter_add(idx, vals, k, -1, memory)
+// (x ends as x + memory, memory as x with the selected entries zeroed, idx/vals as
+// topk_select), in one pass over memory that collects candidates above a sampled bound; the
+// exact topk_select runs when the candidates cannot decide (cpu_topk.cpp). Returns the path.
+enum class TopkPath : std::uint8_t { Sampled, Exact };
+TopkPath topk_encode_ef(float* x, float* memory, std::size_t n, std::size_t k, std::int32_t* idx, float* vals,
+                        Isa isa = cpu_isa());
 // out[idx[j]] += vals[j] * scale  (scatter-add of one contribution).
 void scatter_add(const std::int32_t* idx, const float* vals, std::size_t k, float scale, float* out);
 
@@ -88,5 +96,13 @@ void scale_inplace(float* x, std::size_t n, float s, Isa isa = cpu_isa());
 bool all_finite(const float* x, std::size_t n, Isa isa = cpu_isa());
 // GradScaler's unscale: x[i] *= inv_scale; returns true when every *input* was finite.
 bool unscale_check_finite(float* x, std::size_t n, float inv_scale, Isa isa = cpu_isa());
+
+namespace detail {
+// topk_encode_ef with a given candidate bound (a magnitude key) instead of the sampled one:
+// any bound gives the same result (too high or too low falls back to the exact path).
+// For tests; 0xffffffff collects nothing.
+TopkPath topk_encode_ef_bound(float* x, float* memory, std::size_t n, std::size_t k, std::int32_t* idx, float* vals,
+                              std::uint32_t bound, Isa isa = cpu_isa());
+}  // namespace detail
 
 }  // namespace gradsync::kernels
