@@ -143,15 +143,13 @@ void bm_onebit(benchmark::State& state, bool encode) {
   std::vector<float> error(n, 0.f), y(n);
   std::vector<std::uint8_t> signs(lay.chunk_bytes());
   float scale = 0;
-  gk::add_inplace(x.data(), error.data(), n);
-  OnebitCompressor::worker_compress(x.data(), lay, error.data(), signs.data(), &scale);
+  OnebitCompressor::worker_compress(x.data(), lay, error.data(), signs.data(), &scale);  // x += error; ...
   OnebitCompressor::decode_chunk(signs.data(), scale, lay, 0, y.data());
   for (std::size_t i = 0; i < n; ++i)
     if (std::fabs(y[i]) != scale || (x[i] >= 0) != (y[i] > 0)) return state.SkipWithError("onebit decode wrong");
   for (auto _ : state) {
     if (encode) {
-      gk::add_inplace(x.data(), error.data(), n);
-      OnebitCompressor::worker_compress(x.data(), lay, error.data(), signs.data(), &scale);
+      OnebitCompressor::worker_compress(x.data(), lay, error.data(), signs.data(), &scale);  // x += error; ...
     } else {
       OnebitCompressor::decode_chunk(signs.data(), scale, lay, 0, y.data());
     }

@@ -41,6 +41,9 @@ void cast_from_half(DType t, const std::uint16_t* in, float* out, std::size_t n,
 // Sum of squares accumulated in double (each square is exact in double, so the result
 // hardly depends on the summation order; norms rounded to fp32 agree across paths).
 double sum_squares(const float* x, std::size_t n, Isa isa = cpu_isa());
+// x[i] += mem[i], then the sum of squares of the updated x: the same bits as add_inplace
+// followed by sum_squares, in one pass over memory.
+double add_sum_squares(float* x, const float* mem, std::size_t n, Isa isa = cpu_isa());
 
 // ---- QSGD --------------------------------------------------------------------------------------
 // Blocks of `block` elements (the last one may be shorter): nblocks = ceil(n / block).
@@ -64,6 +67,11 @@ inline std::size_t sign_bytes(std::size_t n) { return (n + 7) / 8; }
 // bits[i/8] with j = i%8 is sign_bit(x[i]); unused bits of the last byte are 0. If
 // `residual` is given it receives x - decoded (error feedback; may alias x). Returns scale.
 float sign_compress(const float* x, std::size_t n, std::uint8_t* bits, float* residual, Isa isa = cpu_isa());
+// Sign compression with error feedback, the same bits as add_inplace(x, error, n) then
+// sign_compress(x, n, bits, error): x += error; bits and the returned scale of the updated
+// x; error = x - decoded. Two passes over memory (add + sum of squares, then signs +
+// residual) instead of four.
+float sign_compress_ef(float* x, float* error, std::size_t n, std::uint8_t* bits, Isa isa = cpu_isa());
 // out[i] (+)= sign_decode(bit i, scale).
 void sign_decompress(const std::uint8_t* bits, float scale, std::size_t n, float* out, bool accumulate,
                      Isa isa = cpu_isa());

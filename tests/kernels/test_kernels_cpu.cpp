@@ -557,3 +557,34 @@ TEST(KernelsCpu, TopkEncodeEfIsExactForAnyBound) {
     }
   }
 }
+
+TEST(KernelsCpu, SignCompressEfMatchesTheUnfusedComposition) {
+  std::vector<std::size_t> sizes = kSizes;
+  sizes.push_back(100003);
+  for (std::size_t n : sizes) {
+    auto x0 = special_values(n, static_cast<std::uint32_t>(n + 5));
+    for (auto& v : x0)
+      if (!std::isfinite(v)) v = -1.f;
+    const auto e0 = gaussian(n, static_cast<std::uint32_t>(n + 6), 0.5f);
+    for (gk::Isa isa : isas()) {
+      // add_sum_squares = add_inplace then sum_squares, bit for bit, on every ISA
+      auto a = x0, b = x0;
+      gk::add_inplace(a.data(), e0.data(), n, isa);
+      const double want_ss = gk::sum_squares(a.data(), n, isa);
+      const double got_ss = gk::add_sum_squares(b.data(), e0.data(), n, isa);
+      ASSERT_EQ(std::memcmp(&want_ss, &got_ss, sizeof(double)), 0) << gk::isa_name(isa) << " n=" << n;
+      expect_same_bits(b, a, std::string("add_sum_squares x ") + gk::isa_name(isa));
+      // sign_compress_ef = add_inplace then sign_compress with the residual in the memory
+      auto want_x = x0, want_e = e0;
+      std::vector<std::uint8_t> want(gk::sign_bytes(n) + 1, 0xab), got(gk::sign_bytes(n) + 1, 0xab);
+      gk::add_inplace(want_x.data(), want_e.data(), n, isa);
+      const float want_scale = gk::sign_compress(want_x.data(), n, want.data(), want_e.data(), isa);
+      auto x = x0, e = e0;
+      const float scale = gk::sign_compress_ef(x.data(), e.data(), n, got.data(), isa);
+      ASSERT_EQ(bits(scale), bits(want_scale)) << gk::isa_name(isa) << " n=" << n;
+      ASSERT_EQ(got, want) << gk::isa_name(isa) << " n=" << n;
+      expect_same_bits(x, want_x, std::string("sign_compress_ef x ") + gk::isa_name(isa));
+      expect_same_bits(e, want_e, std::string("sign_compress_ef error ") + gk::isa_name(isa));
+    }
+  }
+}
