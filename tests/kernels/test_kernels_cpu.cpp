@@ -588,3 +588,37 @@ TEST(KernelsCpu, SignCompressEfMatchesTheUnfusedComposition) {
     }
   }
 }
+
+TEST(KernelsCpu, QsgdOfSpecialValuesMatchesScalar) {
+  // The vector paths compute floor and min(level, S) in integers: check them where that is
+  // delicate (NaN and inf inputs and norms, |x| * scale far above S, -0, subnormals), with
+  // norms from the data, tiny norms (huge scales) and NaN norms, on the 64-element packing
+  // path (block 512) and the 16-element one (block 48).
+  const gk::RngKey key = gk::rng_key(9, 8, 7, 6);
+  for (std::size_t n : {std::size_t{1000}, std::size_t{4099}}) {
+    const auto x = special_values(n, static_cast<std::uint32_t>(n + 17));
+    for (std::size_t block : {std::size_t{48}, std::size_t{512}}) {
+      const std::size_t nb = gk::qsgd_num_blocks(n, block);
+      for (int norm_kind = 0; norm_kind < 3; ++norm_kind) {
+        std::vector<float> norms(nb);
+        gk::qsgd_norms(x.data(), n, block, norms.data());
+        for (std::size_t b = 0; b < nb; ++b) {
+          if (norm_kind == 1) norms[b] = 1e-30f * static_cast<float>(b + 1);
+          if (norm_kind == 2 && b % 2 == 0) norms[b] = NAN;
+        }
+        for (std::uint32_t levels : {1u, 16u, 127u}) {
+          std::vector<std::uint8_t> want(n);
+          for (std::size_t i = 0; i < n; ++i)
+            want[i] = gk::qsgd_encode(x[i], gk::qsgd_scale(norms[i / block], levels),
+                                      gk::bits_to_unit(gk::rng_bits(key, i)), levels);
+          for (gk::Isa isa : isas()) {
+            std::vector<std::uint8_t> got(n, 0xee);
+            gk::qsgd_quantize(x.data(), n, block, norms.data(), levels, key, got.data(), isa);
+            ASSERT_EQ(got, want) << gk::isa_name(isa) << " n=" << n << " block=" << block
+                                 << " norms=" << norm_kind << " S=" << levels;
+          }
+        }
+      }
+    }
+  }
+}
