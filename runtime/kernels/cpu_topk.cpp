@@ -40,11 +40,12 @@
 // BucketKernels::topk_encode_ef). Exactness does not depend on the sample: the sample only
 // decides how fast.
 //
-// Measured 2026-12-01 on the 2-core development VM (Intel AVX-512, L3 480 MiB), median of 3,
-// `gradsync-kernels-bench --benchmark_filter='(memcpy|topk_encode)/MiB:(16|64)'
-// --benchmark_min_time=1 --benchmark_repetitions=3` (1% of the elements):
-//   topk_encode 16 MiB: 1.43 GB/s (0.11x memcpy) composition -> see TOPK_AFTER_16
-//   topk_encode 64 MiB: 0.81 GB/s (0.12x memcpy) composition -> see TOPK_AFTER_64
+// Measured 2026-12-01 on the 2-core development VM (Intel AVX-512, L3 480 MiB; memcpy
+// 12.98 GB/s at 16 MiB, 6.87 GB/s at 64 MiB), medians of 3, top 1%, with
+// `gradsync-kernels-bench --benchmark_filter='(memcpy|qsgd_encode|onebit_encode|topk_encode)/MiB:(16|64)'
+// --benchmark_min_time=1 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true`:
+//   topk_encode 16 MiB: 1.43 GB/s (0.11x memcpy) as the composition -> 6.16 GB/s (0.47x)
+//   topk_encode 64 MiB: 0.81 GB/s (0.12x memcpy) as the composition -> 3.81 GB/s (0.55x)
 #include <algorithm>
 #include <bit>
 #include <cmath>
