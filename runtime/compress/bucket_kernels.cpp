@@ -43,6 +43,11 @@ class HostBucketKernels final : public BucketKernels {
     ++launches_;
     kernels::scatter_add(idx, vals, k, scale, out);
   }
+  void topk_encode_ef(float* x, std::size_t n, std::size_t k, float* memory, std::int32_t* idx,
+                      float* vals) override {
+    ++launches_;
+    kernels::topk_encode_ef(x, memory, n, k, idx, vals);
+  }
   void add_inplace(float* x, const float* mem, std::size_t n) override {
     ++launches_;
     kernels::add_inplace(x, mem, n);
@@ -77,6 +82,14 @@ class HostBucketKernels final : public BucketKernels {
 };
 
 }  // namespace
+
+void BucketKernels::topk_encode_ef(float* x, std::size_t n, std::size_t k, float* memory, std::int32_t* idx,
+                                   float* vals) {
+  add_inplace(x, memory, n);
+  topk_select(x, n, k, idx, vals);
+  copy(memory, x, n * sizeof(float));
+  scatter_add(idx, vals, k, -1.f, memory);  // memory[idx] = x[idx] - x[idx] = 0: x - sparse(x)
+}
 
 std::unique_ptr<BucketKernels> make_host_bucket_kernels() { return std::make_unique<HostBucketKernels>(); }
 

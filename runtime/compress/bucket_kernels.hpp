@@ -37,6 +37,11 @@ class BucketKernels {
   // Top-k: the k largest |x| (indices increasing), and out[idx[j]] += vals[j] * scale.
   virtual void topk_select(const float* x, std::size_t n, std::size_t k, std::int32_t* idx, float* vals) = 0;
   virtual void scatter_add(const std::int32_t* idx, const float* vals, std::size_t k, float scale, float* out) = 0;
+  // Top-k with error feedback (kernels::topk_encode_ef): x += memory; idx/vals = top-k of x;
+  // memory = x - sparse(x). This default is that composition of the operations above
+  // (add_inplace, topk_select, copy, scatter_add of -1); the host overrides it with the
+  // fused one-pass kernel, which gives the same bits.
+  virtual void topk_encode_ef(float* x, std::size_t n, std::size_t k, float* memory, std::int32_t* idx, float* vals);
   // x += mem; x *= s; byte copies and zeroing within the bucket's memory kind.
   virtual void add_inplace(float* x, const float* mem, std::size_t n) = 0;
   virtual void scale_inplace(float* x, std::size_t n, float s) = 0;

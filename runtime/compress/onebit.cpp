@@ -18,15 +18,16 @@ OnebitCompressor::Layout::Layout(std::size_t n_, int p_) : n(n_), p(p_) {
   chunk = (per + 31) / 32 * 32;
 }
 
-void OnebitCompressor::worker_compress(const float* x, const Layout& lay, float* worker_error, std::uint8_t* signs,
+void OnebitCompressor::worker_compress(float* x, const Layout& lay, float* worker_error, std::uint8_t* signs,
                                        float* scales) {
   const std::size_t cb = lay.chunk_bytes();
-  std::memset(signs, 0, cb * static_cast<std::size_t>(lay.p));
   for (int j = 0; j < lay.p; ++j) {
     const std::size_t b = lay.begin(j);
-    // residual = x - decoded, written to the worker error of this chunk
-    scales[j] =
-        kernels::sign_compress(x + b, lay.length(j), signs + cb * static_cast<std::size_t>(j), worker_error + b);
+    const std::size_t len = lay.length(j);
+    std::uint8_t* out = signs + cb * static_cast<std::size_t>(j);
+    // x += e_w; signs, scale; e_w = x - decoded: one kernel, two passes over the chunk
+    scales[j] = kernels::sign_compress_ef(x + b, worker_error + b, len, out);
+    std::memset(out + kernels::sign_bytes(len), 0, cb - kernels::sign_bytes(len));  // a short chunk's padding
   }
 }
 
@@ -42,9 +43,8 @@ void OnebitCompressor::server_average(const std::uint8_t* recv_signs, const floa
 float OnebitCompressor::server_compress(float* work, const Layout& lay, int r, float* server_error,
                                         std::uint8_t* out_signs) {
   const std::size_t len = lay.length(r);
-  kernels::add_inplace(work, server_error, len);
-  std::memset(out_signs, 0, lay.chunk_bytes());
-  return kernels::sign_compress(work, len, out_signs, server_error);
+  std::memset(out_signs + kernels::sign_bytes(len), 0, lay.chunk_bytes() - kernels::sign_bytes(len));
+  return kernels::sign_compress_ef(work, server_error, len, out_signs);  // work += e_s; ...; e_s = work - decoded
 }
 
 void OnebitCompressor::decode_chunk(const std::uint8_t* signs, float scale, const Layout& lay, int j, float* out) {
@@ -72,7 +72,6 @@ void OnebitCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduc
   // 1. worker
   const double t0 = now_s();
   float* worker_error = worker_ef_.memory(bucket.index, n);
-  kernels::add_inplace(bucket.data, worker_error, n);
   worker_compress(bucket.data, lay, worker_error, send_signs_.data(), scales_.data());
   const double t1 = now_s();
   if (cb > 0) alltoall_bytes(comm, send_signs_.data(), recv_signs_.data(), cb);

@@ -48,10 +48,9 @@ class OnebitCompressor final : public Compressor {
               CompressStats& stats) override;
 
   // ---- the phases, callable without a communicator (1-rank path, tests) -------------------
-  // Step 1 on x (which already holds g + e_w): signs (p * chunk_bytes), scales (p), and
-  // e_w = x - decoded. x is left as is.
-  static void worker_compress(const float* x, const Layout& lay, float* worker_error, std::uint8_t* signs,
-                              float* scales);
+  // Step 1 on x = g: x += e_w (in place), signs (p * chunk_bytes), scales (p), and
+  // e_w = x - decoded, with kernels::sign_compress_ef per chunk (two passes over memory).
+  static void worker_compress(float* x, const Layout& lay, float* worker_error, std::uint8_t* signs, float* scales);
   // Step 2 for chunk `r`, averaging: `recv_signs` holds p chunk_bytes blocks (block i from
   // rank i), `recv_scales[i]` is rank i's scale of this chunk; work (length(r) floats) =
   // (1/p) sum_i decoded block i, summed in rank order.

@@ -35,10 +35,7 @@ std::size_t TopkCompressor::k_for(double ratio, std::size_t n) {
 
 void TopkCompressor::encode_on(BucketKernels& kern, float* x, std::size_t n, std::size_t k, float* memory,
                                std::int32_t* idx, float* vals) {
-  kern.add_inplace(x, memory, n);
-  kern.topk_select(x, n, k, idx, vals);
-  kern.copy(memory, x, n * sizeof(float));
-  kern.scatter_add(idx, vals, k, -1.f, memory);  // memory[idx] = x[idx] - x[idx] = 0: x - sparse(x)
+  kern.topk_encode_ef(x, n, k, memory, idx, vals);
 }
 
 void TopkCompressor::encode(float* x, std::size_t n, std::size_t k, float* memory, std::int32_t* idx, float* vals) {

@@ -35,8 +35,9 @@ class TopkCompressor final : public Compressor {
   bool accepts_device_memory() const override { return true; }  // through bucket.kernels
 
  private:
-  // encode with the kernels of x's memory: memory = x - sparse(x) exactly (memory is
-  // set to x, then the selected values are subtracted: x - x = +0).
+  // encode with the kernels of x's memory (BucketKernels::topk_encode_ef: one fused pass
+  // on the host): memory = x - sparse(x) exactly (memory is set to x, then the selected
+  // values are subtracted: x - x = +0).
   static void encode_on(BucketKernels& kern, float* x, std::size_t n, std::size_t k, float* memory, std::int32_t* idx,
                         float* vals);
   double ratio_;

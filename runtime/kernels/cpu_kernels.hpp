@@ -41,6 +41,9 @@ void cast_from_half(DType t, const std::uint16_t* in, float* out, std::size_t n,
 // Sum of squares accumulated in double (each square is exact in double, so the result
 // hardly depends on the summation order; norms rounded to fp32 agree across paths).
 double sum_squares(const float* x, std::size_t n, Isa isa = cpu_isa());
+// x[i] += mem[i], then the sum of squares of the updated x: the same bits as add_inplace
+// followed by sum_squares, in one pass over memory.
+double add_sum_squares(float* x, const float* mem, std::size_t n, Isa isa = cpu_isa());
 
 // ---- QSGD --------------------------------------------------------------------------------------
 // Blocks of `block` elements (the last one may be shorter): nblocks = ceil(n / block).
@@ -64,6 +67,11 @@ inline std::size_t sign_bytes(std::size_t n) { return (n + 7) / 8; }
 // bits[i/8] with j = i%8 is sign_bit(x[i]); unused bits of the last byte are 0. If
 // `residual` is given it receives x - decoded (error feedback; may alias x). Returns scale.
 float sign_compress(const float* x, std::size_t n, std::uint8_t* bits, float* residual, Isa isa = cpu_isa());
+// Sign compression with error feedback, the same bits as add_inplace(x, error, n) then
+// sign_compress(x, n, bits, error): x += error; bits and the returned scale of the updated
+// x; error = x - decoded. Two passes over memory (add + sum of squares, then signs +
+// residual) instead of four.
+float sign_compress_ef(float* x, float* error, std::size_t n, std::uint8_t* bits, Isa isa = cpu_isa());
 // out[i] (+)= sign_decode(bit i, scale).
 void sign_decompress(const std::uint8_t* bits, float scale, std::size_t n, float* out, bool accumulate,
                      Isa isa = cpu_isa());
@@ -74,6 +82,14 @@ void sign_decompress(const std::uint8_t* bits, float scale, std::size_t n, float
 // Histogram of the magnitude bits (one pass), then nth_element on the one histogram bin
 // holding the threshold, then one gathering pass.
 void topk_select(const float* x, std::size_t n, std::size_t k, std::int32_t* idx, float* vals);
+// The top-k encoder with error feedback, bit for bit the composition
+//   add_inplace(x, memory); topk_select(x, ...); memory = x; scatter_add(idx, vals, k, -1, memory)
+// (x ends as x + memory, memory as x with the selected entries zeroed, idx/vals as
+// topk_select), in one pass over memory that collects candidates above a sampled bound; the
+// exact topk_select runs when the candidates cannot decide (cpu_topk.cpp). Returns the path.
+enum class TopkPath : std::uint8_t { Sampled, Exact };
+TopkPath topk_encode_ef(float* x, float* memory, std::size_t n, std::size_t k, std::int32_t* idx, float* vals,
+                        Isa isa = cpu_isa());
 // out[idx[j]] += vals[j] * scale  (scatter-add of one contribution).
 void scatter_add(const std::int32_t* idx, const float* vals, std::size_t k, float scale, float* out);
 
@@ -88,5 +104,13 @@ void scale_inplace(float* x, std::size_t n, float s, Isa isa = cpu_isa());
 bool all_finite(const float* x, std::size_t n, Isa isa = cpu_isa());
 // GradScaler's unscale: x[i] *= inv_scale; returns true when every *input* was finite.
 bool unscale_check_finite(float* x, std::size_t n, float inv_scale, Isa isa = cpu_isa());
+
+namespace detail {
+// topk_encode_ef with a given candidate bound (a magnitude key) instead of the sampled one:
+// any bound gives the same result (too high or too low falls back to the exact path).
+// For tests; 0xffffffff collects nothing.
+TopkPath topk_encode_ef_bound(float* x, float* memory, std::size_t n, std::size_t k, std::int32_t* idx, float* vals,
+                              std::uint32_t bound, Isa isa = cpu_isa());
+}  // namespace detail
 
 }  // namespace gradsync::kernels

@@ -222,11 +222,27 @@ TEST(ErrorFeedback, OnebitWorkerResidualPlusDecodedIsInput) {
   const OnebitCompressor::Layout lay(n, p);
   EXPECT_EQ(lay.chunk % 32, 0u);
   EXPECT_EQ(lay.begin(p - 1) + lay.length(p - 1), n);
-  const auto x = gaussian(n, 6);
-  std::vector<float> err(n);
-  std::vector<std::uint8_t> signs(lay.chunk_bytes() * p);
+  const auto g = gaussian(n, 6);
+  const auto err0 = gaussian(n, 7, 0.1f);
+  auto x = g, err = err0;
+  std::vector<std::uint8_t> signs(lay.chunk_bytes() * p, 0xab);
   std::vector<float> scales(p);
   OnebitCompressor::worker_compress(x.data(), lay, err.data(), signs.data(), scales.data());
+  // the same bits as the unfused composition: x += e, then sign_compress per chunk
+  auto want_x = g, want_err = err0;
+  gradsync::kernels::add_inplace(want_x.data(), want_err.data(), n);
+  for (int j = 0; j < p; ++j) {
+    std::vector<std::uint8_t> want_signs(lay.chunk_bytes(), 0);
+    const float s = gradsync::kernels::sign_compress(want_x.data() + lay.begin(j), lay.length(j), want_signs.data(),
+                                                     want_err.data() + lay.begin(j));
+    EXPECT_EQ(gradsync::f32_bits(scales[j]), gradsync::f32_bits(s)) << j;
+    for (std::size_t b = 0; b < lay.chunk_bytes(); ++b)
+      ASSERT_EQ(signs[j * lay.chunk_bytes() + b], want_signs[b]) << "chunk " << j << " byte " << b;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(gradsync::f32_bits(x[i]), gradsync::f32_bits(want_x[i])) << i;
+    ASSERT_EQ(gradsync::f32_bits(err[i]), gradsync::f32_bits(want_err[i])) << i;
+  }
   std::vector<float> decoded(n);
   for (int j = 0; j < p; ++j)
     OnebitCompressor::decode_chunk(signs.data() + j * lay.chunk_bytes(), scales[j], lay, j, decoded.data());

@@ -416,3 +416,209 @@ TEST(KernelsCpu, ScatterAdd) {
   gk::scatter_add(idx.data(), vals.data(), 3, 0.5f, out.data());
   EXPECT_EQ(out, (std::vector<float>{2.f, 1.f, 1.f, -1.f, 1.f, 1.f, 1.f, 1.f, 1.f, 5.f}));
 }
+
+namespace {
+
+// The unfused top-k encoder that topk_encode_ef must equal bit for bit.
+void topk_encode_reference(std::vector<float>& x, std::vector<float>& memory, std::size_t k,
+                           std::vector<std::int32_t>& idx, std::vector<float>& vals) {
+  const std::size_t n = x.size();
+  gk::add_inplace(x.data(), memory.data(), n, gk::Isa::Scalar);
+  gk::topk_select(x.data(), n, k, idx.data(), vals.data());
+  memory = x;
+  gk::scatter_add(idx.data(), vals.data(), k, -1.f, memory.data());
+}
+
+// Inputs that stress the sampled bound: ties, all equal, zeros, inf/NaN, one spike.
+std::vector<float> topk_input(std::size_t n, int kind, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<float> x = gaussian(n, seed);
+  switch (kind) {
+    case 1:  // few distinct magnitudes, both signs
+      for (auto& v : x) v = static_cast<float>(static_cast<int>(rng() % 7) - 3);
+      break;
+    case 2:  // all equal
+      std::fill(x.begin(), x.end(), -2.5f);
+      break;
+    case 3:  // all zero, both signs
+      for (auto& v : x) v = (rng() & 1) ? 0.f : -0.f;
+      break;
+    case 4:  // every kind of float, inf and NaN payloads included
+      x = special_values(n, seed);
+      break;
+    case 5:  // concentrated in one radix bin
+      for (auto& v : x) v = 1.f + static_cast<float>(rng() % 1000) * 1e-7f;
+      break;
+    case 6:  // mostly zero, a few large values (fewer than k of them when k is large)
+      for (std::size_t i = 0; i < n; ++i)
+        if (rng() % 500 != 0) x[i] = 0.f;
+      break;
+    default:
+      break;
+  }
+  return x;
+}
+
+}  // namespace
+
+TEST(KernelsCpu, TopkEncodeEfMatchesTheUnfusedEncoder) {
+  std::size_t sampled = 0, exact = 0;
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{17}, std::size_t{1000}, std::size_t{4099},
+                        std::size_t{5000}, std::size_t{20011}, std::size_t{100003}}) {
+    for (int kind = 0; kind < 7; ++kind) {
+      const auto x0 = topk_input(n, kind, static_cast<std::uint32_t>(n * 7 + static_cast<std::size_t>(kind)));
+      const auto m0 = gaussian(n, static_cast<std::uint32_t>(n + 3), kind == 3 ? 0.f : 0.1f);
+      for (std::size_t k : {std::size_t{0}, std::size_t{1}, n / 100 + 1, n / 9 + 1, n / 3 + 1, n}) {
+        if (k > n) continue;
+        auto want_x = x0, want_m = m0;
+        std::vector<std::int32_t> want_idx(k);
+        std::vector<float> want_vals(k);
+        topk_encode_reference(want_x, want_m, k, want_idx, want_vals);
+        for (gk::Isa isa : isas()) {
+          auto x = x0, m = m0;
+          std::vector<std::int32_t> idx(k);
+          std::vector<float> vals(k);
+          const gk::TopkPath path = gk::topk_encode_ef(x.data(), m.data(), n, k, idx.data(), vals.data(), isa);
+          (path == gk::TopkPath::Sampled ? sampled : exact)++;
+          const std::string what = std::string(gk::isa_name(isa)) + " n=" + std::to_string(n) +
+                                   " k=" + std::to_string(k) + " kind=" + std::to_string(kind);
+          ASSERT_EQ(idx, want_idx) << what;
+          expect_same_bits(vals, want_vals, "vals " + what);
+          expect_same_bits(x, want_x, "x " + what);
+          expect_same_bits(m, want_m, "memory " + what);
+        }
+      }
+    }
+  }
+  // both paths ran (Gaussian inputs with small k sample; all-equal inputs cannot)
+  EXPECT_GT(sampled, 0u);
+  EXPECT_GT(exact, 0u);
+}
+
+TEST(KernelsCpu, TopkEncodeEfTakesTheSampledPathOnGradients) {
+  const std::size_t n = 1 << 18;
+  const auto x0 = gaussian(n, 21), m0 = gaussian(n, 22, 0.1f);
+  for (gk::Isa isa : isas()) {
+    auto x = x0, m = m0;
+    std::vector<std::int32_t> idx(n / 100);
+    std::vector<float> vals(n / 100);
+    EXPECT_EQ(gk::topk_encode_ef(x.data(), m.data(), n, n / 100, idx.data(), vals.data(), isa),
+              gk::TopkPath::Sampled)
+        << gk::isa_name(isa);
+    std::vector<float> y(n, 1.f), zero(n, 0.f);
+    EXPECT_EQ(gk::topk_encode_ef(y.data(), zero.data(), n, n / 100, idx.data(), vals.data(), isa), gk::TopkPath::Exact)
+        << "all equal: " << gk::isa_name(isa);
+  }
+}
+
+TEST(KernelsCpu, TopkEncodeEfIsExactForAnyBound) {
+  // The bound only steers the speed: too low (list overflows), exact, too high (fewer than
+  // k candidates) and "collect nothing" all give the unfused encoder's bits.
+  for (std::size_t n : {std::size_t{33}, std::size_t{4096}, std::size_t{30001}}) {
+    for (int kind : {0, 1, 4, 6}) {
+      const auto x0 = topk_input(n, kind, static_cast<std::uint32_t>(n + 100 + static_cast<std::size_t>(kind)));
+      const auto m0 = gaussian(n, 77, 0.01f);
+      for (std::size_t k : {std::size_t{1}, n / 50 + 1, n / 2}) {
+        auto want_x = x0, want_m = m0;
+        std::vector<std::int32_t> want_idx(k);
+        std::vector<float> want_vals(k);
+        topk_encode_reference(want_x, want_m, k, want_idx, want_vals);
+        std::vector<std::uint32_t> keys(n);
+        for (std::size_t i = 0; i < n; ++i) keys[i] = gk::magnitude_key(want_x[i]);
+        std::sort(keys.begin(), keys.end(), std::greater<std::uint32_t>());
+        const std::uint32_t kth = keys[k - 1];
+        // the path: the candidates (keys >= bound) decide when there are k to cap of them
+        const auto cap = static_cast<std::ptrdiff_t>(std::min(n, 2 * k + 4096));
+        for (const std::uint32_t bound : {0u, kth, kth + 1, 0xffffffffu}) {
+          const auto count = std::count_if(keys.begin(), keys.end(), [&](std::uint32_t c) { return c >= bound; });
+          const gk::TopkPath path = bound != 0xffffffffu && count >= static_cast<std::ptrdiff_t>(k) && count <= cap
+                                        ? gk::TopkPath::Sampled
+                                        : gk::TopkPath::Exact;
+          if (bound == kth + 1) {
+            ASSERT_EQ(path, gk::TopkPath::Exact);  // fewer than k: the fallback
+          }
+          for (gk::Isa isa : isas()) {
+            auto x = x0, m = m0;
+            std::vector<std::int32_t> idx(k);
+            std::vector<float> vals(k);
+            const std::string what = std::string(gk::isa_name(isa)) + " n=" + std::to_string(n) +
+                                     " k=" + std::to_string(k) + " kind=" + std::to_string(kind) +
+                                     " bound=" + std::to_string(bound);
+            EXPECT_EQ(gk::detail::topk_encode_ef_bound(x.data(), m.data(), n, k, idx.data(), vals.data(), bound, isa),
+                      path)
+                << what;
+            ASSERT_EQ(idx, want_idx) << what;
+            expect_same_bits(vals, want_vals, "vals " + what);
+            expect_same_bits(x, want_x, "x " + what);
+            expect_same_bits(m, want_m, "memory " + what);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(KernelsCpu, SignCompressEfMatchesTheUnfusedComposition) {
+  std::vector<std::size_t> sizes = kSizes;
+  sizes.push_back(100003);
+  for (std::size_t n : sizes) {
+    auto x0 = special_values(n, static_cast<std::uint32_t>(n + 5));
+    for (auto& v : x0)
+      if (!std::isfinite(v)) v = -1.f;
+    const auto e0 = gaussian(n, static_cast<std::uint32_t>(n + 6), 0.5f);
+    for (gk::Isa isa : isas()) {
+      // add_sum_squares = add_inplace then sum_squares, bit for bit, on every ISA
+      auto a = x0, b = x0;
+      gk::add_inplace(a.data(), e0.data(), n, isa);
+      const double want_ss = gk::sum_squares(a.data(), n, isa);
+      const double got_ss = gk::add_sum_squares(b.data(), e0.data(), n, isa);
+      ASSERT_EQ(std::memcmp(&want_ss, &got_ss, sizeof(double)), 0) << gk::isa_name(isa) << " n=" << n;
+      expect_same_bits(b, a, std::string("add_sum_squares x ") + gk::isa_name(isa));
+      // sign_compress_ef = add_inplace then sign_compress with the residual in the memory
+      auto want_x = x0, want_e = e0;
+      std::vector<std::uint8_t> want(gk::sign_bytes(n) + 1, 0xab), got(gk::sign_bytes(n) + 1, 0xab);
+      gk::add_inplace(want_x.data(), want_e.data(), n, isa);
+      const float want_scale = gk::sign_compress(want_x.data(), n, want.data(), want_e.data(), isa);
+      auto x = x0, e = e0;
+      const float scale = gk::sign_compress_ef(x.data(), e.data(), n, got.data(), isa);
+      ASSERT_EQ(bits(scale), bits(want_scale)) << gk::isa_name(isa) << " n=" << n;
+      ASSERT_EQ(got, want) << gk::isa_name(isa) << " n=" << n;
+      expect_same_bits(x, want_x, std::string("sign_compress_ef x ") + gk::isa_name(isa));
+      expect_same_bits(e, want_e, std::string("sign_compress_ef error ") + gk::isa_name(isa));
+    }
+  }
+}
+
+TEST(KernelsCpu, QsgdOfSpecialValuesMatchesScalar) {
+  // The vector paths compute floor and min(level, S) in integers: check them where that is
+  // delicate (NaN and inf inputs and norms, |x| * scale far above S, -0, subnormals), with
+  // norms from the data, tiny norms (huge scales) and NaN norms, on the 64-element packing
+  // path (block 512) and the 16-element one (block 48).
+  const gk::RngKey key = gk::rng_key(9, 8, 7, 6);
+  for (std::size_t n : {std::size_t{1000}, std::size_t{4099}}) {
+    const auto x = special_values(n, static_cast<std::uint32_t>(n + 17));
+    for (std::size_t block : {std::size_t{48}, std::size_t{512}}) {
+      const std::size_t nb = gk::qsgd_num_blocks(n, block);
+      for (int norm_kind = 0; norm_kind < 3; ++norm_kind) {
+        std::vector<float> norms(nb);
+        gk::qsgd_norms(x.data(), n, block, norms.data());
+        for (std::size_t b = 0; b < nb; ++b) {
+          if (norm_kind == 1) norms[b] = 1e-30f * static_cast<float>(b + 1);
+          if (norm_kind == 2 && b % 2 == 0) norms[b] = NAN;
+        }
+        for (std::uint32_t levels : {1u, 16u, 127u}) {
+          std::vector<std::uint8_t> want(n);
+          for (std::size_t i = 0; i < n; ++i)
+            want[i] = gk::qsgd_encode(x[i], gk::qsgd_scale(norms[i / block], levels),
+                                      gk::bits_to_unit(gk::rng_bits(key, i)), levels);
+          for (gk::Isa isa : isas()) {
+            std::vector<std::uint8_t> got(n, 0xee);
+            gk::qsgd_quantize(x.data(), n, block, norms.data(), levels, key, got.data(), isa);
+            ASSERT_EQ(got, want) << gk::isa_name(isa) << " n=" << n << " block=" << block
+                                 << " norms=" << norm_kind << " S=" << levels;
+          }
+        }
+      }
+    }
+  }
+}
