@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Model fidelity from microbenchmarks alone, on shared memory (one host):
 #   1. per rank count N: one sweep each of pingpong (2 ranks), sendrecv and ring all-reduce
-#      (N ranks), 1 KiB .. 128 MiB (large messages get a regime of their own: the copies slow down past 16 MiB here);
+#      (N ranks), 1 KiB .. 32 MiB;
 #   2. `gradsync-model calibrate` on those sweeps only -> fabric-N.toml (it says in words
 #      what it fitted: alpha, bandwidth, duplex per regime);
 #   3. fresh gradsync-bench measurements (REPEATS times) of ring, rabenseifner and rd at
@@ -34,9 +34,9 @@ bench() {  # np out args...
   $MPI -np "$np" "$BIN/gradsync-bench" -n "$ITERS" -w 3 --out "$out" "$@" >/dev/null
 }
 for n in $RANKS; do
-  bench 2 "$OUT/pp-$n.h5" --op pingpong -b 1K -e 128M -f 2
-  bench "$n" "$OUT/sr-$n.h5" --op sendrecv -b 1K -e 128M -f 2
-  bench "$n" "$OUT/ring-$n.h5" --op allreduce --algo ring -b 1K -e 128M -f 2
+  bench 2 "$OUT/pp-$n.h5" --op pingpong -b 1K -e 32M -f 2
+  bench "$n" "$OUT/sr-$n.h5" --op sendrecv -b 1K -e 32M -f 2
+  bench "$n" "$OUT/ring-$n.h5" --op allreduce --algo ring -b 1K -e 32M -f 2
   "$BIN/gradsync-model" calibrate --name "shm-sweep-$n" -o "$OUT/fabric-$n.toml" \
     "$OUT/pp-$n.h5" "$OUT/sr-$n.h5" "$OUT/ring-$n.h5" > "$OUT/calibrate-$n.txt" 2>&1 || {
     cat "$OUT/calibrate-$n.txt" >&2; exit 1; }

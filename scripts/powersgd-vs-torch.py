@@ -1,0 +1,161 @@
+#!/usr/bin/python3
+"""scripts/powersgd-vs-torch.py — gradsync's PowerSGD codec vs PyTorch's powerSGD_hook on the
+same ResNet-50 gradient shapes, same machine, alternating.
+
+    scripts/powersgd-vs-torch.py [--rank 4] [--rounds 3] [--calls 5] [--threads 1,2] [--out DIR]
+
+Purpose: issue 15's codec target: PowerSGD rank 4 on ResNet-50 shapes (encode + decode) at
+least 2x faster than PyTorch's powerSGD_hook.
+Approach: the shapes are ResNet-50's parameter tensors as gradsync knows them (models/zoo.hpp,
+read back from the /model group of a 2-step emulated `gradsync-train --model resnet50` run).
+Ours: gradsync-kernels-bench's `powersgd_resnet50_encode+decode` case (all tensors as one
+bucket, rank R, P = M Q, Gram-Schmidt, Q = M^T P, M = P Q^T with error feedback; one thread).
+Theirs: torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook on one GradBucket holding the
+same tensors (world size 1, gloo: its all-reduces are local copies), matrix_approximation_rank
+R, start_powerSGD_iter 2 (the smallest the hook accepts with error feedback; the two plain
+all-reduce calls before it are not timed) so every timed call compresses, min_compression_rate 2 (its default;
+small matrices go uncompressed, as gradsync's min_rate), error feedback and warm start on
+(the hook's defaults), with torch's intra-op threads set to each of --threads in turn. Each
+round runs ours, then theirs for every thread count; per side the time is the median over
+all rounds. Runs with the PyTorch venv's python (scripts/torch-python) and build/bin (or
+GRADSYNC_BIN). Writes powersgd-vs-torch.json under --out.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+
+def resnet50_shapes(bindir, tmp):
+    out = os.path.join(tmp, "shapes.h5")
+    subprocess.run([os.path.join(bindir, "gradsync-train"), "--model", "resnet50", "--compute", "emulated",
+                    "--compute-profile", "h200", "--steps", "2", "--warmup-steps", "1", "--out", out],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import h5py
+    with h5py.File(out, "r") as f:
+        ndim = f["model/tensor_ndim"][:]
+        flat = f["model/tensor_shape"][:]
+    shapes, i = [], 0
+    for d in ndim:
+        shapes.append(tuple(int(x) for x in flat[i:i + d]))
+        i += d
+    return shapes
+
+
+def ours_ms(bindir, min_time):
+    p = subprocess.run([os.path.join(bindir, "gradsync-kernels-bench"),
+                        "--benchmark_filter=powersgd_resnet50_encode\\+decode", f"--benchmark_min_time={min_time}",
+                        "--benchmark_format=json"], check=True, capture_output=True, text=True)
+    runs = [b for b in json.loads(p.stdout)["benchmarks"] if b.get("run_type", "iteration") == "iteration"]
+    if not runs or runs[0].get("error_occurred"):
+        raise RuntimeError(f"gradsync-kernels-bench: no powersgd_resnet50_encode+decode result: {p.stdout[-300:]}")
+    b = runs[0]
+    scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}[b["time_unit"]]
+    return b["real_time"] * scale
+
+
+class Bucket:
+    """The GradBucket interface powerSGD_hook uses, over one flat buffer."""
+
+    def __init__(self, buf, shapes):
+        import torch
+        self.buf, self.shapes, self.grads, off = buf, shapes, [], 0
+        for s in shapes:
+            n = 1
+            for d in s:
+                n *= d
+            self.grads.append(buf[off:off + n].view(s))
+            off += n
+        self.params = [torch.nn.Parameter(torch.empty(0)) for _ in shapes]
+
+    def index(self):
+        return 0
+
+    def buffer(self):
+        return self.buf
+
+    def gradients(self):
+        return self.grads
+
+    def parameters(self):
+        return self.params
+
+    def is_last(self):
+        return True
+
+    def set_buffer(self, t):
+        self.buf.copy_(t)
+
+
+def theirs_ms(shapes, rank, calls, threads):
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as ps
+    torch.set_num_threads(threads)
+    n = sum(int(torch.tensor(s).prod()) for s in shapes)
+    g = torch.Generator().manual_seed(1)
+    fresh = (torch.rand(n, generator=g) * 2 - 1) * 1e-3
+    state = ps.PowerSGDState(process_group=None, matrix_approximation_rank=rank, start_powerSGD_iter=2,
+                             min_compression_rate=2, use_error_feedback=True, warm_start=True)
+    times = []
+    for i in range(calls + 3):  # calls 0 and 1 are plain all-reduces (iter < start), call 2 warms up
+        bucket = Bucket(fresh.clone(), shapes)
+        t0 = time.perf_counter()
+        out = ps.powerSGD_hook(state, bucket).wait()
+        t1 = time.perf_counter()
+        if not torch.isfinite(out).all():
+            raise RuntimeError("powerSGD_hook returned non-finite values")
+        if i >= 3:
+            times.append((t1 - t0) * 1e3)
+    return times
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[1])
+    ap.add_argument("--rank", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--calls", type=int, default=5, help="timed hook calls per round and thread count")
+    ap.add_argument("--threads", default="1,2", help="torch intra-op thread counts")
+    ap.add_argument("--min-time", type=float, default=1.0, help="gradsync-kernels-bench --benchmark_min_time")
+    ap.add_argument("--out", default=None)
+    o = ap.parse_args()
+    if o.rank != 4:
+        sys.exit("powersgd-vs-torch.py: --rank: gradsync-kernels-bench's ResNet-50 case is rank 4")
+    bindir = os.environ.get("GRADSYNC_BIN", os.path.join(REPO, "build", "bin"))
+    import numpy as np
+    import torch.distributed as dist
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    threads = [int(t) for t in o.threads.split(",")]
+    with tempfile.TemporaryDirectory() as tmp:
+        shapes = resnet50_shapes(bindir, tmp)
+    ours, theirs = [], {t: [] for t in threads}
+    for r in range(o.rounds):
+        ours.append(ours_ms(bindir, o.min_time))
+        for t in threads:
+            theirs[t] += theirs_ms(shapes, o.rank, o.calls, t)
+        print(f"round {r + 1}: gradsync {ours[-1]:.1f} ms; powerSGD_hook " +
+              ", ".join(f"{t} thread(s) {np.median(theirs[t][-o.calls:]):.1f} ms" for t in threads), flush=True)
+    res = {"tensors": len(shapes), "elements": int(sum(int(np.prod(s)) for s in shapes)), "rank": o.rank,
+           "gradsync_ms": float(np.median(ours)),
+           "torch_ms": {str(t): float(np.median(v)) for t, v in theirs.items()}}
+    res["speedup"] = {k: v / res["gradsync_ms"] for k, v in res["torch_ms"].items()}
+    print(f"ResNet-50 ({res['tensors']} tensors, {res['elements']} elements), rank {o.rank}: gradsync "
+          f"{res['gradsync_ms']:.1f} ms (1 thread); powerSGD_hook " +
+          ", ".join(f"{k} thread(s) {v:.1f} ms = {res['speedup'][k]:.2f}x ours" for k, v in res["torch_ms"].items()))
+    if o.out:
+        os.makedirs(o.out, exist_ok=True)
+        with open(os.path.join(o.out, "powersgd-vs-torch.json"), "w") as f:
+            json.dump(res, f, indent=1)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
