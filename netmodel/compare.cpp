@@ -42,7 +42,6 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
   w.backward_s = run.backward_s / c.accumulate;
   w.optimizer_s = std::isnan(run.optimizer_s) ? 0 : run.optimizer_s;
   w.reducer_per_step_s = std::isnan(run.reducer_s) ? 0 : run.reducer_s;
-  w.compute_threads = run.compute_threads;
   const double data = std::isnan(run.data_s) ? 0 : run.data_s;
   const double bwd_start = data + run.forward_s + (c.accumulate - 1) * w.backward_s;
   const Compressor comp(c.compress);
@@ -104,7 +103,7 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
   }
   NetConfig net{c.nodes, c.ranks_per_node, c.algo, c.chunk_bytes, c.channels};
   // The measured loading time is exposed as measured (the loader settings are in it).
-  StepConfig st{c.batch_per_rank, c.overlap, c.accumulate, c.loader_workers, 0.0};
+  StepConfig st{c.batch_per_rank, c.overlap, c.accumulate, c.loader_workers, 0.0, c.compute_threads};
   w.data_s = data;
   return simulate_step(w, buckets, fabric, net, st, c.samples_per_epoch, true);
 }

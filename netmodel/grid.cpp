@@ -89,6 +89,10 @@ void apply_axis(const Axis& a, std::size_t i, PredictConfig& c) {
     else if (n == "channels") c.channels = as_int(v, n);
     else if (n == "loader-workers") c.loader_workers = as_int(v, n);
     else if (n == "data-time-us") c.data_time_s = v * 1e-6;
+    else if (n == "compute-threads") {
+      GS_USAGE_CHECK(v >= 0 && std::isfinite(v), "option --compute-threads: must be >= 0, got ", v);
+      c.compute_threads = v;
+    }
     else if (n == "samples-per-epoch") c.samples_per_epoch = static_cast<int64_t>(v);
     else if (n == "accumulate") c.accumulate = as_int(v, n);
     else if (n == "overlap") {

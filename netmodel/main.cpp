@@ -258,6 +258,7 @@ const std::vector<AxisOpt>& predict_axes() {
       {"precision", "fp32", false, "fp32|fp16|bf16"},
       {"loader-workers", "4", true, "data loader workers (0: loading is serial)"},
       {"data-time-us", "0", true, "data loading work per sample, us"},
+      {"compute-threads", "0", true, "threads per rank busy computing during backward (with the fabric's cores_per_node: CPU-share contention; 0: none)"},
       {"optimizer", "sgd", false, "sgd|adam|adamw"},
       {"samples-per-epoch", nullptr, true, "samples per epoch (default: the model's data set)"},
       {"kernels", nullptr, false, "measured compression-kernel rates (TOML from calibrate --kernels; default: the compute profile's rates)"},

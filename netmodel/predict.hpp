@@ -44,6 +44,7 @@ struct PredictConfig {
   std::string optimizer = "sgd";
   int64_t samples_per_epoch = 0;  // 0: the model's data set
   std::string kernels;  // measured kernel rates file (calibrate --kernels); empty: device rates
+  double compute_threads = 0;  // busy compute threads per rank in backward (timeline.hpp StepConfig)
 };
 
 // SGD with momentum touches 20 bytes per parameter, Adam(W) 28 (models/compute_profile.hpp).

@@ -70,7 +70,7 @@ Fabric peak_fabric(const Fabric& f) {
 
 }  // namespace
 
-double backward_contention(const Fabric& fabric, const NetConfig& net, int compute_threads) {
+double backward_contention(const Fabric& fabric, const NetConfig& net, double compute_threads) {
   const Level& l = net.nodes > 1 ? fabric.inter : fabric.intra;
   if (l.contention != 1 || compute_threads <= 0) return l.contention;
   // Not fitted: the CPU share. Inside backward each rank of a node runs its compute threads
@@ -78,7 +78,7 @@ double backward_contention(const Fabric& fabric, const NetConfig& net, int compu
   const int cores = fabric.intra.cores_per_node > 0 ? fabric.intra.cores_per_node : fabric.inter.cores_per_node;
   if (cores <= 0) return 1.0;
   const int g = std::max(1, net.ranks_per_node);
-  auto share = [cores](int busy) { return busy > cores ? static_cast<double>(busy) / cores : 1.0; };
+  auto share = [cores](double busy) { return busy > cores ? busy / cores : 1.0; };
   return share(g * (compute_threads + 1)) / share(g);
 }
 
@@ -106,7 +106,7 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
   // Contention with compute (fabric.hpp): the part of a collective inside backward runs
   // `slow` times slower. A collective of d seconds alone starting at t < bwd_end: it does
   // (bwd_end - t) / slow of its work before backward ends, the rest at full speed.
-  const double slow = backward_contention(fabric, net, w.compute_threads);
+  const double slow = backward_contention(fabric, net, st.compute_threads);
   auto contended = [&](double t, double d) {
     if (!st.overlap || slow == 1 || t >= bwd_end || d <= 0) return d;
     const double busy = bwd_end - t;

@@ -59,10 +59,6 @@ struct Workload {
   // buckets, on the training thread, added to the step.
   double reducer_per_step_s = 0, reducer_per_bucket_s = 0;
   int64_t samples_per_epoch = 0;
-  // Threads per rank that compute during backward (0: unknown). With the fabric's
-  // cores_per_node and no fitted contention, the CPU share gives the slowdown of
-  // communication inside backward (simulate_step).
-  int compute_threads = 0;
 };
 
 struct Bucket {
@@ -89,6 +85,10 @@ struct StepConfig {
   int accumulate = 1;
   int loader_workers = 4;
   double data_time_s = 0;  // per sample
+  // Threads of a rank busy computing during backward, on average (0: unknown). With the
+  // fabric's cores_per_node and no fitted contention, the CPU share gives the slowdown of
+  // communication inside backward (backward_contention).
+  double compute_threads = 0;
 };
 
 struct BucketTiming {
@@ -118,7 +118,7 @@ struct StepResult {
 // when it has one (!= 1); else, with compute_threads > 0 and the fabric's cores_per_node,
 // the CPU share: (ranks_per_node x (compute_threads + 1)) busy threads against the
 // ranks_per_node of communication alone (fabric.hpp, Level::cpu_share); else 1.
-double backward_contention(const Fabric& fabric, const NetConfig& net, int compute_threads);
+double backward_contention(const Fabric& fabric, const NetConfig& net, double compute_threads);
 
 StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, const Fabric& fabric,
                          const NetConfig& net, const StepConfig& step, int64_t samples_per_epoch,

@@ -66,7 +66,7 @@ TrainRun read_train_file(const std::string& path) {
   str("optimizer", c.optimizer);
   num("samples_per_epoch", c.samples_per_epoch);
   num("warmup_steps", run.warmup_steps);
-  if (r.has_attr("/", "compute_threads")) run.compute_threads = static_cast<int>(r.attr_double("/", "compute_threads"));
+  if (r.has_attr("/", "compute_threads")) c.compute_threads = r.attr_double("/", "compute_threads");
   if (r.has_attr("/", "cores_per_node")) run.cores_per_node = static_cast<int>(r.attr_double("/", "cores_per_node"));
   if (c.accumulate < 1) c.accumulate = 1;
   // PowerSGD runs plain all-reduces before step `start` (the hook's start_powerSGD_iter);

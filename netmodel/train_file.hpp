@@ -40,10 +40,7 @@ struct TrainRun {
   double step_time_s = 0, data_s = 0, forward_s = 0, backward_s = 0, comm_exposed_s = 0, optimizer_s = 0;
   double comm_total_s = 0, encode_s = 0, decode_s = 0, bytes_sent = 0;  // NaN when absent (older files)
   double reducer_s = 0;  // the reducer's own bookkeeping per step (NaN when absent)
-  // Optional attributes (0 when absent): threads per rank that compute during backward
-  // (PyTorch: torch.get_num_threads()), and the CPUs a node gave its ranks.
-  int compute_threads = 0;
-  int cores_per_node = 0;
+  int cores_per_node = 0;  // the CPUs a node gave its ranks (0 when absent)
   int64_t compress_start = 0;  // PowerSGD start=K: steps before K run uncompressed (excluded when possible)
   int64_t steps_total = 0;
   double epoch_time_s = 0;  // median of /epochs/epoch_time_s, NaN if absent

@@ -149,12 +149,15 @@ class EmulatedWorkload final : public Workload {
     for (std::size_t l = spec_.layers.size(); l-- > 0;) {
       deadline += times_.bwd_s[l];
       const auto& idx = layer_tensors_[l];
+      const double g0 = now_s();
       for (std::size_t k = idx.size(); k-- > 0;)
         gen_.gradient(tensors_[idx[k]], idx[k], seed_, micro, rank_, scale, accumulate, precision_, grads_[idx[k]]);
+      stats_.busy_s += now_s() - g0;
       sleep_until_s(deadline);
       for (std::size_t k = idx.size(); k-- > 0;) ready(idx[k]);
     }
     const double modelled = deadline - start, excess = now_s() - deadline;
+    stats_.backward_s += now_s() - start;
     if (excess > std::max(5e-4, 0.02 * modelled)) ++stats_.overruns;
     stats_.overrun_s += std::max(0.0, excess);
   }

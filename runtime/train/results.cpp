@@ -86,6 +86,7 @@ std::string write_train_results(const std::string& path, const TrainOptions& o, 
   w.attr("/", "compression_ratio", r.compression_ratio);
   w.attr("/", "emulation_overruns", static_cast<I>(r.replay.overruns));
   w.attr("/", "emulation_overrun_s", r.replay.overrun_s);
+  w.attr("/", "compute_threads", r.compute_threads);
   write_net_traffic(w, r.net);
 
   // ---- /steps -------------------------------------------------------------------------------

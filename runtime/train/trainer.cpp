@@ -201,6 +201,8 @@ void finish_run(Communicator& world, const std::vector<StepRow>& mine, const std
   res.compression_ratio = compressed > 0 ? static_cast<double>(uncompressed) / static_cast<double>(compressed) : 1.0;
   res.replay.overruns = static_cast<std::int64_t>(world.sum_double(static_cast<double>(replay.overruns)));
   res.replay.overrun_s = world.sum_double(replay.overrun_s);
+  res.replay.busy_s = world.sum_double(replay.busy_s);
+  res.replay.backward_s = world.sum_double(replay.backward_s);
 }
 
 struct Trainer::Impl {
@@ -419,6 +421,9 @@ struct Trainer::Impl {
     finish_run(world, mine, epoch_eval, steps, steps_per_epoch, scaler ? &*scaler : nullptr, uncompressed, compressed,
                workload->replay_stats(), [this] { return evaluate(); }, res);
     res.gpu_memory_used_bytes = dev.memory_used_bytes();
+    if (res.device == "cpu")
+      res.compute_threads = workload->real() ? 1.0
+                            : res.replay.backward_s > 0 ? res.replay.busy_s / res.replay.backward_s : 0.0;
     res.final_param_norm = std::sqrt(device::norm2(dev, params->data(), params->count()));
     return res;
   }

@@ -98,6 +98,10 @@ struct RunResult {
   std::vector<std::string> cpus;  // per rank: CPU lists (core/cpus.hpp)
   std::int64_t steps_run = 0, epochs_done = 0, samples_per_epoch = 0, steps_per_epoch = 0;
   ReplayStats replay;              // summed over ranks
+  // Threads of a rank busy computing during backward, on average (the model's CPU share,
+  // netmodel/fabric.hpp): real compute on the CPU 1; emulated compute the fraction of
+  // backward spent generating gradients; 0 on a GPU.
+  double compute_threads = 0;
   // Where it ran (results.hpp): "cpu" | "cuda"; "mpi" | "nccl"; rank 0's GPU name ("" on
   // cpu) and its device memory in use at the end of the run (cudaMemGetInfo, -1 on cpu).
   std::string device = "cpu";

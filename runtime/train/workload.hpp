@@ -33,6 +33,8 @@ namespace gradsync::train {
 struct ReplayStats {
   std::int64_t overruns = 0;  // backward passes longer than modelled by > max(0.5 ms, 2%)
   double overrun_s = 0;       // sum over backward passes of (actual - modelled), when > 0
+  double busy_s = 0;          // time the training thread spent generating gradients in backward
+  double backward_s = 0;      // time it spent in backward (generating + sleeping)
 };
 
 class Workload {

@@ -267,6 +267,18 @@ TEST(Contention, StretchesOnlyTheCollectivesInsideBackward) {
   for (auto& b : bs2) b.plan = Compressor("none").plan(b.tensors, 4, 2, DeviceRates{});
   const StepResult edge = simulate_step(w, bs2, f, net, st, 0);
   EXPECT_NEAR(edge.buckets[0].comm_s, 0.05e-3 + (comm - 0.05e-3 / 1.5), 1e-12);
+  // Not fitted (1) but the run says 1 busy compute thread per rank and the node 2 cores:
+  // 2 x (1 + 1) threads on 2 cores, the CPU share stretches bucket 0 by 2.
+  {
+    Fabric g = f;
+    g.intra.contention = g.inter.contention = 1;
+    g.intra.cores_per_node = g.inter.cores_per_node = 2;
+    StepConfig st1 = st;
+    st1.compute_threads = 1;
+    const StepResult cpu = simulate_step(w, bs, g, net, st1, 0);
+    EXPECT_NEAR(cpu.buckets[0].comm_s, 2 * comm, 1e-12);
+    EXPECT_NEAR(simulate_step(w, bs, g, net, st, 0).buckets[0].comm_s, comm, 1e-12);  // threads unknown
+  }
   // Without overlap nothing runs during backward.
   st.overlap = false;
   const StepResult off = simulate_step(w, bs, f, net, st, 0);
@@ -284,6 +296,7 @@ TEST(Contention, FromTheCpuShareWhenNotFitted) {
   EXPECT_DOUBLE_EQ(backward_contention(f, two, 1), 2.0);
   EXPECT_DOUBLE_EQ(backward_contention(f, two, 3), 4.0);
   EXPECT_DOUBLE_EQ(backward_contention(f, one, 1), 1.0);  // 2 threads, 2 cores
+  EXPECT_DOUBLE_EQ(backward_contention(f, two, 0.5), 1.5);  // busy half of backward
   f.intra.cores_per_node = f.inter.cores_per_node = 16;
   EXPECT_DOUBLE_EQ(backward_contention(f, two, 1), 1.0);  // enough cores
   // A fitted contention wins.
