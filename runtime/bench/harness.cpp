@@ -25,6 +25,12 @@ Buffer::Buffer(std::size_t bytes) : bytes_(bytes) {
 
 void Buffer::Free::operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
 
+void evict_caches(Buffer& flush, int iteration) {
+  auto* p = static_cast<volatile unsigned char*>(flush.data());
+  const auto v = static_cast<unsigned char>(iteration);
+  for (std::size_t i = 0; i < flush.bytes(); i += 64) p[i] = v;
+}
+
 namespace {
 
 constexpr float kSentinel = -1.0f;  // never an input or a result: every value is >= 0
@@ -103,6 +109,7 @@ class Harness {
       dinplace_ = inplace_.data();
     }
     coll.reserve(send, recv);
+    if (o.off_cache_bytes > 0) flush_ = Buffer(static_cast<std::size_t>(o.off_cache_bytes));
   }
 
   SizeResult run_size(std::int64_t bytes) {
@@ -155,6 +162,7 @@ class Harness {
         if (dev_) dev_->copy(ip + l.ip_send_offset * esz_, dsend_, l.send_count * esz_);
         else std::memcpy(ip + l.ip_send_offset * esz_, send_.data(), l.send_count * esz_);
       }
+      if (o_.off_cache_bytes > 0) evict_caches(flush_, it);
       comm_.barrier();
       // A device call returns once its GPU work has completed (NCCL: waited for with an
       // event; staging: synchronous copies), so the host clock covers all of it.
@@ -195,6 +203,7 @@ class Harness {
   const std::size_t esz_;
   const double rel_tol_;
   Buffer send_, recv_, inplace_;        // host: filled and checked here
+  Buffer flush_;                        // --off-cache
   void* dsend_ = nullptr;               // what the calls get: the host buffers, or the
   void* drecv_ = nullptr;               // device buffers of the same sizes
   void* dinplace_ = nullptr;

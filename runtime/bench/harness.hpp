@@ -78,6 +78,10 @@ class Buffer {
   std::size_t bytes_ = 0;
 };
 
+// --off-cache: one ordinary store per cache line of `flush` (not memset, which may stream
+// past the cache), so the caches hold it instead of the buffers the next call uses.
+void evict_caches(Buffer& flush, int iteration);
+
 // Bandwidth in GB/s (1e9 bytes per second, as nccl-tests) of `bytes` in `time_us`.
 inline double gbps(double bytes, double time_us) { return time_us > 0 ? bytes / time_us / 1e3 : 0.0; }
 

@@ -51,6 +51,7 @@ po::options_description describe_options() {
       ("iters,n", po::value<std::string>(), "timed iterations")
       ("warmup_iters,w", po::value<std::string>(), "warm-up iterations")
       ("check,c", po::value<std::string>(), "check results")
+      ("off-cache", po::value<std::string>(), "evict the caches before every iteration")
       ("datatype,d", po::value<std::string>(), "element type")
       ("redop,o", po::value<std::string>(), "reduction")
       ("chunk-bytes", po::value<std::string>(), "ring chunk")
@@ -137,6 +138,12 @@ BenchOptions parse_options(int argc, char** argv) {
   if (vm.count("warmup_iters"))
     o.warmup = parse_int_in(text_of(vm, "warmup_iters"), "-w", 0, 1000000000, "must be >= 0");
   if (vm.count("check")) o.check = parse_int_in(text_of(vm, "check"), "-c", 0, 1, "must be 0 or 1") == 1;
+  if (vm.count("off-cache")) {
+    const std::string t = text_of(vm, "off-cache");
+    o.off_cache_bytes = parse_size(t, "--off-cache");
+    GS_USAGE_CHECK(o.off_cache_bytes >= 0 && o.off_cache_bytes <= (std::int64_t{64} << 30),
+                   "option --off-cache: must be between 0 and 64G bytes (got ", t, ")");
+  }
   if (vm.count("datatype")) {
     try {
       o.dtype = parse_dtype(text_of(vm, "datatype"));
@@ -200,6 +207,7 @@ std::vector<std::pair<std::string, std::string>> same_on_all_ranks_items(const B
           {"-n", i(o.iters)},
           {"-w", i(o.warmup)},
           {"-c", o.check ? "1" : "0"},
+          {"--off-cache", i(o.off_cache_bytes)},
           {"-d", dtype_name(o.dtype)},
           {"-o", redop_name(o.redop)},
           {"--chunk-bytes", i(o.chunk_bytes)},
@@ -265,6 +273,10 @@ std::string usage_text() {
         "  -n, --iters N        timed iterations per size (default 20, >= 1)\n"
         "  -w, --warmup_iters N untimed iterations first (default 5)\n"
         "  -c, --check 0|1      check every result and count wrong elements (default 1)\n"
+        "      --off-cache B    before every iteration each rank writes B bytes of its own\n"
+        "                       (e.g. 256M, past the last-level cache), so the call finds its\n"
+        "                       buffers out of cache, as a training step finds its gradient\n"
+        "                       buckets (Intel MPI Benchmarks' -off_cache; default 0: off)\n"
         "  -d, --datatype T     float (default), half, bfloat16 (pingpong moves bytes)\n"
         "  -o, --redop OP       sum (default), avg (allreduce and reducescatter; other\n"
         "                       operations refuse avg)\n"

@@ -2,6 +2,9 @@
 // trip is the one-way time the cost model calibrates alpha and beta from (size / half-RTT
 // is the bandwidth). Raw bytes: -d does not apply, sizes go down to 0.
 //
+// --off-cache B: before every round trip both ranks write B bytes of their own and meet at a
+// barrier, so the transfer finds its buffers out of cache.
+//
 // Checking: rank 0 sends a byte pattern, rank 1 echoes what it received; after the timed
 // loop both ranks compare their receive buffers (filled with the pattern's complement
 // beforehand) with the pattern.
@@ -40,6 +43,7 @@ std::vector<SizeResult> run_pingpong(const BenchOptions& o, Communicator& comm, 
   Communicator& p2p = device ? device->p2p_comm(o.algo, comm) : comm;
   void* ds = device ? device->alloc(max_bytes) : send.data();
   void* dr = device ? device->alloc(max_bytes) : recv.data();
+  Buffer flush(static_cast<std::size_t>(std::max<std::int64_t>(0, o.off_cache_bytes)));
 
   std::vector<SizeResult> rows;
   for (std::int64_t size : sizes) {
@@ -60,6 +64,10 @@ std::vector<SizeResult> run_pingpong(const BenchOptions& o, Communicator& comm, 
     p.time_us.resize(static_cast<std::size_t>(o.iters));
     comm.barrier();
     for (int it = 0; it < o.warmup + o.iters; ++it) {
+      if (o.off_cache_bytes > 0) {  // both ranks evict, then start the round trip together
+        evict_caches(flush, it);
+        comm.barrier();
+      }
       double half_rtt_us = 0;
       if (rank == 0) {
         const double t0 = now_s();

@@ -165,6 +165,7 @@ std::string to_json(const RunInfo& info, const std::vector<SizeResult>& rows) {
       .set("iters", o.iters)
       .set("warmup", o.warmup)
       .set("check", o.check ? 1 : 0)
+      .set("off_cache_bytes", o.off_cache_bytes)
       .set("bus_factor", info.bus_factor);
   Json list = Json::array();
   for (const auto& r : rows) {
@@ -305,6 +306,7 @@ void write_results(h5::Writer& w, const RunInfo& info, const std::vector<SizeRes
   w.attr("/", "iters", static_cast<std::int64_t>(o.iters));
   w.attr("/", "warmup", static_cast<std::int64_t>(o.warmup));
   w.attr("/", "check", static_cast<std::int64_t>(o.check ? 1 : 0));
+  w.attr("/", "off_cache_bytes", o.off_cache_bytes);
   w.attr("/", "root", static_cast<std::int64_t>(info.root_value()));
   w.attr("/", "bus_factor", info.bus_factor);
   w.attr("/", "min_bytes", static_cast<std::int64_t>(o.min_bytes));

@@ -265,6 +265,10 @@ def case_allreduce(bench):
     measure(bench, 3, "allreduce", "ring", "half", redop="avg", extra=["--chunk-bytes", "1K", "--channels", "2"])
     measure(bench, 3, "allreduce", "rabenseifner", "bfloat16", b="0", e="16K")
     measure(bench, 2, "allreduce", "mpi", "float", check_on=False)
+    # --off-cache: every iteration after each rank wrote 1 MiB of its own; recorded.
+    path = measure(bench, 2, "allreduce", "ring", "float", b="1K", e="64K", extra=["--off-cache", "1M"])
+    with h5py.File(path, "r") as fh:
+        check(int(fh.attrs["off_cache_bytes"]) == 1 << 20, f"off_cache_bytes {fh.attrs['off_cache_bytes']}")
 
 
 def case_allreduce_algos(bench):
@@ -294,6 +298,9 @@ def case_collectives(bench):
 def case_pingpong(bench):
     measure(bench, 2, "pingpong", b="0", e="64K", f=4, n=5)
     measure(bench, 2, "pingpong", b="1", e="4K", f=8, n=2, check_on=False)
+    path = measure(bench, 2, "pingpong", b="8", e="4K", f=8, n=2, extra=["--off-cache", "256K"])
+    with h5py.File(path, "r") as fh:
+        check(int(fh.attrs["off_cache_bytes"]) == 256 << 10, f"off_cache_bytes {fh.attrs['off_cache_bytes']}")
 
 
 def case_net(bench):
@@ -370,6 +377,8 @@ USAGE_CASES = [
     (["-c", "2"], "-c"),
     (["--channels", "0"], "--channels"),
     (["--chunk-bytes", "0"], "--chunk-bytes"),
+    (["--off-cache", "lots"], "--off-cache"),
+    (["--off-cache", "-1"], "--off-cache"),
     (["--root", "-1"], "--root"),
     (["--frobnicate"], "--frobnicate"),
     (["stray"], "positional"),
