@@ -423,8 +423,20 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
     one.gamma = false;
     s1 = solve_duplex(pts, one);
   }
-  if (s1.rank < one.ncols())
-    throw CalibrationError("level " + level + ": the data cannot separate alpha from bandwidth (rank-deficient fit)");
+  if (s1.rank < one.ncols()) {
+    // Pipelined in equal chunks at every size: k chunks pay k alphas, and k grows with the
+    // size just as the bytes do, so alpha per chunk and 1/bw cannot be told apart.
+    const bool all_chunked = std::all_of(pts.begin(), pts.end(), [](const BenchPoint& p) {
+      const int ranks = std::max(1, p.topo.ranks());
+      return p.op != Op::Pingpong && p.opt.chunk_bytes > 0 && p.bytes / ranks >= p.opt.chunk_bytes;
+    });
+    throw CalibrationError(
+        "level " + level + ": the data cannot separate alpha from bandwidth (rank-deficient fit)" +
+        (all_chunked ? "; every point is pipelined in chunks of " + fmt(pts.front().opt.chunk_bytes) +
+                           " bytes, so the per-chunk alpha grows with the size like the bytes do: add sizes below "
+                           "the chunk (e.g. -b 1K) or a pingpong sweep"
+                     : ""));
+  }
   Model best = one;
   Solved sb = s1;
   // Breakpoint search over the measured sizes (and per-message sizes of ring steps).
