@@ -115,10 +115,7 @@ std::vector<BenchPoint> read_train_collectives(const std::string& path, std::vec
   proto.opt.chunk_bytes = c.chunk_bytes;
   proto.opt.channels = std::max(1, c.channels);
   proto.link_bytes_before = kInf;  // steps are far apart in a shaper's terms: no burst detection
-  {
-    h5::Reader r(path);
-    if (r.has_attr("/", "cores_per_node")) proto.cores_per_node = static_cast<int>(std::max<int64_t>(0, r.attr_int("/", "cores_per_node")));
-  }
+  proto.cores_per_node = std::max(0, run.cores_per_node);
   for (std::size_t b = 0; b < run.bucket_bytes.size() && b < run.bucket_comm_s.size(); ++b) {
     BenchPoint p = proto;
     p.bytes = run.bucket_bytes[b];

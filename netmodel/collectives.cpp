@@ -225,15 +225,9 @@ double level_step(const Level& l, double m, double reduce, int share, int channe
   return k * l.alpha(c) + k * std::max(send, red) + std::min(send, red);
 }
 
-// The node's CPU share for `active` busy ranks: the intra level's cores_per_node, else the
-// inter level's (a file may give it on either).
-double node_cpu_share(const Fabric& f, int active) {
-  return f.intra.cores_per_node > 0 ? f.intra.cpu_share(active) : f.inter.cpu_share(active);
-}
-
 double step(const Fabric& f, const Shape& s, double m, double reduce, int channels = 1, double chunk = 0) {
   double t = 0;
-  const double cpu = node_cpu_share(f, s.active);
+  const double cpu = f.cpu_share(s.active);
   if (s.intra) t = level_step(f.intra, m, reduce, 1, channels, chunk, s.both_ways, cpu, cpu);
   if (s.inter) t = std::max(t, level_step(f.inter, m, reduce, s.share, channels, chunk, s.both_ways, 1, cpu));
   return t;
@@ -297,7 +291,7 @@ double dbtree_allreduce(const Fabric& f, const Topology& t, double n, const Coll
   const double depth = std::ceil(std::log2(static_cast<double>(p)));
   Shape s = ring_shape(t);
   if (s.inter) s.share = 2;  // both trees cross each NIC
-  const double cpu = node_cpu_share(f, s.active);
+  const double cpu = f.cpu_share(s.active);
   auto hop = [&](double reduce) {
     double h = 0;
     if (s.intra) h = f.intra.alpha(c) + cpu * (2 * c / f.intra.flow_bw(c, 1, o.channels) + reduce * f.intra.reduce_s(c));
@@ -322,7 +316,7 @@ double shm_allreduce(const Fabric& f, const Topology& t, double n, const CollOpt
   const double round = o.chunk_bytes > 0 ? o.chunk_bytes : kShmRoundBytes;
   const double rounds = std::max(1.0, std::ceil(n / round));
   const double share = (g - 1.0) / g;
-  const double cpu = node_cpu_share(f, g);  // every rank copies and sums at once
+  const double cpu = f.cpu_share(g);  // every rank copies and sums at once
   return 2 * rounds * f.intra.alpha(std::min(n, round)) +
          cpu * (2 * share * n / f.intra.bw(std::min(n, round)) + share * f.intra.reduce_s(n));
 }
@@ -413,7 +407,7 @@ double collective_time(const Fabric& f, Op op, const std::string& algo_in, const
     case Op::Pingpong: {  // two ranks, one message at a time: at most 2 busy on a node
       const Level& l = t.nodes > 1 ? f.inter : f.intra;
       return t.nodes > 1 ? l.p2p_s(n, 1, o.channels)
-                         : l.alpha(n) + node_cpu_share(f, 2) * n / l.flow_bw(n, 1, o.channels);
+                         : l.alpha(n) + f.cpu_share(2) * n / l.flow_bw(n, 1, o.channels);
     }
     case Op::Sendrecv: return p <= 1 ? 0 : step(f, ring_shape(t), n, 0, o.channels);  // one ring step, both ways
   }

@@ -131,14 +131,19 @@ struct Level {
   double reduce_s(double bytes) const { return bytes / gamma_Bps; }
   // How much longer a rank's CPU work takes when `active` ranks of a node are busy at once:
   // active / cores_per_node when that is above 1, else 1.
-  double cpu_share(int active) const {
-    return cores_per_node > 0 && active > cores_per_node ? static_cast<double>(active) / cores_per_node : 1.0;
+  double cpu_share(double active) const {
+    return cores_per_node > 0 && active > cores_per_node ? active / cores_per_node : 1.0;
   }
 };
 
 struct Fabric {
   std::string name, description, source;
   Level intra, inter;
+  // The node's CPU share for `active` busy threads: the intra level's cores_per_node, else
+  // the inter level's (a file may give it on either).
+  double cpu_share(double active) const {
+    return (intra.cores_per_node > 0 ? intra : inter).cpu_share(active);
+  }
 };
 
 // Built-in profiles in a fixed order (tcp-10g, ..., seed-roce).

@@ -75,11 +75,8 @@ double backward_contention(const Fabric& fabric, const NetConfig& net, double co
   if (l.contention != 1 || compute_threads <= 0) return l.contention;
   // Not fitted: the CPU share. Inside backward each rank of a node runs its compute threads
   // and one communication thread; alone, the communication thread only.
-  const int cores = fabric.intra.cores_per_node > 0 ? fabric.intra.cores_per_node : fabric.inter.cores_per_node;
-  if (cores <= 0) return 1.0;
-  const int g = std::max(1, net.ranks_per_node);
-  auto share = [cores](double busy) { return busy > cores ? busy / cores : 1.0; };
-  return share(g * (compute_threads + 1)) / share(g);
+  const double g = std::max(1, net.ranks_per_node);
+  return fabric.cpu_share(g * (compute_threads + 1)) / fabric.cpu_share(g);
 }
 
 StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, const Fabric& fabric,

@@ -60,52 +60,23 @@ def ours_ms(bindir, min_time):
     return b["real_time"] * scale
 
 
-class Bucket:
-    """The GradBucket interface powerSGD_hook uses, over one flat buffer."""
-
-    def __init__(self, buf, shapes):
-        import torch
-        self.buf, self.shapes, self.grads, off = buf, shapes, [], 0
-        for s in shapes:
-            n = 1
-            for d in s:
-                n *= d
-            self.grads.append(buf[off:off + n].view(s))
-            off += n
-        self.params = [torch.nn.Parameter(torch.empty(0)) for _ in shapes]
-
-    def index(self):
-        return 0
-
-    def buffer(self):
-        return self.buf
-
-    def gradients(self):
-        return self.grads
-
-    def parameters(self):
-        return self.params
-
-    def is_last(self):
-        return True
-
-    def set_buffer(self, t):
-        self.buf.copy_(t)
-
-
 def theirs_ms(shapes, rank, calls, threads):
     import torch
-    import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as ps
+    sys.path.insert(0, os.path.join(HERE, "gpu"))
+    from compare_torch import Bucket  # the duck-typed GradBucket the torch comparison uses
     torch.set_num_threads(threads)
-    n = sum(int(torch.tensor(s).prod()) for s in shapes)
+    offsets, off = [], 0
+    for s in shapes:
+        offsets.append(off)
+        off += int(torch.tensor(s).prod())
     g = torch.Generator().manual_seed(1)
-    fresh = (torch.rand(n, generator=g) * 2 - 1) * 1e-3
+    fresh = (torch.rand(off, generator=g) * 2 - 1) * 1e-3
     state = ps.PowerSGDState(process_group=None, matrix_approximation_rank=rank, start_powerSGD_iter=2,
                              min_compression_rate=2, use_error_feedback=True, warm_start=True)
     times = []
     for i in range(calls + 3):  # calls 0 and 1 are plain all-reduces (iter < start), call 2 warms up
-        bucket = Bucket(fresh.clone(), shapes)
+        bucket = Bucket(0, fresh.clone(), shapes, offsets)
         t0 = time.perf_counter()
         out = ps.powerSGD_hook(state, bucket).wait()
         t1 = time.perf_counter()

@@ -43,7 +43,8 @@ std::vector<SizeResult> run_pingpong(const BenchOptions& o, Communicator& comm, 
   Communicator& p2p = device ? device->p2p_comm(o.algo, comm) : comm;
   void* ds = device ? device->alloc(max_bytes) : send.data();
   void* dr = device ? device->alloc(max_bytes) : recv.data();
-  Buffer flush(static_cast<std::size_t>(std::max<std::int64_t>(0, o.off_cache_bytes)));
+  Buffer flush;  // --off-cache
+  if (o.off_cache_bytes > 0) flush = Buffer(static_cast<std::size_t>(o.off_cache_bytes));
 
   std::vector<SizeResult> rows;
   for (std::int64_t size : sizes) {

@@ -52,6 +52,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -155,6 +156,33 @@ std::size_t fused_pass(float* x, float* m, std::size_t begin, std::size_t end, s
   return fused_scalar(x, m, begin, end, bound, cidx, cval, count);
 }
 
+// The cut of a top-k among candidate keys: the k-th largest key t and how many keys equal
+// to t the top k take, ties in index order. `keys` holds every key >= t except the `above`
+// keys known to be larger (topk_select: the threshold's histogram bin; topk_encode_ef: all
+// candidates, above = 0); `need` = k - above (>= 1, <= keys.size()).
+struct Cut {
+  std::uint32_t t = 0;
+  std::size_t ties = 0;
+  // Walked over the keys in index order: whether this one is among the top k.
+  bool take(std::uint32_t key) {
+    if (key > t) return true;
+    if (key != t || ties == 0) return false;
+    --ties;
+    return true;
+  }
+};
+
+Cut cut_at(std::vector<std::uint32_t> keys, std::size_t need, std::size_t above, std::size_t k) {
+  std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(need - 1), keys.end(),
+                   std::greater<std::uint32_t>());
+  Cut c;
+  c.t = keys[need - 1];
+  std::size_t greater = above;
+  for (const std::uint32_t key : keys) greater += key > c.t;
+  c.ties = k - greater;
+  return c;
+}
+
 // The sampled lower bound of step 1 (kNoBound when sampling cannot pay: small n, large k).
 std::uint32_t sampled_bound(const float* x, const float* m, std::size_t n, std::size_t k) {
   if (n < kSampledMinN || k > n / 8) return kNoBound;
@@ -205,19 +233,11 @@ void topk_select(const float* x, std::size_t n, std::size_t k, std::int32_t* idx
     const std::uint32_t key = magnitude_key(x[i]);
     if ((key >> kShift) == bin) cand.push_back(key);
   }
-  const std::size_t need = k - above;  // 1 <= need <= cand.size()
-  std::nth_element(cand.begin(), cand.begin() + static_cast<std::ptrdiff_t>(need - 1), cand.end(),
-                   std::greater<std::uint32_t>());
-  const std::uint32_t t = cand[need - 1];
-  std::size_t greater = above;
-  for (const std::uint32_t c : cand) greater += c > t;
-  std::size_t ties = k - greater;  // how many keys equal to t to take, in index order
+  Cut cut = cut_at(std::move(cand), k - above, above, k);  // 1 <= k - above <= cand.size()
   // 4. gather
   std::size_t out = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const std::uint32_t key = magnitude_key(x[i]);
-    if (key > t || (key == t && ties > 0)) {
-      if (key == t) --ties;
+    if (cut.take(magnitude_key(x[i]))) {
       idx[out] = static_cast<std::int32_t>(i);
       vals[out] = x[i];
       ++out;
@@ -253,17 +273,10 @@ TopkPath topk_encode_ef_bound(float* x, float* memory, std::size_t n, std::size_
   } else if (k > 0) {
     std::vector<std::uint32_t> keys(count);
     for (std::size_t j = 0; j < count; ++j) keys[j] = magnitude_key(cval[j]);
-    std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(k - 1), keys.end(),
-                     std::greater<std::uint32_t>());
-    const std::uint32_t t = keys[k - 1];
-    std::size_t greater = 0;
-    for (std::size_t j = 0; j < count; ++j) greater += keys[j] > t;
-    std::size_t ties = k - greater;  // keys equal to t to take, in index order
+    Cut cut = cut_at(std::move(keys), k, 0, k);
     std::size_t out = 0;
     for (std::size_t j = 0; j < count; ++j) {
-      const std::uint32_t key = magnitude_key(cval[j]);
-      if (key > t || (key == t && ties > 0)) {
-        if (key == t) --ties;
+      if (cut.take(magnitude_key(cval[j]))) {
         idx[out] = cidx[j];
         vals[out] = cval[j];
         ++out;

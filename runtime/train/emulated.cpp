@@ -156,8 +156,9 @@ class EmulatedWorkload final : public Workload {
       sleep_until_s(deadline);
       for (std::size_t k = idx.size(); k-- > 0;) ready(idx[k]);
     }
-    const double modelled = deadline - start, excess = now_s() - deadline;
-    stats_.backward_s += now_s() - start;
+    const double end = now_s();
+    const double modelled = deadline - start, excess = end - deadline;
+    stats_.backward_s += end - start;
     if (excess > std::max(5e-4, 0.02 * modelled)) ++stats_.overruns;
     stats_.overrun_s += std::max(0.0, excess);
   }
