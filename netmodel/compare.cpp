@@ -29,21 +29,85 @@ bool in_zoo(const std::string& model) {
 // optimizer, the reducer's own per-step work (/steps/reducer_s: gradsync's bucket copies and
 // launches; for PyTorch DDP the time from the end of communication to the optimizer), and
 // the compressor's encode/decode kernels (the modelled per-bucket codec
-// times are scaled so that their step total equals the measured encode_s + decode_s;
-// without those columns the device-rate estimates stay).
+// times are scaled so that their step total equals the measured encode_s + decode_s; where
+// only encode_s was measured -- the PyTorch recorder times a hook's synchronous part, the
+// work before its first collective, while the rest runs in future callbacks -- the scale is
+// encode_s over the modelled work before each bucket's first collective, and the codec's
+// later work is priced at the same ratio; without those columns the device-rate estimates
+// stay).
+//
+// Replay: every recorded step after warmup is simulated with that step's own compute and
+// bucket ready times, and the prediction is the step whose predicted time is the median
+// (a median of sums, as the measured step time is; the sum of the columns' medians is
+// smaller by 3-8% for PyTorch runs on this 2-core host, whose slow steps are slow in every
+// phase). With per-rank columns (/ranks, train_file.hpp) a step is the synchronous step of
+// its ranks: rank r starts after its previous step's optimizer and reducer (o_r), its last
+// bucket is ready o_r + pre_r after the last communication ended, so the all-reduce waits
+// for the rank with the largest o_r + pre_r (the critical rank: its backward and rank 0's
+// bucket ready times scaled to it); the step, timed as the slowest rank's (/steps/
+// step_time_s), ends max_r(post_r - o_r) after the communication. Without /ranks the
+// step's means stand for every rank. The row shows the median step whole (its parts add up).
+struct MeasuredStep {
+  double data_s = 0, forward_s = 0, backward_s = 0, bwd_start_s = 0, optimizer_s = 0, reducer_s = 0;
+  double encode_s = 0, decode_s = 0;  // measured codec time (NaN: not measured)
+  std::vector<double> ready_s;  // per bucket, relative to the step start (NaN: take the end of backward)
+};
+
+double or0(double v) { return std::isnan(v) ? 0.0 : v; }
+
+// The workload of one recorded row (see above).
+MeasuredStep measured_step(const TrainStepRow& row, const TrainRun& run) {
+  const int acc = std::max(1, run.config.accumulate);
+  MeasuredStep m;
+  m.forward_s = or0(row.forward_s);
+  m.optimizer_s = or0(row.optimizer_s);
+  m.encode_s = row.encode_s;
+  m.decode_s = row.decode_s;
+  m.ready_s = row.bucket_ready_s;
+  const double bwd_all = or0(row.backward_s);
+  if (row.rank_pre_s.empty()) {
+    m.data_s = or0(row.data_s);
+    m.backward_s = bwd_all / acc;
+    m.reducer_s = or0(row.reducer_s);
+    m.bwd_start_s = m.data_s + m.forward_s + (acc - 1) * m.backward_s;
+    return m;
+  }
+  const std::size_t p = row.rank_pre_s.size();
+  std::size_t c = 0;
+  double post = -std::numeric_limits<double>::infinity();
+  for (std::size_t k = 0; k < p; ++k) {
+    if (row.rank_prev_post_s[k] + row.rank_pre_s[k] > row.rank_prev_post_s[c] + row.rank_pre_s[c]) c = k;
+    post = std::max(post, row.rank_post_s[k] - row.rank_prev_post_s[k]);
+  }
+  const double crit = row.rank_prev_post_s[c] + row.rank_pre_s[c];
+  const double bwd_c = row.rank_backward_s[c];
+  m.backward_s = bwd_c / acc;
+  m.data_s = crit - m.forward_s - bwd_c;
+  if (m.data_s < 0) {
+    m.forward_s = std::max(0.0, m.forward_s + m.data_s);
+    m.data_s = 0;
+  }
+  m.reducer_s = post - m.optimizer_s;
+  if (m.reducer_s < 0) {
+    m.data_s = std::max(0.0, m.data_s + m.reducer_s);
+    m.reducer_s = 0;
+  }
+  m.bwd_start_s = m.data_s + m.forward_s + (acc - 1) * m.backward_s;
+  // Rank 0's ready times, moved from its backward onto the critical rank's.
+  const double bwd0 = row.rank_backward_s[0], start0 = row.rank_pre_s[0] - bwd0;
+  for (auto& t : m.ready_s) {
+    if (std::isnan(t)) continue;
+    const double into = bwd0 > 0 ? std::clamp(t - start0, 0.0, bwd0) / bwd0 * bwd_c : bwd_c;
+    t = m.bwd_start_s + into - (acc - 1) * m.backward_s;
+  }
+  return m;
+}
+
 StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, Predictor& predictor) {
   const PredictConfig& c = run.config;
   GS_USAGE_CHECK(!std::isnan(run.forward_s) && !std::isnan(run.backward_s), run.path,
                  ": compute=real needs /steps/forward_s and /steps/backward_s");
   GS_USAGE_CHECK(!run.bucket_bytes.empty(), run.path, ": compute=real needs /buckets (sizes and ready times)");
-  Workload w;
-  w.model = c.model;
-  w.forward_s = run.forward_s / c.accumulate;
-  w.backward_s = run.backward_s / c.accumulate;
-  w.optimizer_s = std::isnan(run.optimizer_s) ? 0 : run.optimizer_s;
-  w.reducer_per_step_s = std::isnan(run.reducer_s) ? 0 : run.reducer_s;
-  const double data = std::isnan(run.data_s) ? 0 : run.data_s;
-  const double bwd_start = data + run.forward_s + (c.accumulate - 1) * w.backward_s;
   const Compressor comp(c.compress);
   const int e = precision_bytes(c.precision);
   models::ComputeProfile prof;
@@ -72,7 +136,7 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
     }
     for (const auto& v : per_bucket) shapes = shapes && !v.empty();
   }
-  std::vector<Bucket> buckets;
+  std::vector<Bucket> planned;
   for (std::size_t i = 0; i < nb; ++i) {
     Bucket b;
     if (shapes) {
@@ -84,28 +148,67 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
       b.tensors.push_back(g);
     }
     for (const auto& g : b.tensors) b.grad_bytes += g.numel * 4;
-    b.ready_s = std::clamp(run.bucket_ready_s[i] - bwd_start, 0.0, w.backward_s);
     b.plan = comp.plan(b.tensors, e, c.nodes * c.ranks_per_node, rates);
-    buckets.push_back(std::move(b));
+    planned.push_back(std::move(b));
   }
-  const double codec_measured = (std::isnan(run.encode_s) ? 0 : run.encode_s) + (std::isnan(run.decode_s) ? 0 : run.decode_s);
-  double codec_model = 0;
-  for (const auto& b : buckets) {
+  double codec_model = 0, codec_before_first = 0;  // all of it; up to the first collective
+  for (const auto& b : planned) {
     codec_model += b.plan.tail_s;
-    for (const auto& ph : b.plan.phases) codec_model += ph.compute_s;
-  }
-  if (codec_measured > 0 && codec_model > 0) {
-    const double f = codec_measured / codec_model;
-    for (auto& b : buckets) {
-      b.plan.tail_s *= f;
-      for (auto& ph : b.plan.phases) ph.compute_s *= f;
+    bool first = true;
+    for (const auto& ph : b.plan.phases) {
+      codec_model += ph.compute_s;
+      if (first) codec_before_first += ph.compute_s;
+      first = first && ph.compute_s <= 0;  // a leading phase without codec work (PowerSGD's plain batch)
     }
   }
   NetConfig net{c.nodes, c.ranks_per_node, c.algo, c.chunk_bytes, c.channels};
   // The measured loading time is exposed as measured (the loader settings are in it).
-  StepConfig st{c.batch_per_rank, c.overlap, c.accumulate, c.loader_workers, 0.0, c.compute_threads};
-  w.data_s = data;
-  return simulate_step(w, buckets, fabric, net, st, c.samples_per_epoch, true);
+  const StepConfig st{c.batch_per_rank, c.overlap, c.accumulate, c.loader_workers, 0.0, c.compute_threads};
+  auto simulate = [&](const MeasuredStep& m, const std::vector<double>& median_ready) {
+    Workload w;
+    w.model = c.model;
+    w.forward_s = m.forward_s;
+    w.backward_s = m.backward_s;
+    w.optimizer_s = m.optimizer_s;
+    w.reducer_per_step_s = m.reducer_s;
+    w.data_s = m.data_s;
+    std::vector<Bucket> buckets = planned;
+    double f = 1.0;
+    const double enc = or0(m.encode_s), dec = or0(m.decode_s);
+    if (std::isnan(m.decode_s) && enc > 0 && codec_before_first > 0) f = enc / codec_before_first;
+    else if (enc + dec > 0 && codec_model > 0) f = (enc + dec) / codec_model;
+    for (std::size_t i = 0; i < nb; ++i) {
+      auto& b = buckets[i];
+      const double ready = i < m.ready_s.size() && !std::isnan(m.ready_s[i]) ? m.ready_s[i] : median_ready[i];
+      b.ready_s = std::clamp(ready - m.bwd_start_s, 0.0, m.backward_s);
+      b.plan.tail_s *= f;
+      for (auto& ph : b.plan.phases) ph.compute_s *= f;
+    }
+    return simulate_step(w, buckets, fabric, net, st, c.samples_per_epoch, true);
+  };
+  // Files without row data (none today) fall back to the medians as one step.
+  std::vector<StepResult> steps;
+  for (const auto& row : run.rows) {
+    if (std::isnan(row.forward_s) || std::isnan(row.backward_s)) continue;
+    steps.push_back(simulate(measured_step(row, run), run.bucket_ready_s));
+  }
+  if (steps.empty()) {
+    TrainStepRow row;
+    row.data_s = run.data_s;
+    row.forward_s = run.forward_s;
+    row.backward_s = run.backward_s;
+    row.optimizer_s = run.optimizer_s;
+    row.reducer_s = run.reducer_s;
+    row.encode_s = run.encode_s;
+    row.decode_s = run.decode_s;
+    row.bucket_ready_s = run.bucket_ready_s;
+    return simulate(measured_step(row, run), run.bucket_ready_s);
+  }
+  std::vector<std::size_t> order(steps.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(order.size() / 2), order.end(),
+                   [&](std::size_t a, std::size_t b) { return steps[a].step_time_s < steps[b].step_time_s; });
+  return steps[order[order.size() / 2]];  // the upper middle of an even count
 }
 
 }  // namespace
@@ -231,8 +334,8 @@ std::string compare_table(const CompareReport& r) {
                 r.fabric.c_str(), r.rows.size(), r.median_abs_error_pct, r.p90_abs_error_pct);
   os << buf;
   if (any_measured)
-    os << "# * compute=real: forward/backward/optimizer are the measured medians; only communication and overlap "
-          "are modelled\n";
+    os << "# * compute=real: each recorded step replayed with its measured compute (and, with /ranks, its slowest "
+          "rank); only communication and overlap are modelled\n";
   return os.str();
 }
 

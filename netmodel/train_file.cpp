@@ -23,6 +23,47 @@ double percentile(std::vector<double> v, double q) {
   return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
+namespace {
+
+// /ranks/<column> [steps, nranks] into the rows (which start at step `skip`); a file without
+// the group, or with one of another shape, leaves the rank vectors empty (the replay then
+// uses the /steps means). A NaN column counts as 0 (e.g. data_s of a run that times none).
+void read_rank_columns(const h5::Reader& r, const std::string& path, int nranks, std::size_t skip,
+                       std::vector<TrainStepRow>& rows) {
+  const char* needed[] = {"data_s", "forward_s", "backward_s", "optimizer_s"};
+  for (const char* n : needed)
+    if (!r.exists(std::string("/ranks/") + n)) return;
+  const auto p = static_cast<std::size_t>(nranks);
+  auto read = [&](const char* n) {
+    const std::string ds = std::string("/ranks/") + n;
+    if (!r.exists(ds)) return std::vector<double>();
+    const auto dims = r.dims(ds);
+    GS_USAGE_CHECK(dims.size() == 2 && dims[1] == p && dims[0] >= skip + rows.size(), path, ": ", ds,
+                   " is not [steps, nranks] = [", skip + rows.size(), ", ", nranks, "]");
+    auto v = r.read_double(ds);
+    for (auto& x : v)
+      if (std::isnan(x)) x = 0;
+    return v;
+  };
+  const auto data = read("data_s"), fwd = read("forward_s"), bwd = read("backward_s"), opt = read("optimizer_s"),
+             red = read("reducer_s");
+  auto post = [&](std::size_t step, std::size_t rank) {
+    return opt[step * p + rank] + (red.empty() ? 0.0 : red[step * p + rank]);
+  };
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::size_t s = skip + i;
+    auto& row = rows[i];
+    for (std::size_t k = 0; k < p; ++k) {
+      row.rank_pre_s.push_back(data[s * p + k] + fwd[s * p + k] + bwd[s * p + k]);
+      row.rank_backward_s.push_back(bwd[s * p + k]);
+      row.rank_post_s.push_back(post(s, k));
+      row.rank_prev_post_s.push_back(s > 0 ? post(s - 1, k) : 0.0);
+    }
+  }
+}
+
+}  // namespace
+
 TrainRun read_train_file(const std::string& path) {
   h5::Reader r(path);
   TrainRun run;
@@ -86,22 +127,31 @@ TrainRun read_train_file(const std::string& path) {
   GS_USAGE_CHECK(skip < step_time.size(), path, ": all ", step_time.size(), " steps are warmup (warmup_steps = ",
                  run.warmup_steps, ")");
   run.steps_used = static_cast<int64_t>(step_time.size() - skip);
-  auto col = [&](const char* name) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  run.rows.resize(step_time.size() - skip);
+  auto col = [&](const char* name, double TrainStepRow::*field = nullptr) {
     const std::string ds = std::string("/steps/") + name;
-    if (!r.exists(ds)) return std::numeric_limits<double>::quiet_NaN();
+    if (!r.exists(ds)) {
+      if (field)
+        for (auto& row : run.rows) row.*field = nan;
+      return nan;
+    }
     const auto v = r.read_double(ds);
+    if (field)
+      for (std::size_t i = 0; i < run.rows.size(); ++i) run.rows[i].*field = skip + i < v.size() ? v[skip + i] : nan;
     return median(std::vector<double>(v.begin() + static_cast<std::ptrdiff_t>(std::min(skip, v.size())), v.end()));
   };
-  run.step_time_s = col("step_time_s");
-  run.data_s = col("data_s");
-  run.forward_s = col("forward_s");
-  run.backward_s = col("backward_s");
+  run.step_time_s = col("step_time_s", &TrainStepRow::step_time_s);
+  run.data_s = col("data_s", &TrainStepRow::data_s);
+  run.forward_s = col("forward_s", &TrainStepRow::forward_s);
+  run.backward_s = col("backward_s", &TrainStepRow::backward_s);
   run.comm_exposed_s = col("comm_exposed_s");
-  run.optimizer_s = col("optimizer_s");
-  run.reducer_s = col("reducer_s");
+  run.optimizer_s = col("optimizer_s", &TrainStepRow::optimizer_s);
+  run.reducer_s = col("reducer_s", &TrainStepRow::reducer_s);
   run.comm_total_s = col("comm_total_s");
-  run.encode_s = col("encode_s");
-  run.decode_s = col("decode_s");
+  run.encode_s = col("encode_s", &TrainStepRow::encode_s);
+  run.decode_s = col("decode_s", &TrainStepRow::decode_s);
+  read_rank_columns(r, path, nranks, skip, run.rows);
   run.bytes_sent = col("bytes_sent");
   run.epoch_time_s = r.exists("/epochs/epoch_time_s") ? median(r.read_double("/epochs/epoch_time_s"))
                                                       : std::numeric_limits<double>::quiet_NaN();
@@ -122,6 +172,15 @@ TrainRun read_train_file(const std::string& path) {
       ready[bucket[i]].push_back(rd[i]);
       start[bucket[i]].push_back(st[i]);
       end[bucket[i]].push_back(en[i]);
+    }
+    // Row by row: rank 0's ready time of each bucket index, per step after warmup.
+    std::map<int64_t, std::size_t> index;
+    for (const auto& [k, v] : bytes) index.emplace(k, index.size());
+    for (auto& row : run.rows) row.bucket_ready_s.assign(index.size(), nan);
+    for (std::size_t i = 0; i < bucket.size(); ++i) {
+      const int64_t row = step[i] - first_step;
+      if (step[i] < first_step || row >= static_cast<int64_t>(run.rows.size())) continue;
+      run.rows[static_cast<std::size_t>(row)].bucket_ready_s[index[bucket[i]]] = rd[i];
     }
     for (auto& [k, v] : bytes) {
       run.bucket_bytes.push_back(median(v));

@@ -9,7 +9,11 @@
 // ranks_per_node, batch_per_rank, bucket_mb, first_bucket_mb, overlap, accumulate, algo,
 // chunk_bytes, channels, compress, precision, loader_workers, prefetch, data_time_s,
 // optimizer, lr, seed, steps, epochs, samples_per_epoch, warmup_steps, ...
-// Statistics are medians over the steps after the first warmup_steps.
+// Statistics are medians over the steps after the first warmup_steps. The same steps are kept
+// row by row too (TrainRun::rows) for compute=real replay (compare.cpp), with, where the file
+// has them, the per-rank columns /ranks/{data_s, forward_s, backward_s, optimizer_s,
+// reducer_s} ([steps, nranks]; the PyTorch recorder writes them): /steps holds means over
+// ranks, and a synchronous step waits for its slowest rank.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +30,18 @@ struct TrainTensor {
   int64_t numel = 0;
   std::vector<int64_t> shape;  // empty for a scalar
   int64_t bucket = -1;         // /model/tensor_bucket (-1 when absent)
+};
+
+// One step after warmup, as recorded (NaN where a column is absent).
+struct TrainStepRow {
+  double step_time_s = 0, data_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0, reducer_s = 0;
+  double encode_s = 0, decode_s = 0;
+  std::vector<double> bucket_ready_s;  // per bucket index, rank 0's (NaN where the step has no row)
+  // From /ranks (empty without it): per rank, data + forward + backward of this step (what
+  // comes before its last bucket is handed over), optimizer + reducer of this step and of
+  // the step before (what follows the communication; the previous step's delays this
+  // step's start), and backward alone (so pre - backward is where a rank's backward starts).
+  std::vector<double> rank_pre_s, rank_post_s, rank_prev_post_s, rank_backward_s;
 };
 
 struct TrainRun {
@@ -50,6 +66,7 @@ struct TrainRun {
   // /model (files written since the group was added; empty for older files): the model's
   // parameter tensors in forward order, with the bucket each went to.
   std::vector<TrainTensor> tensors;
+  std::vector<TrainStepRow> rows;  // the steps after warmup, in order
 };
 
 // Throws UsageError when the file is not a gradsync-train file or lacks /steps/step_time_s.

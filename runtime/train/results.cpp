@@ -3,6 +3,7 @@
 
 #include <ctime>
 #include <filesystem>
+#include <utility>
 
 #include "core/h5io.hpp"
 #include "core/netif.hpp"
@@ -118,6 +119,23 @@ std::string write_train_results(const std::string& path, const TrainOptions& o, 
   w.attr("/steps", "aggregation",
          std::string("step_time_s: max over ranks; loss_scale, skipped: the same on all ranks; "
                      "other columns: mean over ranks"));
+
+  // ---- /ranks: every rank's own columns, [steps, nranks] -------------------------------------
+  if (!r.rank_steps.empty()) {
+    const std::size_t p = r.rank_steps.size();
+    const std::pair<const char*, double StepRow::*> per_rank[] = {
+        {"step_time_s", &StepRow::step_time_s}, {"data_s", &StepRow::data_s},
+        {"forward_s", &StepRow::forward_s},     {"backward_s", &StepRow::backward_s},
+        {"comm_exposed_s", &StepRow::comm_exposed_s}, {"optimizer_s", &StepRow::optimizer_s},
+        {"reducer_s", &StepRow::reducer_s}};
+    w.group("/ranks");
+    for (const auto& [name, field] : per_rank) {
+      std::vector<double> v(n * p);
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t k = 0; k < p; ++k) v[i * p + k] = r.rank_steps[k].at(i).*field;
+      w.write(std::string("/ranks/") + name, v, {n, p});
+    }
+  }
 
   // ---- /buckets -----------------------------------------------------------------------------
   std::vector<I> bstep, bidx, bbytes;

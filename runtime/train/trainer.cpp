@@ -125,8 +125,9 @@ void combine_step_statistics(Communicator& world, const std::vector<StepRow>& mi
   const double nranks = static_cast<double>(world.size());
   const std::vector<std::string> all = world.allgather_strings(pack(mine));
   res.steps.assign(mine.size(), StepRow{});
+  res.rank_steps.clear();
   for (const auto& blob : all) {
-    const std::vector<StepRow> r = unpack(blob);
+    const std::vector<StepRow>& r = res.rank_steps.emplace_back(unpack(blob));
     GS_CHECK(r.size() == mine.size(), "ranks ran different numbers of steps");
     for (std::size_t i = 0; i < r.size(); ++i) {
       StepRow& a = res.steps[i];

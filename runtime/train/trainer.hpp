@@ -77,6 +77,7 @@ struct RunResult {
   // slowest rank); every other column is the mean over ranks (loss: the mean of the ranks'
   // local means = the global-batch loss).
   std::vector<StepRow> steps;
+  std::vector<std::vector<StepRow>> rank_steps;  // every rank's own rows, rank order (/ranks)
   std::vector<BucketRow> buckets;
   std::vector<EpochRow> epochs;
   double final_param_norm = 0;

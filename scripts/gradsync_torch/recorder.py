@@ -35,7 +35,9 @@ Approach (nothing in the user's loop changes; everything comes from hooks):
     last recorded step, i.e. DDP's own assignment after its rebuild at step 1.
   * close() gathers every rank's table (all_gather_object on the default group) and rank 0
     writes: step_time_s = max over ranks, the other /steps columns the mean, /buckets rank 0's
-    timeline (as gradsync-train). The file is written atomically (h5out.AtomicH5).
+    timeline (as gradsync-train), and every rank's own columns as /ranks/<column> [steps,
+    nranks] (step_time_s, data_s, forward_s, backward_s, comm_exposed_s, optimizer_s,
+    reducer_s). The file is written atomically (h5out.AtomicH5).
 
 Wire precision: torch.autocast leaves gradients and their all-reduce in fp32, so the file
 says precision = fp32 and amp = bf16|fp16|none; a cast hook (fp16/bf16) is the compressor
@@ -385,6 +387,12 @@ class Recorder:
                       "bytes_sent", "comm_total_s", "encode_s", "decode_s", "reducer_s", "loss_scale"]:
                 h5out.write_dataset(f, "steps/" + k, table[k], "float")
             h5out.write_dataset(f, "steps/skipped", table["skipped"], "int")
+            # Per rank, [steps, nranks]: the stragglers, and what a synchronous step waits for
+            # (gradsync-model compare replays each step from these; netmodel/compare.cpp).
+            for k in ["step_time_s", "data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s",
+                      "reducer_s"]:
+                h5out.write_dataset(f, "ranks/" + k, [[g["rows"][i][k] for g in gathered] for i in range(nsteps)],
+                                    "float")
             brows = [(i, b) for i, r in enumerate(rows0) for b in r["buckets"]]
             h5out.write_dataset(f, "buckets/step", [i for i, _ in brows], "int")
             h5out.write_dataset(f, "buckets/bucket", [b[0] for _, b in brows], "int")

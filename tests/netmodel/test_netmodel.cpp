@@ -979,7 +979,8 @@ namespace {
 // A synthetic gradsync-train file whose steps take `step_s` x (1 + noise).
 std::string train_file(const std::string& name, const PredictConfig& c, const std::string& compute,
                        const StepResult& truth, double noise, unsigned seed,
-                       const std::function<void(h5::Writer&)>& extra = {}) {
+                       const std::function<void(h5::Writer&)>& extra = {},
+                       const std::function<void(int, double&, double&)>& vary = {}) {
   const std::string path = tmp_path(name);
   h5::Writer w(path);
   Provenance prov;
@@ -1001,8 +1002,10 @@ std::string train_file(const std::string& name, const PredictConfig& c, const st
     step.push_back(i);
     st.push_back(truth.step_time_s * k);
     data.push_back(truth.data_s);
-    fwd.push_back(truth.forward_s);
-    bwd.push_back(truth.backward_s);
+    double f = truth.forward_s, bw = truth.backward_s;
+    if (vary) vary(i, f, bw);  // this step's forward and backward
+    fwd.push_back(f);
+    bwd.push_back(bw);
     exp.push_back(truth.comm_exposed_s);
     opt.push_back(truth.optimizer_s);
     loss.push_back(1.0 / (i + 1));
@@ -1109,6 +1112,121 @@ TEST(Compare, RealComputeUsesMeasuredComputeAndBuckets) {
   EXPECT_TRUE(rep.rows[0].compute_measured);
   EXPECT_NEAR(rep.rows[0].predicted.step_time_s / truth.step_time_s, 1.0, 0.02);
   EXPECT_NE(compare_table(rep).find("compute=real"), std::string::npos);
+}
+
+TEST(Compare, RealComputeReplaysEachStep) {
+  // 10 steps with a slow forward, 10 with a slow backward, 5 normal: each column's median is
+  // the normal value, but 20 of 25 steps are slower by `slow`; the measured step time is a
+  // median of sums, and so must the prediction be.
+  Predictor p;
+  PredictConfig c;
+  c.model = "resnet18-cifar";
+  c.fabric = "shm-local";
+  c.compute_profile = "cpu";
+  c.nodes = 1;
+  c.ranks_per_node = 2;
+  StepResult truth = p.predict(c);
+  c.model = "mlp";
+  const double slow = 0.2 * truth.backward_s;
+  const std::string flat = train_file("replay-flat.h5", c, "real", truth, 0.0, 9);
+  const std::string varied = train_file("replay-varied.h5", c, "real", truth, 0.0, 9, {}, [&](int i, double& f, double& b) {
+    if (i % 5 == 1 || i % 5 == 2) f += slow;
+    if (i % 5 == 3 || i % 5 == 4) b += slow;
+  });
+  const TrainRun run = read_train_file(varied);
+  ASSERT_EQ(run.rows.size(), 25u);
+  EXPECT_DOUBLE_EQ(run.forward_s, truth.forward_s);  // the column medians see no slow step
+  EXPECT_DOUBLE_EQ(run.backward_s, truth.backward_s);
+  const CompareReport rep = compare_runs({flat, varied}, "shm-local", "", "");
+  ASSERT_EQ(rep.rows.size(), 2u);
+  EXPECT_NEAR(rep.rows[1].predicted.step_time_s - rep.rows[0].predicted.step_time_s, slow, 0.05 * slow);
+}
+
+TEST(Compare, RealComputeScalesTheCodecByWhatWasMeasured) {
+  // fp16 casts, compute=real. encode_s and decode_s measured: the modelled codec adds up to
+  // their sum. Only encode_s (the PyTorch recorder: a hook's synchronous part): it prices
+  // the encode, and the decode follows at the same ratio -- not folded into encode_s.
+  Predictor p;
+  PredictConfig c;
+  c.model = "resnet18-cifar";
+  c.fabric = "shm-local";
+  c.compute_profile = "cpu";
+  c.nodes = 1;
+  c.ranks_per_node = 2;
+  c.compress = "fp16";
+  StepResult truth = p.predict(c);
+  c.model = "mlp";
+  const double x = 2e-3;
+  auto codec = [&](bool with_decode) {
+    return [x, with_decode](h5::Writer& w) {
+      w.write("/steps/encode_s", std::vector<double>(30, x));
+      if (with_decode) w.write("/steps/decode_s", std::vector<double>(30, x));
+    };
+  };
+  auto total = [](const StepResult& r) {
+    double t = 0;
+    for (const auto& b : r.buckets) t += b.codec_s;
+    return t;
+  };
+  const CompareReport rep = compare_runs({train_file("codec-both.h5", c, "real", truth, 0.0, 9, codec(true)),
+                                          train_file("codec-enc.h5", c, "real", truth, 0.0, 9, codec(false))},
+                                         "shm-local", "", "");
+  EXPECT_NEAR(total(rep.rows[0].predicted), 2 * x, 1e-9);
+  EXPECT_GT(total(rep.rows[1].predicted), 1.5 * x);
+}
+
+TEST(Compare, RealComputeWaitsForTheSlowestRank) {
+  // /ranks: rank 1's backward is `d` longer than rank 0's every step (the /steps means are
+  // the truth's). A synchronous step waits for rank 1: d/2 longer than the means predict.
+  Predictor p;
+  PredictConfig c;
+  c.model = "resnet18-cifar";
+  c.fabric = "shm-local";
+  c.compute_profile = "cpu";
+  c.nodes = 1;
+  c.ranks_per_node = 2;
+  StepResult truth = p.predict(c);
+  c.model = "mlp";
+  const double d = 0.2 * truth.backward_s;
+  auto ranks = [&](double skew) {
+    return [&truth, skew](h5::Writer& w) {
+      const std::uint64_t steps = 30;
+      std::vector<double> data, fwd, bwd, opt, st;
+      for (std::uint64_t i = 0; i < steps; ++i)
+        for (double sign : {-1.0, 1.0}) {
+          data.push_back(truth.data_s);
+          fwd.push_back(truth.forward_s);
+          bwd.push_back(truth.backward_s + sign * skew / 2);
+          opt.push_back(truth.optimizer_s);
+          st.push_back(truth.step_time_s);
+        }
+      w.write("/ranks/data_s", data, {steps, 2});
+      w.write("/ranks/forward_s", fwd, {steps, 2});
+      w.write("/ranks/backward_s", bwd, {steps, 2});
+      w.write("/ranks/optimizer_s", opt, {steps, 2});
+      w.write("/ranks/step_time_s", st, {steps, 2});
+    };
+  };
+  const std::string even = train_file("ranks-even.h5", c, "real", truth, 0.0, 9, ranks(0.0));
+  const std::string skewed = train_file("ranks-skewed.h5", c, "real", truth, 0.0, 9, ranks(d));
+  const TrainRun run = read_train_file(skewed);
+  ASSERT_EQ(run.rows.size(), 25u);
+  ASSERT_EQ(run.rows[0].rank_pre_s.size(), 2u);
+  EXPECT_NEAR(run.rows[3].rank_pre_s[1] - run.rows[3].rank_pre_s[0], d, 1e-12);
+  const CompareReport rep = compare_runs({even, skewed}, "shm-local", "", "");
+  EXPECT_NEAR(rep.rows[0].predicted.step_time_s / truth.step_time_s, 1.0, 0.02);
+  EXPECT_NEAR(rep.rows[1].predicted.step_time_s - rep.rows[0].predicted.step_time_s, d / 2, 0.05 * d);
+  // A /ranks dataset of the wrong shape is refused, naming it.
+  const std::string bad = train_file("ranks-bad.h5", c, "real", truth, 0.0, 9, [](h5::Writer& w) {
+    for (const char* n : {"data_s", "forward_s", "backward_s", "optimizer_s"})
+      w.write(std::string("/ranks/") + n, std::vector<double>(30, 0.0), {10, 3});
+  });
+  try {
+    read_train_file(bad);
+    ADD_FAILURE() << "a /ranks column of the wrong shape was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("/ranks/data_s"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Calibrate, FromTheBucketsOfNoOverlapTrainRuns) {

@@ -93,6 +93,14 @@ def check_train_file(path, nranks=2):
         # fastest rank's step, so they cover all but the spread between ranks.
         check(np.median(parts / st) > 0.9, f"phases cover the step: median {np.median(parts / st):.3f}")
         check(len(a["cpu_affinity"]) == nranks and int(a["cores_per_node"]) >= 1, "cpu_affinity, cores_per_node")
+        # /ranks: every rank's own columns; /steps is their max (step time) and means.
+        for k in ["step_time_s", "data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s", "reducer_s"]:
+            if not check(f"ranks/{k}" in f and f[f"ranks/{k}"].shape == (n, nranks),
+                         f"{path}: /ranks/{k} missing or not [{n}, {nranks}]"):
+                continue
+            per = f[f"ranks/{k}"][:]
+            agg = per.max(axis=1) if k == "step_time_s" else per.mean(axis=1)
+            check(np.allclose(agg, f[f"steps/{k}"][:], rtol=1e-9, atol=1e-12), f"/steps/{k} from /ranks/{k}")
         step, bucket = f["buckets/step"][:], f["buckets/bucket"][:]
         ready, start, end = f["buckets/ready_s"][:], f["buckets/start_s"][:], f["buckets/end_s"][:]
         bad = np.flatnonzero(~((ready <= start + 1e-9) & (start <= end) & (ready >= 0)))

@@ -338,6 +338,12 @@ def check_schema(f, real):
     check(np.all(st["step_time_s"][:] > 0), "step times")
     check(np.all(st["step_time_s"][:] + 1e-6 >= st["forward_s"][:] + st["backward_s"][:]), "step < fwd + bwd")
     p = int(f.attrs["nranks"])
+    # /ranks: every rank's own columns, of which /steps holds the max (step time) and means.
+    for c in ["step_time_s", "data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s", "reducer_s"]:
+        check(f"ranks/{c}" in f and f[f"ranks/{c}"].shape == (st["step"].shape[0], p), f"/ranks/{c} [steps, ranks]")
+        per = f[f"ranks/{c}"][:]
+        agg = per.max(axis=1) if c == "step_time_s" else per.mean(axis=1)
+        check(np.allclose(agg, st[c][:], rtol=1e-9, atol=1e-12), f"/steps/{c} is the {'max' if c == 'step_time_s' else 'mean'} of /ranks/{c}")
     grad_bytes = int(np.sum(f.attrs["bucket_bytes"]))
     want = 2 * (p - 1) / p * grad_bytes
     check(np.allclose(st["bytes_sent"][:], want, rtol=1e-6), f"bytes_sent {st['bytes_sent'][0]} vs {want}")
