@@ -72,6 +72,9 @@ MeasuredStep measured_step(const TrainStepRow& row, const TrainRun& run) {
     m.bwd_start_s = m.data_s + m.forward_s + (acc - 1) * m.backward_s;
     return m;
   }
+  // A bucket's collectives wait for every rank's codec: the slowest rank's, where measured.
+  if (!std::isnan(row.rank_max_encode_s)) m.encode_s = row.rank_max_encode_s;
+  if (!std::isnan(row.rank_max_decode_s)) m.decode_s = row.rank_max_decode_s;
   const std::size_t p = row.rank_pre_s.size();
   std::size_t c = 0;
   double post = -std::numeric_limits<double>::infinity();

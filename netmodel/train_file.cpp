@@ -47,6 +47,24 @@ void read_rank_columns(const h5::Reader& r, const std::string& path, int nranks,
   };
   const auto data = read("data_s"), fwd = read("forward_s"), bwd = read("backward_s"), opt = read("optimizer_s"),
              red = read("reducer_s");
+  auto read_raw = [&](const char* n) {  // NaN kept: "not measured"
+    const std::string ds = std::string("/ranks/") + n;
+    if (!r.exists(ds)) return std::vector<double>();
+    const auto dims = r.dims(ds);
+    GS_USAGE_CHECK(dims.size() == 2 && dims[1] == p && dims[0] >= skip + rows.size(), path, ": ", ds,
+                   " is not [steps, nranks] = [", skip + rows.size(), ", ", nranks, "]");
+    return r.read_double(ds);
+  };
+  const auto enc = read_raw("encode_s"), dec = read_raw("decode_s");
+  auto slowest = [&](const std::vector<double>& v, std::size_t step) {
+    double m = std::numeric_limits<double>::quiet_NaN();
+    if (v.empty()) return m;
+    for (std::size_t k = 0; k < p; ++k) {
+      if (std::isnan(v[step * p + k])) return std::numeric_limits<double>::quiet_NaN();
+      m = k == 0 ? v[step * p] : std::max(m, v[step * p + k]);
+    }
+    return m;
+  };
   auto post = [&](std::size_t step, std::size_t rank) {
     return opt[step * p + rank] + (red.empty() ? 0.0 : red[step * p + rank]);
   };
@@ -59,6 +77,8 @@ void read_rank_columns(const h5::Reader& r, const std::string& path, int nranks,
       row.rank_post_s.push_back(post(s, k));
       row.rank_prev_post_s.push_back(s > 0 ? post(s - 1, k) : 0.0);
     }
+    row.rank_max_encode_s = slowest(enc, s);
+    row.rank_max_decode_s = slowest(dec, s);
   }
 }
 

@@ -12,11 +12,12 @@
 // Statistics are medians over the steps after the first warmup_steps. The same steps are kept
 // row by row too (TrainRun::rows) for compute=real replay (compare.cpp), with, where the file
 // has them, the per-rank columns /ranks/{data_s, forward_s, backward_s, optimizer_s,
-// reducer_s} ([steps, nranks]; the PyTorch recorder writes them): /steps holds means over
+// reducer_s, encode_s, decode_s} ([steps, nranks]; files since 2026-12-02): /steps holds means over
 // ranks, and a synchronous step waits for its slowest rank.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ struct TrainStepRow {
   // the step before (what follows the communication; the previous step's delays this
   // step's start), and backward alone (so pre - backward is where a rank's backward starts).
   std::vector<double> rank_pre_s, rank_post_s, rank_prev_post_s, rank_backward_s;
+  // The slowest rank's encode_s and decode_s this step (NaN where /ranks lacks them or a
+  // rank did not measure them).
+  double rank_max_encode_s = std::numeric_limits<double>::quiet_NaN();
+  double rank_max_decode_s = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct TrainRun {

@@ -127,7 +127,8 @@ std::string write_train_results(const std::string& path, const TrainOptions& o, 
         {"step_time_s", &StepRow::step_time_s}, {"data_s", &StepRow::data_s},
         {"forward_s", &StepRow::forward_s},     {"backward_s", &StepRow::backward_s},
         {"comm_exposed_s", &StepRow::comm_exposed_s}, {"optimizer_s", &StepRow::optimizer_s},
-        {"reducer_s", &StepRow::reducer_s}};
+        {"reducer_s", &StepRow::reducer_s},     {"encode_s", &StepRow::encode_s},
+        {"decode_s", &StepRow::decode_s}};
     w.group("/ranks");
     for (const auto& [name, field] : per_rank) {
       std::vector<double> v(n * p);

@@ -31,13 +31,17 @@ Approach (nothing in the user's loop changes; everything comes from hooks):
     -> the optimizer's pre-hook (the return from backward() to the caller: the step's time
     that is neither compute nor communication); optimizer_s = the optimizer's pre-hook ->
     post-hook; step_time_s = step start -> optimizer post-hook.
+  * encode_s = a compressing hook's call (its synchronous part: a cast, PowerSGD's error
+    feedback and P = M Q); decode_s (serial buckets only: PowerSGD on gloo) = the buckets'
+    time less their collectives (torch.distributed.all_reduce is wrapped while recording,
+    launch -> future completion) less encode_s: the work in the hook's callbacks.
   * bucket membership (/model/tensor_bucket): GradBucket.parameters() of each bucket at the
     last recorded step, i.e. DDP's own assignment after its rebuild at step 1.
   * close() gathers every rank's table (all_gather_object on the default group) and rank 0
     writes: step_time_s = max over ranks, the other /steps columns the mean, /buckets rank 0's
     timeline (as gradsync-train), and every rank's own columns as /ranks/<column> [steps,
     nranks] (step_time_s, data_s, forward_s, backward_s, comm_exposed_s, optimizer_s,
-    reducer_s). The file is written atomically (h5out.AtomicH5).
+    reducer_s, encode_s, decode_s). The file is written atomically (h5out.AtomicH5).
 
 Wire precision: torch.autocast leaves gradients and their all-reduce in fp32, so the file
 says precision = fp32 and amp = bf16|fp16|none; a cast hook (fp16/bf16) is the compressor
@@ -134,6 +138,15 @@ class Recorder:
             self.compress.startswith("powersgd") and self.backend == "gloo")
         self._prev_fut = None
         self.closed = False
+        # Serial buckets: the hook's own collectives are timed (launch -> its future's
+        # completion) by wrapping torch.distributed.all_reduce while recording, so that a
+        # bucket's time splits into collectives and codec work; decode_s is the codec work
+        # after the hook call returned (its callbacks: PowerSGD's Q = M^T P,
+        # orthogonalisation, M = P Q^T and error feedback).
+        self._orig_all_reduce = None
+        if self.serial:
+            self._orig_all_reduce = dist.all_reduce
+            dist.all_reduce = self._timed_all_reduce
 
         # Parameter names in registration (forward) order, keyed by storage address.
         self.names = [n for n, p in model.module.named_parameters() if p.requires_grad]
@@ -157,7 +170,7 @@ class Recorder:
 
     def _new_step(self, t):
         self.cur = {"start": t, "fwd": math.nan, "bwd": math.nan, "bwd_end": math.nan,
-                    "bwd_done": math.nan, "opt": math.nan, "end": math.nan, "encode": 0.0}
+                    "bwd_done": math.nan, "opt": math.nan, "end": math.nan, "encode": 0.0, "colls": []}
         self.cur_buckets = []
 
     def _fwd_pre(self, module, args):
@@ -204,6 +217,15 @@ class Recorder:
     def start(self):
         """Optional: mark the start of the first step (default: record() time)."""
         self._new_step(now())
+
+    def _timed_all_reduce(self, tensor, *args, **kwargs):
+        t = now()
+        work = self._orig_all_reduce(tensor, *args, **kwargs)
+        if work is not None and kwargs.get("async_op", False):
+            span = [t, math.nan]
+            self.cur["colls"].append(span)
+            work.get_future().add_done_callback(lambda f, span=span: span.__setitem__(1, now()))
+        return work
 
     def _launch(self, bucket):
         """Runs the user's hook (or a plain all-reduce); the time its call takes is the
@@ -297,16 +319,31 @@ class Recorder:
                 "reducer_s": max(0.0, s["opt"] - comm_end),
                 "comm_total_s": sum(r[4] - r[3] for r in brows),
                 "encode_s": s["encode"],
+                "decode_s": self._decode_s(s, bs),
                 "buckets": brows,
                 "abs": [s["start"], s["fwd"], s["bwd"], bwd_end, s["opt"], s["end"]],
             })
         return rows
+
+    def _decode_s(self, s, bs):
+        """Serial buckets: the codec work after the hook call returned = the buckets' time
+        (launch -> future completion) less their collectives and the synchronous part; NaN
+        when the hook's collectives were not timed or did not all complete."""
+        if not self.serial or not bs:
+            return math.nan
+        spans = s["colls"]
+        if any(math.isnan(b[4]) for b in bs) or any(math.isnan(e) for _, e in spans):
+            return math.nan
+        busy = sum(b[4] - b[3] for b in bs)
+        return max(0.0, busy - sum(e - t for t, e in spans) - s["encode"])
 
     def close(self):
         """Gathers the ranks' tables; rank 0 writes `out` (and `trace`). Call on every rank."""
         if self.closed:
             return self.out
         self.closed = True
+        if self._orig_all_reduce is not None:
+            dist.all_reduce = self._orig_all_reduce
         local = {"host": h5out.hostname(), "cpus": h5out.cpu_list(), "rows": self._local_table(), "losses": self.losses}
         gathered = [None] * self.world
         dist.all_gather_object(gathered, local)
@@ -340,10 +377,11 @@ class Recorder:
         losses = gathered[0]["losses"]
         table["loss"] = [losses[i] if i < len(losses) else math.nan for i in range(nsteps)]
         # encode_s: the synchronous part of a compressing hook's call (see _launch); the rest
-        # of its work (decompression, PowerSGD's Q step) runs in its future's callbacks, not
-        # separable from the collective, so decode_s is reported as absent (NaN), not zero.
+        # of its work (decompression, PowerSGD's Q step) runs in its future's callbacks:
+        # decode_s where the buckets are serial and the hook's collectives were timed
+        # (_decode_s), else absent (NaN: overlapping buckets share the time), not zero.
         table["encode_s"] = [sum(g["rows"][i]["encode_s"] for g in gathered) / self.world for i in range(nsteps)]
-        table["decode_s"] = [math.nan] * nsteps
+        table["decode_s"] = [sum(g["rows"][i]["decode_s"] for g in gathered) / self.world for i in range(nsteps)]
         table["loss_scale"] = [1.0] * nsteps
         table["skipped"] = [0] * nsteps
 
@@ -390,7 +428,7 @@ class Recorder:
             # Per rank, [steps, nranks]: the stragglers, and what a synchronous step waits for
             # (gradsync-model compare replays each step from these; netmodel/compare.cpp).
             for k in ["step_time_s", "data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s",
-                      "reducer_s"]:
+                      "reducer_s", "encode_s", "decode_s"]:
                 h5out.write_dataset(f, "ranks/" + k, [[g["rows"][i][k] for g in gathered] for i in range(nsteps)],
                                     "float")
             brows = [(i, b) for i, r in enumerate(rows0) for b in r["buckets"]]

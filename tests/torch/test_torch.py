@@ -94,13 +94,15 @@ def check_train_file(path, nranks=2):
         check(np.median(parts / st) > 0.9, f"phases cover the step: median {np.median(parts / st):.3f}")
         check(len(a["cpu_affinity"]) == nranks and int(a["cores_per_node"]) >= 1, "cpu_affinity, cores_per_node")
         # /ranks: every rank's own columns; /steps is their max (step time) and means.
-        for k in ["step_time_s", "data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s", "reducer_s"]:
+        for k in ["step_time_s", "data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s", "reducer_s",
+                  "encode_s", "decode_s"]:
             if not check(f"ranks/{k}" in f and f[f"ranks/{k}"].shape == (n, nranks),
                          f"{path}: /ranks/{k} missing or not [{n}, {nranks}]"):
                 continue
             per = f[f"ranks/{k}"][:]
             agg = per.max(axis=1) if k == "step_time_s" else per.mean(axis=1)
-            check(np.allclose(agg, f[f"steps/{k}"][:], rtol=1e-9, atol=1e-12), f"/steps/{k} from /ranks/{k}")
+            check(np.allclose(agg, f[f"steps/{k}"][:], rtol=1e-9, atol=1e-12, equal_nan=True),
+                  f"/steps/{k} from /ranks/{k}")
         step, bucket = f["buckets/step"][:], f["buckets/bucket"][:]
         ready, start, end = f["buckets/ready_s"][:], f["buckets/start_s"][:], f["buckets/end_s"][:]
         bad = np.flatnonzero(~((ready <= start + 1e-9) & (start <= end) & (ready >= 0)))
@@ -155,6 +157,14 @@ def case_membership(tmp):
             last = f["buckets/step"][:] == n - 1
             got_bytes = [int(b) for _, b in sorted(zip(f["buckets/bucket"][:][last], f["buckets/bytes"][:][last]))]
             overlap_attr = int(f.attrs["overlap"])
+            dec, serial = f["steps/decode_s"][:], int(f.attrs["serial_buckets"])
+        # PowerSGD on gloo (serial buckets): the hook's collectives are timed, and the work in
+        # its callbacks is decode_s; elsewhere the buckets overlap and decode_s is absent.
+        if hook == "powersgd":
+            check(serial == 1 and np.all(np.isfinite(dec)) and np.all(dec >= 0) and np.max(dec) > 0,
+                  f"{hook}: decode_s measured ({dec})")
+        else:
+            check(serial == 0 and np.all(np.isnan(dec)), f"{hook}: decode_s absent ({dec})")
         recorded = [sorted(i for i, b in enumerate(tb) if b == k) for k in range(max(tb) + 1)]
         check(len(ddp["reducer"]) >= 2, f"{hook}: the case has several buckets ({ddp['reducer']})")
         check(recorded == [sorted(b) for b in ddp["reducer"]], f"{hook}: recorded {recorded} != reducer {ddp['reducer']}")

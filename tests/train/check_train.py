@@ -339,7 +339,8 @@ def check_schema(f, real):
     check(np.all(st["step_time_s"][:] + 1e-6 >= st["forward_s"][:] + st["backward_s"][:]), "step < fwd + bwd")
     p = int(f.attrs["nranks"])
     # /ranks: every rank's own columns, of which /steps holds the max (step time) and means.
-    for c in ["step_time_s", "data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s", "reducer_s"]:
+    for c in ["step_time_s", "data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s", "reducer_s",
+              "encode_s", "decode_s"]:
         check(f"ranks/{c}" in f and f[f"ranks/{c}"].shape == (st["step"].shape[0], p), f"/ranks/{c} [steps, ranks]")
         per = f[f"ranks/{c}"][:]
         agg = per.max(axis=1) if c == "step_time_s" else per.mean(axis=1)
