@@ -6,11 +6,13 @@
 // *fp32 input* bytes (n * 4) per second for every case, so all figures compare with memcpy
 // of the same buffer. Sizes: 1, 16 and 64 MiB of fp32. What is timed:
 //   memcpy            memcpy of the fp32 buffer (n * 4 bytes read, n * 4 written)
+//   stream_add        y += x (add_inplace): read 2 arrays, write 1, the streams of
+//                     onebit_encode
 //   fp16/bf16_encode  x * (1/8) -> half              fp16/bf16_decode  half -> fp32
 //   qsgd_encode       block norms + quantisation     qsgd_decode       one message -> fp32
 //                     (levels=16, bucket=512)
-//   onebit_encode     x += error; signs + scale;     onebit_decode     signs * scale -> fp32
-//                     error = x - decoded
+//   onebit_encode     x = g + error; signs + scale;  onebit_decode     signs * scale -> fp32
+//                     error = x - decoded (kept deferred: the memory holds x, g is only read)
 //   topk_encode       x += error; top-k (1%);        topk_decode       zero + scatter-add of
 //                     error = x - sparse(x)                            the k values
 //   powersgd_encode   x += error; P = MQ; Gram-Schmidt; Q = M^T P  (rank 4, one square matrix)
@@ -23,15 +25,20 @@
 //
 // Example: gradsync-kernels-bench --benchmark_filter='fp16|memcpy' --benchmark_min_time=0.2
 //
-// Encoders against memcpy, 2026-12-01, the 2-core development VM (Intel AVX-512, L3 480
-// MiB), medians of 3 (GB/s, ratio to memcpy), with
+// Encoders against memcpy, 2026-12-02, the 2-core development VM (Intel AVX-512; its
+// memory bandwidth was lower that day: memcpy 64 MiB 6.87 GB/s on 2026-12-01), medians of 3
+// (GB/s, ratio to memcpy of the same run), in one quiet window (/work/quiet.sh,
+// disturbed_seconds=0), with
 // gradsync-kernels-bench --benchmark_filter='(memcpy|qsgd_encode|onebit_encode|topk_encode)/MiB:(16|64)'
 //   --benchmark_min_time=1 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 //                   16 MiB          64 MiB
-//   memcpy          12.98           6.87
-//   qsgd_encode     10.10 (0.78x)   7.54 (1.10x)   kernels/cpu_qsgd.cpp
-//   onebit_encode    6.04 (0.47x)   2.68 (0.39x)   kernels/cpu_sign.cpp (memory-stream bound)
-//   topk_encode      6.16 (0.47x)   3.81 (0.55x)   kernels/cpu_topk.cpp
+//   memcpy          11.08           4.62
+//   qsgd_encode      7.40 (0.67x)   3.98 (0.86x)   kernels/cpu_qsgd.cpp
+//   onebit_encode   10.96 (0.99x)   4.09 (0.89x)   kernels/cpu_sign.cpp (one pass, deferred memory;
+//                                                  0.44x / 0.41x with the two-pass encoder)
+//   topk_encode      4.17 (0.38x)   2.67 (0.58x)   kernels/cpu_topk.cpp
+//   stream_add      11.13 (0.98x)   4.96 (1.07x)   onebit_encode's streams, its floor (same window,
+//                     --benchmark_filter='(memcpy|stream_add|onebit_encode)/MiB:(16|64)')
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -95,6 +102,22 @@ void bm_memcpy(benchmark::State& state) {
   set_bytes(state, n);
 }
 
+// The streams of the one-pass error-feedback encoders (read two arrays, write one of them
+// back): y += x. The floor of onebit_encode, which reads the gradient and the memory and
+// writes the memory.
+void bm_stream_add(benchmark::State& state) {
+  const std::size_t n = elems(state);
+  const auto& x = input(n);
+  std::vector<float> y(n, 0.f);
+  gk::add_inplace(y.data(), x.data(), n);
+  if (std::memcmp(y.data(), x.data(), n * 4) != 0) return state.SkipWithError("stream_add wrong");
+  for (auto _ : state) {
+    gk::add_inplace(y.data(), x.data(), n);
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, n);
+}
+
 // ---- casts -------------------------------------------------------------------------------------
 
 void bm_cast(benchmark::State& state, DType t, bool encode) {
@@ -148,18 +171,18 @@ void bm_qsgd(benchmark::State& state, bool encode) {
 
 void bm_onebit(benchmark::State& state, bool encode) {
   const std::size_t n = elems(state);
-  std::vector<float> x = input(n);
+  const auto& g = input(n);
   const OnebitCompressor::Layout lay(n, 1);
-  std::vector<float> error(n, 0.f), y(n);
+  std::vector<float> last(n, 0.f), y(n);  // the deferred worker memory: last x = g + e
   std::vector<std::uint8_t> signs(lay.chunk_bytes());
   float scale = 0;
-  OnebitCompressor::worker_compress(x.data(), lay, error.data(), signs.data(), &scale);  // x += error; ...
+  OnebitCompressor::worker_compress(g.data(), lay, last.data(), signs.data(), &scale);  // x = g + e; ...
   OnebitCompressor::decode_chunk(signs.data(), scale, lay, 0, y.data());
   for (std::size_t i = 0; i < n; ++i)
-    if (std::fabs(y[i]) != scale || (x[i] >= 0) != (y[i] > 0)) return state.SkipWithError("onebit decode wrong");
+    if (std::fabs(y[i]) != scale || (last[i] >= 0) != (y[i] > 0)) return state.SkipWithError("onebit decode wrong");
   for (auto _ : state) {
     if (encode) {
-      OnebitCompressor::worker_compress(x.data(), lay, error.data(), signs.data(), &scale);  // x += error; ...
+      OnebitCompressor::worker_compress(g.data(), lay, last.data(), signs.data(), &scale);  // x = g + e; ...
     } else {
       OnebitCompressor::decode_chunk(signs.data(), scale, lay, 0, y.data());
     }
@@ -289,6 +312,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("bytes_per_second", "fp32 input bytes (n * 4) per second");
 
   sizes(benchmark::RegisterBenchmark("memcpy", bm_memcpy));
+  sizes(benchmark::RegisterBenchmark("stream_add", bm_stream_add));
   for (const auto& [name, t] : {std::pair{"fp16", DType::F16}, std::pair{"bf16", DType::BF16}}) {
     const DType type = t;
     sizes(benchmark::RegisterBenchmark((std::string(name) + "_encode").c_str(),

@@ -2,13 +2,21 @@
 // et al. 2019): what a lossy compressor dropped from a bucket is remembered and added to
 // that bucket's gradient at the next step, so the compression error does not accumulate.
 //
-//   x      = gradient + memory          (add_to: in place on the bucket)
+//   x      = gradient + memory
 //   encode x, communicate, decode
-//   memory = x - decoded                (the kernels write it in the same pass as encoding
-//                                        where they can: sign_compress, or set() after)
+//   memory = x - decoded
 //
-// One memory per bucket index, created zero on first use. A bucket's size never changes in
-// a run; a different size for a known index is a programming error (checked).
+// SignMemory is the memory of sign (1-bit) compression (compress/onebit.hpp), kept
+// *deferred*: per bucket it holds r = gradient + memory, the input last compressed, and the
+// scale each of its chunks was compressed with, not r - decoded. The residual is a function
+// of those two (kernels::sign_residual: r - (r >= 0 ? scale : -scale)), so the next encode
+// resolves it in the same pass that reads the gradient (kernels::sign_compress_ef): encoding
+// streams the gradient once and the memory once each way, and leaves the gradient as it was.
+// Zero the first time: r = 0 with scale 0 is a residual of 0.
+//
+// Top-k and PowerSGD keep their memory in their own compressors (compress/topk.hpp,
+// compress/powersgd.hpp). One memory per bucket index; a bucket's size never changes in a
+// run, and a different size for a known index is a programming error (checked).
 #pragma once
 
 #include <cstddef>
@@ -16,30 +24,33 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "kernels/cpu_kernels.hpp"
 
 namespace gradsync::compress_detail {
 
-class ErrorFeedback {
+class SignMemory {
  public:
-  // The memory of bucket `index`: `count` floats, zero the first time.
-  float* memory(int index, std::size_t count) {
+  struct View {
+    float* last;    // `count` floats: the input last compressed
+    float* scales;  // `chunks` floats: the scale of each chunk of it
+  };
+  // The memory of bucket `index`, zero the first time.
+  View memory(int index, std::size_t count, std::size_t chunks) {
     auto [it, fresh] = mem_.try_emplace(index);
-    if (fresh) it->second.assign(count, 0.f);
-    GS_CHECK_EQ(it->second.size(), count, "error-feedback memory of bucket ", index, " changed size");
-    return it->second.data();
+    Entry& e = it->second;
+    if (fresh) {
+      e.last.assign(count, 0.f);
+      e.scales.assign(chunks, 0.f);
+    }
+    GS_CHECK_EQ(e.last.size(), count, "error-feedback memory of bucket ", index, " changed size");
+    GS_CHECK_EQ(e.scales.size(), chunks, "error-feedback memory of bucket ", index, " changed its chunks");
+    return {e.last.data(), e.scales.data()};
   }
-  bool has(int index) const { return mem_.count(index) != 0; }
-  // x += memory (creating a zero memory the first time).
-  void add_to(int index, float* x, std::size_t count) { kernels::add_inplace(x, memory(index, count), count); }
-  // memory = input - decoded
-  void set(int index, const float* input, const float* decoded, std::size_t count) {
-    kernels::ef_residual(input, decoded, memory(index, count), count);
-  }
-  void clear() { mem_.clear(); }
 
  private:
-  std::map<int, std::vector<float>> mem_;
+  struct Entry {
+    std::vector<float> last, scales;
+  };
+  std::map<int, Entry> mem_;
 };
 
 }  // namespace gradsync::compress_detail

@@ -18,15 +18,15 @@ OnebitCompressor::Layout::Layout(std::size_t n_, int p_) : n(n_), p(p_) {
   chunk = (per + 31) / 32 * 32;
 }
 
-void OnebitCompressor::worker_compress(float* x, const Layout& lay, float* worker_error, std::uint8_t* signs,
+void OnebitCompressor::worker_compress(const float* g, const Layout& lay, float* worker_last, std::uint8_t* signs,
                                        float* scales) {
   const std::size_t cb = lay.chunk_bytes();
   for (int j = 0; j < lay.p; ++j) {
     const std::size_t b = lay.begin(j);
     const std::size_t len = lay.length(j);
     std::uint8_t* out = signs + cb * static_cast<std::size_t>(j);
-    // x += e_w; signs, scale; e_w = x - decoded: one kernel, two passes over the chunk
-    scales[j] = kernels::sign_compress_ef(x + b, worker_error + b, len, out);
+    // x = g + e_w, e_w resolved from the previous x and scale; signs, scale; one pass
+    scales[j] = kernels::sign_compress_ef(g + b, worker_last + b, scales[j], len, out);
     std::memset(out + kernels::sign_bytes(len), 0, cb - kernels::sign_bytes(len));  // a short chunk's padding
   }
 }
@@ -40,11 +40,11 @@ void OnebitCompressor::server_average(const std::uint8_t* recv_signs, const floa
   kernels::scale_inplace(work, len, 1.f / static_cast<float>(lay.p));
 }
 
-float OnebitCompressor::server_compress(float* work, const Layout& lay, int r, float* server_error,
-                                        std::uint8_t* out_signs) {
+void OnebitCompressor::server_compress(const float* work, const Layout& lay, int r, float* server_last, float* scale,
+                                       std::uint8_t* out_signs) {
   const std::size_t len = lay.length(r);
   std::memset(out_signs + kernels::sign_bytes(len), 0, lay.chunk_bytes() - kernels::sign_bytes(len));
-  return kernels::sign_compress_ef(work, server_error, len, out_signs);  // work += e_s; ...; e_s = work - decoded
+  *scale = kernels::sign_compress_ef(work, server_last, *scale, len, out_signs);  // y = work + e_s; one pass
 }
 
 void OnebitCompressor::decode_chunk(const std::uint8_t* signs, float scale, const Layout& lay, int j, float* out) {
@@ -61,7 +61,6 @@ void OnebitCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduc
   const auto up = static_cast<std::size_t>(p);
   send_signs_.resize(cb * up);
   recv_signs_.resize(cb * up);
-  scales_.resize(up);
   all_scales_.resize(up * up);
   recv_scales_.resize(up);
   work_.resize(lay.chunk);
@@ -71,20 +70,20 @@ void OnebitCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduc
 
   // 1. worker
   const double t0 = now_s();
-  float* worker_error = worker_ef_.memory(bucket.index, n);
-  worker_compress(bucket.data, lay, worker_error, send_signs_.data(), scales_.data());
+  const SignMemory::View worker = worker_mem_.memory(bucket.index, n, up);
+  worker_compress(bucket.data, lay, worker.last, send_signs_.data(), worker.scales);  // bucket.data only read
   const double t1 = now_s();
   if (cb > 0) alltoall_bytes(comm, send_signs_.data(), recv_signs_.data(), cb);
-  comm.allgather(scales_.data(), all_scales_.data(), up, DType::F32);
+  comm.allgather(worker.scales, all_scales_.data(), up, DType::F32);
 
   // 2. server of chunk r: decode + average (decode time), compress (encode time)
   const double t2 = now_s();
   for (std::size_t i = 0; i < up; ++i) recv_scales_[i] = all_scales_[i * up + static_cast<std::size_t>(r)];
   server_average(recv_signs_.data(), recv_scales_.data(), lay, r, work_.data());
   const double t3 = now_s();
-  float* server_error = server_ef_.memory(bucket.index, lay.length(r));
-  const float server_scale = server_compress(work_.data(), lay, r, server_error, server_msg_.data());
-  std::memcpy(server_msg_.data() + cb, &server_scale, sizeof(float));
+  const SignMemory::View server = server_mem_.memory(bucket.index, lay.length(r), 1);
+  server_compress(work_.data(), lay, r, server.last, server.scales, server_msg_.data());
+  std::memcpy(server_msg_.data() + cb, server.scales, sizeof(float));
   const double t4 = now_s();
   allgather_bytes(comm, server_msg_.data(), all_server_.data(), server_bytes);
 

@@ -17,6 +17,13 @@
 //              e_s = y - decoded(y)
 //              all-gather of [signs of chunk r][scale]
 //  3. every rank decodes all p chunks: out = decoded server chunks (the average).
+// Error memories are kept deferred (compress/error_feedback.hpp, SignMemory): e_w is stored
+// as x and the p scales of step 1, e_s as y and its scale, and resolved by the next step's
+// encode in its one pass (kernels::sign_compress_ef). The results are the bits of the eager
+// form above; the gradient buffer is only read until step 3 overwrites it with the average.
+// Step 1 so streams 3 arrays (read g, read and write the memory) instead of 5: 0.89x memcpy
+// at 64 MiB against 0.41x for the two-pass encoder, onebit_encode in gradsync-kernels-bench
+// (kernels/cpu_sign.cpp has the command and figures, 2026-12-02).
 // Stats: compressed = p c/8 + 4p (worker) + c/8 + 4 (server) bytes, collective
 // "alltoall+allgather"; wire = (p-1)(c/8) + (p-1) 4p + (p-1)(c/8 + 4).
 // Encode time = the two compressions; decode time = the server's averaging + step 3.
@@ -48,24 +55,30 @@ class OnebitCompressor final : public Compressor {
               CompressStats& stats) override;
 
   // ---- the phases, callable without a communicator (1-rank path, tests) -------------------
-  // Step 1 on x = g: x += e_w (in place), signs (p * chunk_bytes), scales (p), and
-  // e_w = x - decoded, with kernels::sign_compress_ef per chunk (two passes over memory).
-  static void worker_compress(float* x, const Layout& lay, float* worker_error, std::uint8_t* signs, float* scales);
+  // Step 1 on the gradient g (only read): signs (p * chunk_bytes) and scales (p) of
+  // x = g + e_w, with kernels::sign_compress_ef per chunk (one pass over memory). The worker
+  // memory is deferred: on entry `worker_last` (n floats) and `scales` hold the previous
+  // step's x and scales (zeros before the first step), on return this step's; e_w is
+  // kernels::sign_residual(worker_last, scales[j]) over chunk j.
+  static void worker_compress(const float* g, const Layout& lay, float* worker_last, std::uint8_t* signs,
+                              float* scales);
   // Step 2 for chunk `r`, averaging: `recv_signs` holds p chunk_bytes blocks (block i from
   // rank i), `recv_scales[i]` is rank i's scale of this chunk; work (length(r) floats) =
   // (1/p) sum_i decoded block i, summed in rank order.
   static void server_average(const std::uint8_t* recv_signs, const float* recv_scales, const Layout& lay, int r,
                              float* work);
-  // Step 2, compression: work += e_s; out_signs (chunk_bytes) = signs of work; e_s = work -
-  // decoded. Returns the server scale.
-  static float server_compress(float* work, const Layout& lay, int r, float* server_error, std::uint8_t* out_signs);
+  // Step 2, compression of y = work + e_s (work only read): out_signs (chunk_bytes) = signs
+  // of y, *scale = its scale. Deferred like the worker's: on entry `server_last`
+  // (length(r) floats) and *scale hold the previous step's y and scale, on return this step's.
+  static void server_compress(const float* work, const Layout& lay, int r, float* server_last, float* scale,
+                              std::uint8_t* out_signs);
   // Step 3 for chunk j: out[begin(j) ...] = decoded(signs, scale).
   static void decode_chunk(const std::uint8_t* signs, float scale, const Layout& lay, int j, float* out);
 
  private:
-  ErrorFeedback worker_ef_, server_ef_;
+  SignMemory worker_mem_, server_mem_;  // per bucket: worker p chunks, server 1
   std::vector<std::uint8_t> send_signs_, recv_signs_, server_msg_, all_server_;
-  std::vector<float> scales_, all_scales_, recv_scales_, work_;
+  std::vector<float> all_scales_, recv_scales_, work_;
 };
 
 }  // namespace gradsync::compress_detail

@@ -41,9 +41,6 @@ void cast_from_half(DType t, const std::uint16_t* in, float* out, std::size_t n,
 // Sum of squares accumulated in double (each square is exact in double, so the result
 // hardly depends on the summation order; norms rounded to fp32 agree across paths).
 double sum_squares(const float* x, std::size_t n, Isa isa = cpu_isa());
-// x[i] += mem[i], then the sum of squares of the updated x: the same bits as add_inplace
-// followed by sum_squares, in one pass over memory.
-double add_sum_squares(float* x, const float* mem, std::size_t n, Isa isa = cpu_isa());
 
 // ---- QSGD --------------------------------------------------------------------------------------
 // Blocks of `block` elements (the last one may be shorter): nblocks = ceil(n / block).
@@ -67,11 +64,20 @@ inline std::size_t sign_bytes(std::size_t n) { return (n + 7) / 8; }
 // bits[i/8] with j = i%8 is sign_bit(x[i]); unused bits of the last byte are 0. If
 // `residual` is given it receives x - decoded (error feedback; may alias x). Returns scale.
 float sign_compress(const float* x, std::size_t n, std::uint8_t* bits, float* residual, Isa isa = cpu_isa());
-// Sign compression with error feedback, the same bits as add_inplace(x, error, n) then
-// sign_compress(x, n, bits, error): x += error; bits and the returned scale of the updated
-// x; error = x - decoded. Two passes over memory (add + sum of squares, then signs +
-// residual) instead of four.
-float sign_compress_ef(float* x, float* error, std::size_t n, std::uint8_t* bits, Isa isa = cpu_isa());
+// Sign compression with error feedback in one pass, the memory kept *deferred*: `last`
+// holds the input r' the previous step compressed and `last_scale` its scale (0 and 0
+// before the first step; last = e with last_scale = 0 stands for a plain residual e). Per
+// element: e = sign_residual(r', last_scale) (= r' - decoded), r = x + e, last = r, bits of
+// r; returns the scale of r. x is only read (x and last must not overlap). The same bits
+// (codes, scale, and residual sign_residual(last, scale)) as the eager form
+//   add_inplace(x, e, n); scale = sign_compress(x, n, bits, e)    (x = r, e = r - decoded)
+// while streaming 3 arrays (read x, read and write last) instead of 5; where two NaNs meet,
+// which one survives is the compiler's operand order in both forms.
+float sign_compress_ef(const float* x, float* last, float last_scale, std::size_t n, std::uint8_t* bits,
+                       Isa isa = cpu_isa());
+// residual[i] = sign_residual(last[i], scale): the eager error-feedback memory of the
+// deferred one (inspection and tests; not on the hot path). residual may alias last.
+void sign_residual(const float* last, float scale, std::size_t n, float* residual);
 // out[i] (+)= sign_decode(bit i, scale).
 void sign_decompress(const std::uint8_t* bits, float scale, std::size_t n, float* out, bool accumulate,
                      Isa isa = cpu_isa());

@@ -1,12 +1,13 @@
 // CPU kernels of error feedback, scaling, the double-accumulated sum of squares (norms of
-// QSGD, sign compression; fused with the error-feedback add for sign compression) and the
-// inf/nan checks of the loss scaler.
+// QSGD and sign compression) and the inf/nan checks of the loss scaler.
 //
 // The simple element-wise loops are written once (GS_ALWAYS_INLINE bodies) and compiled
 // three times: plain x86-64, AVX2 and AVX-512 wrappers, where the compiler vectorises them.
 // The sum of squares widens to double explicitly (cvtps2pd + FMA): each square of an fp32
 // value is exact in double, so the fp32 norm hardly depends on the order of summation and
-// the CPU paths and the GPU agree on it.
+// the CPU paths and the GPU agree on it. The one-pass sign encoder (cpu_sign.cpp) repeats
+// the summation order of sum_squares per ISA (four accumulators over blocks of 32 / 16 / 4
+// elements, then the tail), so its scale has the same bits.
 
 #include <algorithm>
 #include <cstring>
@@ -79,37 +80,21 @@ GS_DEFINE_VARIANTS(bool, unscale, (float* x, std::size_t n, float inv), (x, n, i
   }                                      \
   return name##_scalar(__VA_ARGS__)
 
-// The sums of squares below are templates on kAdd: with kAdd they first update the input
-// in place (x[i] += mem[i], for add_sum_squares) and square the updated value, in the same
-// order of summation as without, so the fused and the unfused results are the same bits.
-
-template <bool kAdd>
-double sumsq_scalar(float* x, const float* mem, std::size_t n) {
+double sumsq_scalar(const float* x, std::size_t n) {
   // Four partial sums, like the vector paths, so the scalar path is not latency-bound.
   double s[4] = {0, 0, 0, 0};
   std::size_t i = 0;
   for (; i + 4 <= n; i += 4)
-    for (int j = 0; j < 4; ++j) {
-      if constexpr (kAdd) x[i + j] += mem[i + j];
-      s[j] += static_cast<double>(x[i + j]) * static_cast<double>(x[i + j]);
-    }
-  if constexpr (kAdd) add_body(x + i, mem + i, n - i);
+    for (int j = 0; j < 4; ++j) s[j] += static_cast<double>(x[i + j]) * static_cast<double>(x[i + j]);
   return (s[0] + s[1]) + (s[2] + s[3]) + sumsq_tail(x + i, n - i);
 }
 
-template <bool kAdd>
-GS_TARGET_AVX2 double sumsq_avx2(float* x, const float* mem, std::size_t n) {
+GS_TARGET_AVX2 double sumsq_avx2(const float* x, std::size_t n) {
   __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd(), a2 = _mm256_setzero_pd(), a3 = _mm256_setzero_pd();
   std::size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    __m256 v0 = _mm256_loadu_ps(x + i);
-    __m256 v1 = _mm256_loadu_ps(x + i + 8);
-    if constexpr (kAdd) {
-      v0 = _mm256_add_ps(v0, _mm256_loadu_ps(mem + i));
-      v1 = _mm256_add_ps(v1, _mm256_loadu_ps(mem + i + 8));
-      _mm256_storeu_ps(x + i, v0);
-      _mm256_storeu_ps(x + i + 8, v1);
-    }
+    const __m256 v0 = _mm256_loadu_ps(x + i);
+    const __m256 v1 = _mm256_loadu_ps(x + i + 8);
     const __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(v0));
     const __m256d d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(v0, 1));
     const __m256d d2 = _mm256_cvtps_pd(_mm256_castps256_ps128(v1));
@@ -119,26 +104,18 @@ GS_TARGET_AVX2 double sumsq_avx2(float* x, const float* mem, std::size_t n) {
     a2 = _mm256_fmadd_pd(d2, d2, a2);
     a3 = _mm256_fmadd_pd(d3, d3, a3);
   }
-  if constexpr (kAdd) add_body(x + i, mem + i, n - i);
   const __m256d a = _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3));
   alignas(32) double lanes[4];
   _mm256_store_pd(lanes, a);
   return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]) + sumsq_tail(x + i, n - i);
 }
 
-template <bool kAdd>
-GS_TARGET_AVX512 double sumsq_avx512(float* x, const float* mem, std::size_t n) {
+GS_TARGET_AVX512 double sumsq_avx512(const float* x, std::size_t n) {
   __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd(), a2 = _mm512_setzero_pd(), a3 = _mm512_setzero_pd();
   std::size_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    __m512 v0 = _mm512_loadu_ps(x + i);
-    __m512 v1 = _mm512_loadu_ps(x + i + 16);
-    if constexpr (kAdd) {
-      v0 = _mm512_add_ps(v0, _mm512_loadu_ps(mem + i));
-      v1 = _mm512_add_ps(v1, _mm512_loadu_ps(mem + i + 16));
-      _mm512_storeu_ps(x + i, v0);
-      _mm512_storeu_ps(x + i + 16, v1);
-    }
+    const __m512 v0 = _mm512_loadu_ps(x + i);
+    const __m512 v1 = _mm512_loadu_ps(x + i + 16);
     const __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v0));
     const __m512d d1 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v0, 1));
     const __m512d d2 = _mm512_cvtps_pd(_mm512_castps512_ps256(v1));
@@ -148,34 +125,13 @@ GS_TARGET_AVX512 double sumsq_avx512(float* x, const float* mem, std::size_t n) 
     a2 = _mm512_fmadd_pd(d2, d2, a2);
     a3 = _mm512_fmadd_pd(d3, d3, a3);
   }
-  if constexpr (kAdd) add_body(x + i, mem + i, n - i);
   const double s = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
   return s + sumsq_tail(x + i, n - i);
 }
 
-// Dispatch of the two instantiations.
-template <bool kAdd>
-double sumsq_dispatch(float* x, const float* mem, std::size_t n, Isa isa) {
-  switch (detail::resolve(isa)) {
-    case Isa::Avx512:
-      return sumsq_avx512<kAdd>(x, mem, n);
-    case Isa::Avx2:
-      return sumsq_avx2<kAdd>(x, mem, n);
-    case Isa::Scalar:
-      break;
-  }
-  return sumsq_scalar<kAdd>(x, mem, n);
-}
-
 }  // namespace
 
-double sum_squares(const float* x, std::size_t n, Isa isa) {
-  // kAdd = false: nothing is written through the pointer
-  return sumsq_dispatch<false>(const_cast<float*>(x), nullptr, n, isa);
-}
-double add_sum_squares(float* x, const float* mem, std::size_t n, Isa isa) {
-  return sumsq_dispatch<true>(x, mem, n, isa);
-}
+double sum_squares(const float* x, std::size_t n, Isa isa) { GS_DISPATCH(sumsq, x, n); }
 void add_inplace(float* x, const float* mem, std::size_t n, Isa isa) { GS_DISPATCH(add, x, mem, n); }
 void ef_residual(const float* input, const float* decoded, float* residual, std::size_t n, Isa isa) {
   GS_DISPATCH(residual, input, decoded, residual, n);

@@ -3,27 +3,43 @@
 // ||x||_2 / sqrt(n) per compressed chunk; optionally the error-feedback residual
 // x - decoded in the same pass.
 //
-// sign_compress_ef adds the error-feedback memory in pass 1 (add_sum_squares: x += error
-// and the sum of squares of the result in one pass) and writes the new memory in pass 2:
-// read x, read error, write x, then read x, write error (+ the bits), where the composition
-// add_inplace + sign_compress streams x five times and error twice.
-// Approach: pass 1 is the double-accumulated sum of squares (cpu_misc.cpp); pass 2 turns a
-// vector compare (x >= 0, ordered, so NaN is "negative" as in sign_bit()) into the packed
-// bits directly: an AVX-512 compare yields a 16-bit mask = 2 code bytes, an AVX2 compare +
-// movemask 8 bits = 1 byte. Decoding blends +scale / -scale under the same masks.
+// Purpose: sign_compress (signs, scale, optional residual), sign_compress_ef (the onebit
+// compressor's encoder with error feedback, compress/onebit.hpp) and sign_decompress.
 //
-// Measured 2026-12-01 on the 2-core development VM (Intel AVX-512, L3 480 MiB; memcpy
-// 12.98 GB/s at 16 MiB, 6.87 GB/s at 64 MiB), onebit_encode (x += error; signs + scale;
-// error = x - decoded), medians of 3, with
+// Approach of sign_compress_ef: one pass, the memory kept deferred. The eager form
+//   x += e; scale = ||x|| / sqrt(n); bits = x >= 0; e = x - (bit ? scale : -scale)
+// needs the scale (a norm of the whole chunk) before the residual, so two passes and five
+// streams (read x, read e, write x; read x, write e). Instead the memory keeps r = x, the
+// input compressed last, and its scale s': the residual e = sign_residual(r, s') =
+// r - (r >= 0 ? s' : -s') is the same fp32 operation the eager form does, only one step
+// later, so per element  e = sign_residual(last, s'); r = g + e; last = r; bit of r; sum +=
+// r*r  and scale = sqrt(sum / n) at the end: read g, read last, write last (+ n/8 code
+// bytes), and g is left as it was (reduce() overwrites the bucket with the average anyway).
+// The first step has last = 0, s' = 0 (residual 0). Codes, scales and the resolved memory
+// are the bits of the eager form: the sum of squares keeps sum_squares' order per ISA
+// (cpu_misc.cpp), and tests/kernels (SignCompressEfMatchesTheEagerCompositionOverSteps) and
+// tests/compress (OnebitDeferredMemoryMatchesTheEagerFormOverSteps) check it over steps, on
+// every ISA, with zeros, cancellations, NaN and inf. Where two NaNs meet, which one survives
+// (payload, sign) is the compiler's operand order in both forms and is not compared.
+// Vectors: a compare (x >= 0, ordered, so NaN is "negative" as in sign_bit()) gives the
+// packed bits directly: an AVX-512 compare yields a 16-bit mask = 2 code bytes, an AVX2
+// compare + movemask 8 bits = 1 byte. Decoding blends +scale / -scale under the same masks.
+//
+// Measured 2026-12-02 on the 2-core development VM (Intel AVX-512; memcpy 11.08 GB/s at
+// 16 MiB, 4.62 GB/s at 64 MiB that day, against 6.87 at 64 MiB on 2026-12-01), medians of
+// 3, the eager two-pass build (7a2dfb9) and this one alternately in one quiet window
+// (/work/quiet.sh, disturbed_seconds=0), with
 // `gradsync-kernels-bench --benchmark_filter='(memcpy|qsgd_encode|onebit_encode|topk_encode)/MiB:(16|64)'
 // --benchmark_min_time=1 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true`:
-//   16 MiB: 4.66 GB/s (0.37x memcpy) add_inplace + sign_compress -> 6.04 GB/s (0.47x) fused
-//   64 MiB: 2.38 GB/s (0.35x memcpy)                              -> 2.68 GB/s (0.39x) fused
-// At 64 MiB it is bound by memory streams: pass 2 alone (read x, write error) is a memcpy
-// (~9 ms), pass 1 (read x and error, write x) an in-place add (~7 ms), while memcpy takes
-// 9.1 ms. Any encoder that leaves x = g + e must read 2 arrays and write 2 (0.5x at best in
-// one pass); the scale, a norm of the whole chunk, is needed before the residual, so two.
-
+//   16 MiB: 4.59 GB/s (0.44x memcpy) two passes -> 10.96 GB/s (0.99x) one pass
+//   64 MiB: 1.84 GB/s (0.41x memcpy)            ->  4.09 GB/s (0.89x) one pass
+// (the other round: 0.42x -> 0.90x at 16 MiB, 0.41x -> 0.86x at 64 MiB).
+// Bound: the three streams. stream_add (y += x: read 2 arrays, write 1, the encoder's
+// streams without its arithmetic; --benchmark_filter='(memcpy|stream_add|onebit_encode)/MiB:(16|64)')
+// ran at 1.07-1.11x memcpy at 64 MiB (12.1-12.6 ms; memcpy's store costs about a read plus
+// a write here, read-for-ownership), onebit_encode at 0.77-0.83x of stream_add (15.1-15.8
+// ms): the rest is the per-element work on top of the streams (residual, compare, the
+// double widening of the sum of squares) that two cores do not fully hide.
 #include <cmath>
 #include <cstring>
 
@@ -117,8 +133,122 @@ GS_TARGET_AVX512 std::size_t decompress_avx512(const std::uint8_t* bits, float s
 
 namespace {
 
-// Pass 2 of both entry points: bits and the residual under a known scale.
-void compress_with_scale(const float* x, std::size_t n, float scale, std::uint8_t* bits, float* residual, Isa isa) {
+// ---- the one-pass error-feedback encoder -------------------------------------------------
+// Per element: r = x + sign_residual(last, last_scale); last = r; bit of r; and r*r into a
+// double sum. Each vector path sums in sum_squares' order for its ISA (cpu_misc.cpp: four
+// accumulators over blocks of 32 / 16 / 4 elements, combined as there, then the sequential
+// tail, inlined into each ISA's function as sum_squares' tail is), so the scale has the
+// bits of the eager path's, NaN payloads included. Each returns the sum of squares.
+
+// Elements [begin, n): ORs their bits into bytes already zeroed; the tail's sum.
+GS_ALWAYS_INLINE double ef_tail(const float* x, float* last, float last_scale, std::size_t begin, std::size_t n,
+                                std::uint8_t* bits) {
+  double s = 0;
+  for (std::size_t i = begin; i < n; ++i) {
+    const float r = x[i] + sign_residual(last[i], last_scale);
+    last[i] = r;
+    bits[i >> 3] = static_cast<std::uint8_t>(bits[i >> 3] | (static_cast<unsigned>(sign_bit(r)) << (i & 7)));
+    s += static_cast<double>(r) * static_cast<double>(r);
+  }
+  return s;
+}
+
+double ef_scalar(const float* x, float* last, float last_scale, std::size_t n, std::uint8_t* bits) {
+  std::memset(bits, 0, sign_bytes(n));
+  double s[4] = {0, 0, 0, 0};
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (std::size_t j = 0; j < 4; ++j) {
+      const float r = x[i + j] + sign_residual(last[i + j], last_scale);
+      last[i + j] = r;
+      const std::size_t k = i + j;
+      bits[k >> 3] = static_cast<std::uint8_t>(bits[k >> 3] | (static_cast<unsigned>(sign_bit(r)) << (k & 7)));
+      s[j] += static_cast<double>(r) * static_cast<double>(r);
+    }
+  return (s[0] + s[1]) + (s[2] + s[3]) + ef_tail(x, last, last_scale, i, n, bits);
+}
+
+// r = x + (last - (last >= 0 ? scale : -scale)): the operations of sign_residual, lane-wise.
+GS_TARGET_AVX2 inline __m256 ef_input_avx2(const float* x, const float* last, __m256 pos, __m256 neg) {
+  const __m256 m = _mm256_loadu_ps(last);
+  const __m256 ge = _mm256_cmp_ps(m, _mm256_setzero_ps(), _CMP_GE_OQ);
+  return _mm256_add_ps(_mm256_loadu_ps(x), _mm256_sub_ps(m, _mm256_blendv_ps(neg, pos, ge)));
+}
+
+GS_TARGET_AVX2 double ef_avx2(const float* x, float* last, float last_scale, std::size_t n, std::uint8_t* bits) {
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256 pos = _mm256_set1_ps(last_scale);
+  const __m256 neg = _mm256_set1_ps(-last_scale);
+  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd(), a2 = _mm256_setzero_pd(), a3 = _mm256_setzero_pd();
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 v0 = ef_input_avx2(x + i, last + i, pos, neg);
+    const __m256 v1 = ef_input_avx2(x + i + 8, last + i + 8, pos, neg);
+    _mm256_storeu_ps(last + i, v0);
+    _mm256_storeu_ps(last + i + 8, v1);
+    bits[i >> 3] = static_cast<std::uint8_t>(_mm256_movemask_ps(_mm256_cmp_ps(v0, zero, _CMP_GE_OQ)));
+    bits[(i >> 3) + 1] = static_cast<std::uint8_t>(_mm256_movemask_ps(_mm256_cmp_ps(v1, zero, _CMP_GE_OQ)));
+    const __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(v0));
+    const __m256d d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(v0, 1));
+    const __m256d d2 = _mm256_cvtps_pd(_mm256_castps256_ps128(v1));
+    const __m256d d3 = _mm256_cvtps_pd(_mm256_extractf128_ps(v1, 1));
+    a0 = _mm256_fmadd_pd(d0, d0, a0);
+    a1 = _mm256_fmadd_pd(d1, d1, a1);
+    a2 = _mm256_fmadd_pd(d2, d2, a2);
+    a3 = _mm256_fmadd_pd(d3, d3, a3);
+  }
+  const __m256d a = _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3));
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, a);
+  std::memset(bits + i / 8, 0, sign_bytes(n) - i / 8);
+  return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]) + ef_tail(x, last, last_scale, i, n, bits);
+}
+
+GS_TARGET_AVX512 inline __m512 ef_input_avx512(const float* x, const float* last, __m512 pos, __m512 neg) {
+  const __m512 m = _mm512_loadu_ps(last);
+  const __mmask16 ge = _mm512_cmp_ps_mask(m, _mm512_setzero_ps(), _CMP_GE_OQ);
+  return _mm512_add_ps(_mm512_loadu_ps(x), _mm512_sub_ps(m, _mm512_mask_blend_ps(ge, neg, pos)));
+}
+
+GS_TARGET_AVX512 double ef_avx512(const float* x, float* last, float last_scale, std::size_t n,
+                                  std::uint8_t* bits) {
+  const __m512 zero = _mm512_setzero_ps();
+  const __m512 pos = _mm512_set1_ps(last_scale);
+  const __m512 neg = _mm512_set1_ps(-last_scale);
+  __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd(), a2 = _mm512_setzero_pd(), a3 = _mm512_setzero_pd();
+  std::size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 v0 = ef_input_avx512(x + i, last + i, pos, neg);
+    const __m512 v1 = ef_input_avx512(x + i + 16, last + i + 16, pos, neg);
+    _mm512_storeu_ps(last + i, v0);
+    _mm512_storeu_ps(last + i + 16, v1);
+    // little-endian: element i+j is bit j%8 of byte (i+j)/8
+    const std::uint32_t m = static_cast<std::uint32_t>(_mm512_cmp_ps_mask(v0, zero, _CMP_GE_OQ)) |
+                            (static_cast<std::uint32_t>(_mm512_cmp_ps_mask(v1, zero, _CMP_GE_OQ)) << 16);
+    std::memcpy(bits + (i >> 3), &m, 4);
+    const __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v0));
+    const __m512d d1 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v0, 1));
+    const __m512d d2 = _mm512_cvtps_pd(_mm512_castps512_ps256(v1));
+    const __m512d d3 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v1, 1));
+    a0 = _mm512_fmadd_pd(d0, d0, a0);
+    a1 = _mm512_fmadd_pd(d1, d1, a1);
+    a2 = _mm512_fmadd_pd(d2, d2, a2);
+    a3 = _mm512_fmadd_pd(d3, d3, a3);
+  }
+  const double s = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
+  std::memset(bits + i / 8, 0, sign_bytes(n) - i / 8);
+  return s + ef_tail(x, last, last_scale, i, n, bits);
+}
+
+float scale_of(double sum_squares, std::size_t n) {
+  return static_cast<float>(std::sqrt(sum_squares / static_cast<double>(n)));
+}
+
+}  // namespace
+
+float sign_compress(const float* x, std::size_t n, std::uint8_t* bits, float* residual, Isa isa) {
+  if (n == 0) return 0.f;
+  const float scale = scale_of(sum_squares(x, n, isa), n);
   std::size_t done = 0;
   switch (detail::resolve(isa)) {
     case Isa::Avx512:
@@ -131,26 +261,28 @@ void compress_with_scale(const float* x, std::size_t n, float scale, std::uint8_
       break;
   }
   compress_tail(x, done, n, scale, bits, residual);
-}
-
-float scale_of(double sum_squares, std::size_t n) {
-  return static_cast<float>(std::sqrt(sum_squares / static_cast<double>(n)));
-}
-
-}  // namespace
-
-float sign_compress(const float* x, std::size_t n, std::uint8_t* bits, float* residual, Isa isa) {
-  if (n == 0) return 0.f;
-  const float scale = scale_of(sum_squares(x, n, isa), n);
-  compress_with_scale(x, n, scale, bits, residual, isa);
   return scale;
 }
 
-float sign_compress_ef(float* x, float* error, std::size_t n, std::uint8_t* bits, Isa isa) {
+float sign_compress_ef(const float* x, float* last, float last_scale, std::size_t n, std::uint8_t* bits, Isa isa) {
   if (n == 0) return 0.f;
-  const float scale = scale_of(add_sum_squares(x, error, n, isa), n);  // pass 1: x += error
-  compress_with_scale(x, n, scale, bits, error, isa);                   // pass 2: error = x - decoded
-  return scale;
+  double sum = 0;
+  switch (detail::resolve(isa)) {
+    case Isa::Avx512:
+      sum = ef_avx512(x, last, last_scale, n, bits);
+      break;
+    case Isa::Avx2:
+      sum = ef_avx2(x, last, last_scale, n, bits);
+      break;
+    case Isa::Scalar:
+      sum = ef_scalar(x, last, last_scale, n, bits);
+      break;
+  }
+  return scale_of(sum, n);
+}
+
+void sign_residual(const float* last, float scale, std::size_t n, float* residual) {
+  for (std::size_t i = 0; i < n; ++i) residual[i] = sign_residual(last[i], scale);
 }
 
 void sign_decompress(const std::uint8_t* bits, float scale, std::size_t n, float* out, bool accumulate, Isa isa) {

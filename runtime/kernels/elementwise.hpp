@@ -16,7 +16,8 @@
 //   * QSGD codes: one byte per element, sign in bit 7, level 0..127 in bits 0..6;
 //   * sign (1-bit) codes: bit 1 = "x >= 0" (zero and -0 count as positive, NaN as
 //     negative), decoded to +scale / -scale;
-//   * the error-feedback residual and the finiteness test of the loss scaler;
+//   * the error-feedback residual (and sign compression's, from the compressed input and
+//     its scale) and the finiteness test of the loss scaler;
 //   * the magnitude key of top-k (|x|'s bits, ordered like |x| for non-NaN values).
 #pragma once
 
@@ -144,6 +145,10 @@ GS_HD float sign_decode(bool bit, float scale) { return bit ? scale : -scale; }
 
 // The memory an error-feedback compressor keeps: what the decoded message missed.
 GS_HD float ef_residual(float input, float decoded) { return input - decoded; }
+// The residual of sign compression: x - decoded(sign_bit(x), scale). The one-pass sign
+// encoder keeps x (the last compressed input) and its scale, and resolves this at the next
+// step: the same operation the eager residual does, so the same bits.
+GS_HD float sign_residual(float x, float scale) { return ef_residual(x, sign_decode(sign_bit(x), scale)); }
 
 GS_HD bool is_finite_f32(float x) { return (f32_bits(x) & 0x7f800000u) != 0x7f800000u; }
 

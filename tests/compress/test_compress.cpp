@@ -4,6 +4,7 @@
 // through the phase API), top-k's choice, and the cast round trip.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -216,39 +217,85 @@ TEST(ErrorFeedback, TopkResidualPlusDecodedIsInputExactly) {
   for (std::size_t j = 0; j < k; ++j) EXPECT_GE(mags[static_cast<std::size_t>(idx[j])], sorted[k - 1]);
 }
 
-TEST(ErrorFeedback, OnebitWorkerResidualPlusDecodedIsInput) {
+namespace {
+bool same_or_nan(float a, float b) { return f32_bits(a) == f32_bits(b) || (std::isnan(a) && std::isnan(b)); }
+}  // namespace
+
+TEST(ErrorFeedback, OnebitDeferredMemoryMatchesTheEagerFormOverSteps) {
+  // worker_compress and server_compress keep their memories deferred (the last input and
+  // its scales); over several steps their signs, scales and resolved residuals must be the
+  // bits of the eager form (x = g + e; per chunk sign_compress(x, ..., e)), the input must
+  // be left as it was, and residual + decoded must give x back. 777 elements over 3 chunks
+  // of 288 (the last one short, not a multiple of 16); steps with zeros, cancellations,
+  // negatives, and a NaN and an inf in chunk 1 at step 3 (chunk 1's scale and memory turn
+  // NaN from then on, as the eager form's do; chunks 0 and 2 stay finite). Where several
+  // NaNs meet, which one survives (payload, sign) is the compiler's operand order in both.
   const std::size_t n = 777;
   const int p = 3;
   const OnebitCompressor::Layout lay(n, p);
   EXPECT_EQ(lay.chunk % 32, 0u);
   EXPECT_EQ(lay.begin(p - 1) + lay.length(p - 1), n);
-  const auto g = gaussian(n, 6);
-  const auto err0 = gaussian(n, 7, 0.1f);
-  auto x = g, err = err0;
-  std::vector<std::uint8_t> signs(lay.chunk_bytes() * p, 0xab);
-  std::vector<float> scales(p);
-  OnebitCompressor::worker_compress(x.data(), lay, err.data(), signs.data(), scales.data());
-  // the same bits as the unfused composition: x += e, then sign_compress per chunk
-  auto want_x = g, want_err = err0;
-  gradsync::kernels::add_inplace(want_x.data(), want_err.data(), n);
-  for (int j = 0; j < p; ++j) {
-    std::vector<std::uint8_t> want_signs(lay.chunk_bytes(), 0);
-    const float s = gradsync::kernels::sign_compress(want_x.data() + lay.begin(j), lay.length(j), want_signs.data(),
-                                                     want_err.data() + lay.begin(j));
-    EXPECT_EQ(gradsync::f32_bits(scales[j]), gradsync::f32_bits(s)) << j;
-    for (std::size_t b = 0; b < lay.chunk_bytes(); ++b)
-      ASSERT_EQ(signs[j * lay.chunk_bytes() + b], want_signs[b]) << "chunk " << j << " byte " << b;
-  }
-  for (std::size_t i = 0; i < n; ++i) {
-    ASSERT_EQ(gradsync::f32_bits(x[i]), gradsync::f32_bits(want_x[i])) << i;
-    ASSERT_EQ(gradsync::f32_bits(err[i]), gradsync::f32_bits(want_err[i])) << i;
-  }
-  std::vector<float> decoded(n);
-  for (int j = 0; j < p; ++j)
-    OnebitCompressor::decode_chunk(signs.data() + j * lay.chunk_bytes(), scales[j], lay, j, decoded.data());
-  for (std::size_t i = 0; i < n; ++i) {
-    // err = fl(x - d): err + d equals x up to one rounding of the subtraction
-    EXPECT_NEAR(err[i] + decoded[i], x[i], 1e-6f * (std::fabs(x[i]) + std::fabs(decoded[i]))) << i;
+  const std::size_t cb = lay.chunk_bytes();
+  std::vector<float> want_err(n, 0.f), last(n, 0.f), scales(p, 0.f);
+  // server of chunk 1: its own memory, the same checks
+  const int r = 1;
+  std::vector<float> want_server_err(lay.length(r), 0.f), server_last(lay.length(r), 0.f);
+  float server_scale = 0.f;
+  for (int step = 0; step < 5; ++step) {
+    auto g = gaussian(n, 6 + static_cast<std::uint32_t>(step));
+    if (step == 1)
+      for (std::size_t i = 0; i < n; i += 5) g[i] = (i % 2) ? -0.f : -want_err[i];  // -0, and x = 0 exactly
+    if (step == 2) std::fill(g.begin(), g.begin() + 300, 0.f);
+    if (step == 3) {
+      g[lay.begin(1) + 7] = NAN;
+      g[lay.begin(1) + 9] = -INFINITY;
+    }
+    const auto g_in = g;
+    std::vector<std::uint8_t> signs(cb * p, 0xab);
+    OnebitCompressor::worker_compress(g.data(), lay, last.data(), signs.data(), scales.data());
+    auto want_x = g_in;
+    gradsync::kernels::add_inplace(want_x.data(), want_err.data(), n);
+    for (int j = 0; j < p; ++j) {
+      std::vector<std::uint8_t> want_signs(cb, 0);
+      const float s = gradsync::kernels::sign_compress(want_x.data() + lay.begin(j), lay.length(j), want_signs.data(),
+                                                       want_err.data() + lay.begin(j));
+      ASSERT_TRUE(same_or_nan(scales[j], s)) << "step " << step << " chunk " << j;
+      for (std::size_t b = 0; b < cb; ++b)
+        ASSERT_EQ(signs[j * cb + b], want_signs[b]) << "step " << step << " chunk " << j << " byte " << b;
+      std::vector<float> res(lay.length(j));
+      gradsync::kernels::sign_residual(last.data() + lay.begin(j), scales[j], lay.length(j), res.data());
+      std::vector<float> decoded(n);
+      OnebitCompressor::decode_chunk(signs.data() + j * cb, scales[j], lay, j, decoded.data());
+      for (std::size_t k = 0; k < lay.length(j); ++k) {
+        const std::size_t i = lay.begin(j) + k;
+        ASSERT_EQ(f32_bits(g[i]), f32_bits(g_in[i])) << "gradient written, step " << step << " i=" << i;
+        ASSERT_TRUE(same_or_nan(last[i], want_x[i])) << "memory, step " << step << " i=" << i;
+        ASSERT_TRUE(same_or_nan(res[k], want_err[i])) << "residual, step " << step << " i=" << i;
+        if (std::isfinite(scales[j])) {
+          // e = fl(x - d): e + d equals x up to one rounding of the subtraction
+          EXPECT_NEAR(res[k] + decoded[i], want_x[i], 1e-6f * (std::fabs(want_x[i]) + std::fabs(decoded[i]))) << i;
+        }
+      }
+      EXPECT_EQ(std::isfinite(scales[j]), j != 1 || step < 3) << "step " << step << " chunk " << j;
+    }
+    // server: y = the worker's decoded chunk r (any data will do) + e_s
+    std::vector<float> work(lay.length(r));
+    for (std::size_t k = 0; k < work.size(); ++k) work[k] = g_in[k] * 0.5f;  // finite: chunk 0's values
+    const auto work_in = work;
+    std::vector<std::uint8_t> out(cb, 0xab), want_out(cb, 0);
+    OnebitCompressor::server_compress(work.data(), lay, r, server_last.data(), &server_scale, out.data());
+    auto y = work_in;
+    gradsync::kernels::add_inplace(y.data(), want_server_err.data(), y.size());
+    const float s = gradsync::kernels::sign_compress(y.data(), y.size(), want_out.data(), want_server_err.data());
+    ASSERT_EQ(f32_bits(server_scale), f32_bits(s)) << "server, step " << step;
+    ASSERT_EQ(out, want_out) << "server, step " << step;
+    std::vector<float> res(y.size());
+    gradsync::kernels::sign_residual(server_last.data(), server_scale, res.size(), res.data());
+    for (std::size_t k = 0; k < y.size(); ++k) {
+      ASSERT_EQ(f32_bits(work[k]), f32_bits(work_in[k])) << "server input written, step " << step;
+      ASSERT_EQ(f32_bits(server_last[k]), f32_bits(y[k])) << "server memory, step " << step << " k=" << k;
+      ASSERT_EQ(f32_bits(res[k]), f32_bits(want_server_err[k])) << "server residual, step " << step << " k=" << k;
+    }
   }
 }
 
