@@ -7,7 +7,9 @@ Purpose: fit a gradsync fabric to exactly what PyTorch gets (`gradsync-model cal
 bench.h5`): the file is a gradsync-bench file (results/README.md) and stdout is the
 nccl-tests table.
 Approach (as gradsync-bench's harness, runtime/bench/harness.cpp): per size, `-w` untimed
-calls, then `-n` timed iterations of: barrier, one blocking call timed on every rank with
+calls, then `-n` timed iterations of: (with --off-cache B: write B bytes of a buffer of
+one's own, evicting the call's buffers from the caches, as gradsync-bench --off-cache),
+barrier, one blocking call timed on every rank with
 perf_counter (CUDA: synchronize after the call); an iteration's time is the maximum over
 ranks (one all-reduce MAX of the per-iteration times at the end of each size). Buffers are
 filled with small integers so sums stay exact; with `-c 1` the last iteration's result is
@@ -58,6 +60,11 @@ def options(argv):
     ap.add_argument("-n", "--iters", type=int, default=20)
     ap.add_argument("-w", "--warmup_iters", type=int, default=5)
     ap.add_argument("-c", "--check", type=int, default=1, choices=[0, 1])
+    ap.add_argument("--off-cache", default="0",
+                    help="before every iteration each rank writes this many bytes of its own (e.g. 256M, past the "
+                         "last-level cache), so the call finds its buffers out of cache, as a training step finds "
+                         "its gradient buckets (gradsync-bench's --off-cache, Intel MPI Benchmarks' -off_cache; "
+                         "default 0: off)")
     ap.add_argument("-d", "--datatype", default="float", choices=sorted(DTYPES))
     ap.add_argument("--root", type=int, default=0)
     ap.add_argument("--backend", default=None, help="gloo (default on cpu) | nccl | mpi")
@@ -68,8 +75,11 @@ def options(argv):
     try:
         o.min_bytes = parse_size(o.minbytes, "-b")
         o.max_bytes = parse_size(o.maxbytes, "-e")
+        o.off_cache_bytes = parse_size(o.off_cache, "--off-cache")
     except ValueError as e:
         ap.error(str(e))
+    if o.off_cache_bytes > (64 << 30):
+        ap.error(f"option --off-cache: must be between 0 and 64G bytes (got {o.off_cache})")
     if o.max_bytes < o.min_bytes:
         ap.error(f"option -e: {o.max_bytes} is below -b {o.min_bytes}")
     if o.stepfactor < 2:
@@ -138,6 +148,7 @@ def main(argv=None):
     sync = torch.cuda.synchronize if o.device == "cuda" else (lambda: None)
     algo = BACKEND_ALGO.get(o.backend, "ring")
     status = 0
+    flush = torch.empty(o.off_cache_bytes, dtype=torch.uint8) if o.off_cache_bytes > 0 else None
 
     def fill(n, salt):
         # Small non-negative integers: exact in float/half/bfloat16 and their sums over ranks.
@@ -202,6 +213,8 @@ def main(argv=None):
             local = torch.zeros(o.iters, dtype=torch.float64)
             for i in range(o.iters):
                 reset()
+                if flush is not None:
+                    flush.fill_(i & 0xFF)  # evict the caches: every byte written
                 sync()
                 dist.barrier()
                 t0 = time.perf_counter()
@@ -227,7 +240,8 @@ def main(argv=None):
                   f"{'s' if p != 1 else ''} on {nnodes} node{'s' if nnodes != 1 else ''} ({rpn} per node), "
                   f"dtype {o.datatype}, redop {'sum' if reduces else 'none'}, torch {torch.__version__}")
             print(f"# minBytes {o.min_bytes} maxBytes {o.max_bytes} step: {o.stepfactor}(factor) warmup iters: "
-                  f"{o.warmup_iters} iters: {o.iters} validation: {o.check}")
+                  f"{o.warmup_iters} iters: {o.iters} validation: {o.check}"
+                  + (f" off-cache: {o.off_cache_bytes} bytes" if o.off_cache_bytes else ""))
             print("# time: barrier, then one call; the slowest rank's time, mean over iterations; busbw factor "
                   f"{busf(p):g}; {'in place' if op in ('allreduce', 'broadcast') else 'out of place'} (torch's call)")
             print("#\n# Using ranks")
@@ -260,7 +274,7 @@ def main(argv=None):
                          "max_bytes": o.max_bytes, "step_factor": o.stepfactor, "step_bytes": 0,
                          "bus_factor": busf(p), "timing": "barrier, then one blocking torch.distributed call "
                          "timed on every rank (perf_counter; cuda: synchronize after); max over ranks",
-                         "out_of_bounds": wrong_total, "avg_busbw_GBps": mean_bus, "in_place": int(op in ("allreduce", "broadcast"))}
+                         "off_cache_bytes": o.off_cache_bytes, "out_of_bounds": wrong_total, "avg_busbw_GBps": mean_bus, "in_place": int(op in ("allreduce", "broadcast"))}
                 for k, v in attrs.items():
                     h5out.set_attr(f, k, v)
                 h5out.write_dataset(f, "size_bytes", sizes, "int")

@@ -177,10 +177,12 @@ def case_membership(tmp):
 def case_calibrate(tmp):
     bench = os.path.join(tmp, "bench.h5")
     p = run([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.bench", "-b", "1K", "-e", "4M", "-f", "4",
-             "-n", "5", "-w", "1", "--out", bench], tmp)
+             "-n", "5", "-w", "1", "--off-cache", "1M", "--out", bench], tmp)
     check("# Avg bus bandwidth" in p.stdout and "Out of bounds values : 0 OK" in p.stdout, "nccl-tests table")
+    check("off-cache: 1048576 bytes" in p.stdout, "the table header names --off-cache")
     with h5py.File(bench, "r") as f:
         check(f.attrs["program"] == "gradsync-bench" and f.attrs["op"] == "allreduce", "bench file attributes")
+        check(int(f.attrs["off_cache_bytes"]) == 1 << 20, "off_cache_bytes recorded")
         check(f["oop/time_us"].shape == (7, 5) and np.all(f["oop/nwrong"][:] == 0), "bench raw table, #wrong 0")
     p = run([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.bench", "--op", "all", "-b", "1K", "-e", "64K",
              "-f", "8", "-n", "3", "-w", "1", "--out", os.path.join(tmp, "all.h5")], tmp)
