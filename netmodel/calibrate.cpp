@@ -26,6 +26,8 @@ namespace gradsync::netmodel {
 
 // ---- reading bench files ---------------------------------------------------------------------
 
+double tcp_payload_per_wire_byte(int mtu) { return mtu > 52 ? (mtu - 52.0) / (mtu + 14.0) : 0.0; }
+
 std::vector<BenchPoint> read_bench_file(const std::string& path) {
   h5::Reader r(path);
   const std::string program = r.has_attr("/", "program") ? r.attr_string("/", "program") : "";
@@ -79,6 +81,30 @@ std::vector<BenchPoint> read_bench_file(const std::string& path) {
   const double warmup = static_cast<double>(geti("warmup", 0));
   // Out-of-place and in-place runs each take warm-up + iterations per size (pingpong: one).
   const double runs = proto.op == Op::Pingpong || !r.exists("/ip") ? 1.0 : 2.0;
+  // Which interface carried the traffic (the model fits payload; calibrate also states the
+  // rate on the wire where the file says which link and its MTU).
+  if (r.exists("/net/interface") && r.exists("/net/tx_bytes") && r.exists("/net/mtu")) {
+    const auto names = r.read_strings("/net/interface");
+    const auto tx = r.read_int("/net/tx_bytes");
+    const auto mtu = r.read_int("/net/mtu");
+    const std::size_t ni = names.size();
+    if (ni > 0 && tx.size() == mtu.size() && tx.size() % ni == 0) {
+      std::int64_t best = 0;
+      for (std::size_t i = 0; i < ni; ++i) {
+        if (names[i] == "lo") continue;
+        std::int64_t total = 0, m = 0;
+        for (std::size_t k = i; k < tx.size(); k += ni) {
+          total += std::max<std::int64_t>(0, tx[k]);
+          m = std::max(m, mtu[k]);
+        }
+        if (total > best) {
+          best = total;
+          proto.wire_if = names[i];
+          proto.wire_mtu = static_cast<int>(m);
+        }
+      }
+    }
+  }
   double sent = 0;
   std::vector<BenchPoint> out;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
@@ -767,6 +793,27 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
       for (auto& l : out.levels)
         if (l.level == "intra" || (intra.empty() && l.level == "inter")) l.notes += words;
     }
+  }
+  // The inter level's rate on the wire: its points all crossed one kind of link (an
+  // interface of one MTU), so the fitted payload bandwidth is also stated as what a NIC's
+  // nominal rate (and a shaper) counts.
+  if (!inter.empty()) {
+    const int mtu = inter.front().wire_mtu;
+    const std::string nic = inter.front().wire_if;
+    const bool one = std::all_of(inter.begin(), inter.end(),
+                                 [&](const BenchPoint& p) { return p.wire_mtu == mtu && p.wire_if == nic; });
+    const double framing = tcp_payload_per_wire_byte(mtu);
+    if (one && framing > 0)
+      for (auto& l : out.levels)
+        if (l.level == "inter") {
+          char buf[320];
+          std::snprintf(buf, sizeof buf,
+                        "on the wire: %.4g GB/s of payload is %.4g Gbit/s at %s's MTU %d if TCP/IPv4 over Ethernet "
+                        "(%d payload bytes per %d-byte frame, %.1f%%; a NIC's or shaper's nominal rate counts frames); ",
+                        f.inter.bw_Bps / 1e9, f.inter.bw_Bps * 8 / framing / 1e9, nic.c_str(), mtu, mtu - 52, mtu + 14,
+                        100 * framing);
+          l.notes += buf;
+        }
   }
   f.description = desc;
   validate_fabric(f);

@@ -74,7 +74,16 @@ struct BenchPoint {
   // ring time at this size and shape (nccl_tuning.hpp), set by calibrate_fabric's second
   // pass; the fit treats the point as a ring scaled by it.
   double nccl_scale = 1;
+  // The network interface that carried most of the file's traffic (/net: the largest tx,
+  // loopback left out) and its MTU; "" and 0 when the file has no /net or no such traffic.
+  std::string wire_if;
+  int wire_mtu = 0;
 };
+
+// Payload bytes per byte on the wire of TCP/IPv4 (with timestamps) over Ethernet at this MTU:
+// (mtu - 52) / (mtu + 14): 20 IP + 20 TCP + 12 options per segment, a 14-byte Ethernet
+// header per frame (what interface counters and a tbf shaper count). 1448/1514 at 1500.
+double tcp_payload_per_wire_byte(int mtu);
 
 // Reads a gradsync-bench file (results/README.md). UsageError if it is not one.
 std::vector<BenchPoint> read_bench_file(const std::string& path);

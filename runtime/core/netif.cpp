@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 
 #include "core/error.hpp"
 #include "core/h5io.hpp"
@@ -39,6 +40,8 @@ IfSnapshot read_interface_bytes(const std::string& sysfs) {
     IfBytes b;
     b.name = it->path().filename().string();
     const auto stats = it->path() / "statistics";
+    std::uint64_t mtu = 0;
+    if (read_counter(it->path() / "mtu", mtu)) b.mtu = static_cast<std::int64_t>(mtu);
     if (read_counter(stats / "tx_bytes", b.tx) && read_counter(stats / "rx_bytes", b.rx)) out.push_back(b);
   }
   std::sort(out.begin(), out.end(), [](const IfBytes& a, const IfBytes& b) { return a.name < b.name; });
@@ -48,7 +51,7 @@ IfSnapshot read_interface_bytes(const std::string& sysfs) {
 IfSnapshot bytes_since(const IfSnapshot& start, const IfSnapshot& now) {
   IfSnapshot out;
   for (const IfBytes& n : now) {
-    IfBytes d{n.name, n.tx, n.rx};
+    IfBytes d{n.name, n.tx, n.rx, n.mtu};
     const auto s = std::find_if(start.begin(), start.end(), [&](const IfBytes& x) { return x.name == n.name; });
     if (s != start.end()) {
       d.tx = n.tx >= s->tx ? n.tx - s->tx : n.tx;
@@ -61,7 +64,8 @@ IfSnapshot bytes_since(const IfSnapshot& start, const IfSnapshot& now) {
 
 std::string pack(const IfSnapshot& s) {
   std::string out;
-  for (const IfBytes& b : s) out += b.name + " " + std::to_string(b.tx) + " " + std::to_string(b.rx) + "\n";
+  for (const IfBytes& b : s)
+    out += b.name + " " + std::to_string(b.tx) + " " + std::to_string(b.rx) + " " + std::to_string(b.mtu) + "\n";
   return out;
 }
 
@@ -73,6 +77,16 @@ IfSnapshot unpack_if_snapshot(const std::string& text) {
     std::istringstream fields(line);
     IfBytes b;
     GS_CHECK(static_cast<bool>(fields >> b.name >> b.tx >> b.rx), "interface counters: cannot parse line '", line, "'");
+    std::string rest;
+    if (fields >> rest) {
+      std::size_t used = 0;
+      try {
+        b.mtu = std::stoll(rest, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      GS_CHECK(used == rest.size() && used > 0, "interface counters: cannot parse line '", line, "'");
+    }
     out.push_back(b);
   }
   return out;
@@ -91,11 +105,13 @@ NetTraffic merge_net_traffic(const std::vector<IfSnapshot>& per_rank, std::strin
   }
   t.tx.assign(per_rank.size() * t.interfaces.size(), -1);
   t.rx.assign(t.tx.size(), -1);
+  t.mtu.assign(t.tx.size(), -1);
   for (std::size_t r = 0; r < per_rank.size(); ++r)
     for (const IfBytes& b : per_rank[r]) {
       const std::size_t k = r * t.interfaces.size() + index.at(b.name);
       t.tx[k] = static_cast<std::int64_t>(b.tx);
       t.rx[k] = static_cast<std::int64_t>(b.rx);
+      t.mtu[k] = b.mtu;
     }
   return t;
 }
@@ -111,6 +127,7 @@ void write_net_traffic(h5::Writer& w, const NetTraffic& t) {
   w.write("/net/interface", t.interfaces);
   w.write("/net/tx_bytes", t.tx, dims);
   w.write("/net/rx_bytes", t.rx, dims);
+  w.write("/net/mtu", t.mtu.size() == t.tx.size() ? t.mtu : std::vector<std::int64_t>(t.tx.size(), -1), dims);
 }
 
 std::vector<std::string> net_traffic_lines(const NetTraffic& t, const std::vector<std::string>& hostnames) {

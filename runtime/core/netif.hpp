@@ -26,6 +26,7 @@ struct IfBytes {
   std::string name;       // "eth0", "lo", "docker0"
   std::uint64_t tx = 0;   // bytes sent
   std::uint64_t rx = 0;   // bytes received
+  std::int64_t mtu = -1;  // /sys/class/net/<if>/mtu (-1: unreadable)
 };
 using IfSnapshot = std::vector<IfBytes>;  // sorted by name
 
@@ -37,15 +38,16 @@ IfSnapshot read_interface_bytes(const std::string& sysfs = "/sys/class/net");
 // backwards, i.e. the interface was re-created, counts from 0 too).
 IfSnapshot bytes_since(const IfSnapshot& start, const IfSnapshot& now);
 
-// One line per interface ("name tx rx"), for allgather_strings; unpack throws Error on junk.
+// One line per interface ("name tx rx mtu"), for allgather_strings; unpack throws Error on
+// junk (a line without the mtu field reads as mtu -1).
 std::string pack(const IfSnapshot& s);
 IfSnapshot unpack_if_snapshot(const std::string& text);
 
-// Every rank's deltas over the union of interface names. tx/rx are [rank][interface]
+// Every rank's deltas over the union of interface names. tx/rx/mtu are [rank][interface]
 // (row-major, nranks x interfaces.size()); -1 where that rank has no such interface.
 struct NetTraffic {
   std::vector<std::string> interfaces;  // sorted
-  std::vector<std::int64_t> tx, rx;
+  std::vector<std::int64_t> tx, rx, mtu;
   int nranks = 0;
   std::string window;                   // what the counted interval was, for the file
 
@@ -54,7 +56,7 @@ struct NetTraffic {
 };
 NetTraffic merge_net_traffic(const std::vector<IfSnapshot>& per_rank, std::string window);
 
-// Group /net: datasets interface [I], tx_bytes and rx_bytes [R, I] (int64, -1: absent),
+// Group /net: datasets interface [I], tx_bytes, rx_bytes and mtu [R, I] (int64, -1: absent),
 // attributes description and window. Written also when nothing was counted (I = 0).
 void write_net_traffic(h5::Writer& w, const NetTraffic& t);
 

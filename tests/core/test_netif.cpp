@@ -17,8 +17,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void fake_if(const fs::path& root, const std::string& name, std::uint64_t tx, std::uint64_t rx) {
+void fake_if(const fs::path& root, const std::string& name, std::uint64_t tx, std::uint64_t rx, int mtu = 0) {
   fs::create_directories(root / name / "statistics");
+  if (mtu > 0) std::ofstream(root / name / "mtu") << mtu << "\n";
   std::ofstream(root / name / "statistics" / "tx_bytes") << tx << "\n";
   std::ofstream(root / name / "statistics" / "rx_bytes") << rx << "\n";
 }
@@ -32,7 +33,7 @@ fs::path temp_dir(const std::string& tag) {
 
 TEST(NetIf, ReadsASysfsTreeSortedAndSkipsUnreadable) {
   const fs::path d = temp_dir("read");
-  fake_if(d, "eth1", 10, 20);
+  fake_if(d, "eth1", 10, 20, 9000);
   fake_if(d, "eth0", 1, 2);
   fs::create_directories(d / "broken");  // no statistics: left out
   const gs::IfSnapshot s = gs::read_interface_bytes(d.string());
@@ -41,6 +42,8 @@ TEST(NetIf, ReadsASysfsTreeSortedAndSkipsUnreadable) {
   EXPECT_EQ(s[1].name, "eth1");
   EXPECT_EQ(s[1].tx, 10u);
   EXPECT_EQ(s[1].rx, 20u);
+  EXPECT_EQ(s[1].mtu, 9000);
+  EXPECT_EQ(s[0].mtu, -1);  // no mtu file
   EXPECT_TRUE(gs::read_interface_bytes((d / "none").string()).empty());
   fs::remove_all(d);
 }
@@ -66,10 +69,14 @@ TEST(NetIf, DeltaKeepsZeroTrafficAndCountsNewOrResetFromZero) {
 }
 
 TEST(NetIf, PackRoundTripsAndRejectsJunk) {
-  const gs::IfSnapshot s = {{"eth0", 1ull << 40, 3}, {"lo", 0, 0}};
+  const gs::IfSnapshot s = {{"eth0", 1ull << 40, 3, 1500}, {"lo", 0, 0}};
   const gs::IfSnapshot back = gs::unpack_if_snapshot(gs::pack(s));
   ASSERT_EQ(back.size(), 2u);
   EXPECT_EQ(back[0].tx, 1ull << 40);
+  EXPECT_EQ(back[0].mtu, 1500);
+  EXPECT_EQ(back[1].mtu, -1);
+  EXPECT_EQ(gs::unpack_if_snapshot("eth0 1 2\n")[0].mtu, -1);  // no mtu field
+  EXPECT_THROW(gs::unpack_if_snapshot("eth0 1 2 15x\n"), gs::Error);
   EXPECT_EQ(back[1].name, "lo");
   EXPECT_TRUE(gs::unpack_if_snapshot("").empty());
   EXPECT_THROW(gs::unpack_if_snapshot("eth0 x 3\n"), gs::Error);
@@ -95,7 +102,8 @@ TEST(NetIf, WritesNetGroupThatReadsBack) {
   const fs::path d = temp_dir("h5");
   const std::string path = (d / "n.h5").string();
   const gs::NetTraffic t =
-      gs::merge_net_traffic({{{"eth0", 10, 11}, {"eth1", 0, 0}}, {{"eth0", 12, 13}, {"eth1", 4, 5}}}, "the sweep");
+      gs::merge_net_traffic({{{"eth0", 10, 11, 1500}, {"eth1", 0, 0}}, {{"eth0", 12, 13, 1500}, {"eth1", 4, 5, 9000}}},
+                            "the sweep");
   {
     gs::h5::Writer w(path);
     gs::write_net_traffic(w, t);
@@ -106,6 +114,7 @@ TEST(NetIf, WritesNetGroupThatReadsBack) {
   EXPECT_EQ(r.dims("/net/tx_bytes"), (std::vector<std::uint64_t>{2, 2}));
   EXPECT_EQ(r.read_int("/net/tx_bytes"), t.tx);
   EXPECT_EQ(r.read_int("/net/rx_bytes"), t.rx);
+  EXPECT_EQ(r.read_int("/net/mtu"), (std::vector<std::int64_t>{1500, -1, 1500, 9000}));
   EXPECT_EQ(r.attr_string("/net", "window"), "the sweep");
   fs::remove_all(d);
 }

@@ -695,7 +695,8 @@ namespace {
 // Writes a synthetic gradsync-bench file (results/README.md schema) whose raw per-iteration
 // times come from `fabric` with multiplicative noise.
 std::string bench_file(const std::string& name, const std::string& op, const std::string& algo, int nodes, int rpn,
-                       const std::vector<int64_t>& sizes, const Fabric& fabric, double noise, unsigned seed) {
+                       const std::vector<int64_t>& sizes, const Fabric& fabric, double noise, unsigned seed,
+                       const std::function<void(h5::Writer&)>& extra = {}) {
   const std::string path = tmp_path(name);
   h5::Writer w(path);
   Provenance prov;
@@ -755,6 +756,7 @@ std::string bench_file(const std::string& name, const std::string& op, const std
   w.attr("/", "warmup", static_cast<int64_t>(5));
   w.attr("/", "check", static_cast<int64_t>(1));
   w.attr("/", "root", static_cast<int64_t>(0));
+  if (extra) extra(w);
   w.commit();
   return path;
 }
@@ -793,6 +795,40 @@ TEST(Calibrate, RecoversAlphaBetaGammaWithinOnePercent) {
   const std::string out = tmp_path("fitted.toml");
   save_fabric(fit.fabric, out);
   EXPECT_NEAR(load_fabric(out).inter.bw_Bps / 3.0e9, 1.0, 0.01);
+}
+
+TEST(Calibrate, StatesTheInterRateOnTheWire) {
+  // Two hosts whose traffic crossed eth1 (MTU 1500): the note converts the fitted payload
+  // bandwidth to the rate on the wire (1448 payload bytes per 1514-byte frame). Files that
+  // crossed links of different MTUs get no such line.
+  Fabric planted = simple_fabric(40e-6, 117.6e6);
+  planted.name = "planted";
+  const auto sizes = pow2_sizes(1 << 10, 16 << 20);
+  auto net = [](std::int64_t mtu) {
+    return [mtu](h5::Writer& w) {
+      w.write("/net/interface", std::vector<std::string>{"eth1", "lo"});
+      w.write("/net/tx_bytes", std::vector<std::int64_t>{900000000, 5, 900000000, 5}, {2, 2});
+      w.write("/net/rx_bytes", std::vector<std::int64_t>{900000000, 5, 900000000, 5}, {2, 2});
+      w.write("/net/mtu", std::vector<std::int64_t>{mtu, 65536, mtu, 65536}, {2, 2});
+    };
+  };
+  auto fit_of = [&](std::int64_t mtu_pp, std::int64_t mtu_ring) {
+    std::vector<BenchPoint> pts;
+    for (const auto& f : {bench_file("w-pp.h5", "pingpong", "ring", 2, 1, sizes, planted, 0.0, 1, net(mtu_pp)),
+                          bench_file("w-ring.h5", "allreduce", "ring", 2, 1, sizes, planted, 0.0, 2, net(mtu_ring))}) {
+      auto v = read_bench_file(f);
+      pts.insert(pts.end(), v.begin(), v.end());
+    }
+    return calibrate_fabric(pts, "fitted");
+  };
+  const FabricFit fit = fit_of(1500, 1500);
+  ASSERT_EQ(fit.levels.size(), 1u);
+  const std::string& n = fit.levels[0].notes;
+  EXPECT_NE(n.find("at eth1's MTU 1500"), std::string::npos) << n;
+  EXPECT_NE(n.find("1448 payload bytes per 1514-byte frame"), std::string::npos) << n;
+  EXPECT_NE(n.find("0.9837 Gbit/s"), std::string::npos) << n;  // 117.6 MB/s x 8 x 1514/1448
+  EXPECT_NEAR(tcp_payload_per_wire_byte(9000), 8948.0 / 9014.0, 1e-12);
+  EXPECT_EQ(fit_of(1500, 9000).levels[0].notes.find("on the wire"), std::string::npos);
 }
 
 TEST(Calibrate, ShaperLeavesOutPointsThatRanOnTheBurst) {
