@@ -93,9 +93,11 @@ BucketPlan Compressor::plan(const std::vector<GradShape>& tensors, int wire_elem
       const bool measured = k && k->powersgd_encode_flops > 0 && k->powersgd_decode_flops > 0;
       const double plain = static_cast<double>(wire.plain_elems);
       const double ncomp = n - plain;
-      const double enc_mem = k && k->powersgd_encode_Bps > 0 ? (20 * n + 8 * ncomp) / k->powersgd_encode_Bps : 0.0;
-      const double dec_mem =
-          k && k->powersgd_decode_Bps > 0 ? (12 * n + 4 * ncomp + 8 * plain) / k->powersgd_decode_Bps : 0.0;
+      // Memory passes of the fused schedule (compress/powersgd.cpp): encode reads M and the
+      // memory and writes M (12 n), reads M again for Q (4 c); decode reads M, writes P Q^T
+      // and the memory (12 n), plus the uncompressed batch's read (4 (n - c)).
+      const double enc_mem = k && k->powersgd_encode_Bps > 0 ? (12 * n + 4 * ncomp) / k->powersgd_encode_Bps : 0.0;
+      const double dec_mem = k && k->powersgd_decode_Bps > 0 ? (12 * n + 4 * plain) / k->powersgd_decode_Bps : 0.0;
       const double enc_p =
           measured ? flops_p / k->powersgd_encode_flops + enc_mem : flops_p / rt.flops + ef_bytes / 2 / mem;
       const double enc_q = measured ? flops_q / k->powersgd_encode_flops : flops_q / rt.flops;

@@ -11,14 +11,17 @@
 //                        fp16/bf16 precision adds a cast before (read 4 B, write 2 B per
 //                        element) and after (read 2, write 4).
 //   fp16, bf16           cast compressor: the same at 2 bytes per element.
-//   powersgd:rank=R[,start=K][,min_rate=2][,warm_start=1][,error_feedback=1]
+//   powersgd:rank=R[,start=K][,min_rate=2][,warm_start=1][,error_feedback=1][,threads=1]
 //                        DDP PowerSGD (Vogels et al. 2019; torch powerSGD_hook): a tensor
 //                        viewed as M (n = shape[0], m = rest) is compressed only if it is
 //                        >= 2-D and (n + m) r min_rate < n m. Phases: all-reduce of the
 //                        uncompressed rest; P = M Q (2nmr FLOPs) + error feedback (memory
 //                        pass), all-reduce P (n r); orthogonalize P (2 n r^2), Q = M^T P
 //                        (2nmr), all-reduce Q (m r); decode M = P Q^T (2nmr). Steady state:
-//                        the first `start` uncompressed steps are not modelled.
+//                        the first `start` uncompressed steps are not modelled. threads=T
+//                        is accepted (the shared parser) but priced as one thread: the
+//                        calibrated rates are single-threaded, and a second codec thread
+//                        competes with backward for the cores (not modelled).
 //   qsgd:levels=S[,bucket=B]  (S in 1..127, as the runtime: one code byte per element =
 //                        sign + 7-bit level; B default 512) all-gather of one message per
 //                        rank: pad4(n) code bytes + one fp32 norm per B elements. Decode
@@ -88,9 +91,9 @@ struct KernelRates {
   std::string name, source;
   std::map<std::string, double> Bps;
   double powersgd_encode_flops = 0, powersgd_decode_flops = 0;  // 0: not measured
-  // Memory passes of PowerSGD (error feedback, input copy), bytes/s; 0: FLOPs only.
-  // Encode touches 20 n + 8 c bytes, decode 12 n + 4 c + 8 (n - c) (n bucket elements,
-  // c of them in compressed matrices).
+  // Memory passes of PowerSGD (error feedback fused with the products), bytes/s; 0: FLOPs
+  // only. Encode touches 12 n + 4 c bytes, decode 12 n + 4 (n - c) (n bucket elements, c of
+  // them in compressed matrices; compress/powersgd.cpp's fused schedule).
   double powersgd_encode_Bps = 0, powersgd_decode_Bps = 0;
   std::vector<std::string> notes;  // fit quality, per kernel
 };

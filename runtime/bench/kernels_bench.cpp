@@ -17,8 +17,13 @@
 //                     error = x - sparse(x)                            the k values
 //   powersgd_encode   x += error; P = MQ; Gram-Schmidt; Q = M^T P  (rank 4, one square matrix)
 //   powersgd_decode   M = P Q^T; error = input - M
-//   powersgd_resnet50_{encode,decode,encode+decode}: the same over all ResNet-50 gradient
-//                     tensors (models/zoo.hpp) as one bucket, rank 4.
+//   powersgd_resnet50_{encode,decode}: the same over all ResNet-50 gradient tensors
+//                     (models/zoo.hpp) as one bucket, rank 4, threads=1 (what calibrate
+//                     --kernels fits);
+//   powersgd_resnet50_encode+decode/threads:{1,2}: the whole step at threads=T (what
+//                     scripts/powersgd-vs-torch.py compares with PyTorch's hook).
+//   The encode cases put a fresh gradient into the bucket before each call, untimed
+//   (the hook's timed call also gets a fresh clone made outside its timer).
 // Before timing, every case checks its round trip once against the compressor's error
 // bound and reports SkipWithError if it is wrong (a benchmark that cannot say it was right
 // is not a benchmark).
@@ -39,6 +44,12 @@
 //   topk_encode      4.17 (0.38x)   2.67 (0.58x)   kernels/cpu_topk.cpp
 //   stream_add      11.13 (0.98x)   4.96 (1.07x)   onebit_encode's streams, its floor (same window,
 //                     --benchmark_filter='(memcpy|stream_add|onebit_encode)/MiB:(16|64)')
+//
+// PowerSGD on ResNet-50 (rank 4), 2026-12-02, same VM (shared; disturbed_seconds 15), with
+// gradsync-kernels-bench --benchmark_filter=powersgd_resnet50 --benchmark_min_time=1:
+//   encode 39.3 ms, decode 32.2 ms, encode+decode 71.8 ms at threads=1, 40.1 ms at threads=2
+//   (before the fused kernels, encode+decode with the reset copy timed: 188.4 ms;
+//   scripts/powersgd-vs-torch.py compares these with PyTorch's hook).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -229,7 +240,7 @@ struct PowerSgdCase {
   BucketView bucket;
   std::unique_ptr<PowerSgdCompressor> c;
 
-  void init(std::vector<gradsync::TensorView> tensors, int rank) {
+  void init(std::vector<gradsync::TensorView> tensors, int rank, int threads = 1) {
     std::size_t count = 0;
     for (auto& t : tensors) {
       t.offset = count;
@@ -244,15 +255,24 @@ struct PowerSgdCase {
     PowerSgdOptions o;
     o.rank = rank;
     o.start = 0;
+    o.threads = threads;
     c = std::make_unique<PowerSgdCompressor>(o, 1);
   }
+  // A fresh gradient in the bucket (error feedback and decode overwrite it); not timed, as
+  // powersgd-vs-torch.py's hook call gets a fresh clone outside its timer.
+  void reset() { std::memcpy(data.data(), fresh.data(), data.size() * 4); }
+  void reset(benchmark::State& state) {
+    state.PauseTiming();
+    reset();
+    state.ResumeTiming();
+  }
   void encode() {
-    std::memcpy(data.data(), fresh.data(), data.size() * 4);
     c->compute_p(bucket, 1);
     c->compute_q(bucket);
   }
   void decode() { c->decompress(bucket, 1); }
   bool sane() {
+    reset();
     encode();
     decode();
     for (float v : data)
@@ -268,33 +288,41 @@ void bm_powersgd_square(benchmark::State& state, bool encode) {
   pc.init({{"w", {side, side}, 0, static_cast<std::size_t>(side * side)}}, 4);
   if (!pc.sane()) return state.SkipWithError("powersgd produced non-finite values");
   for (auto _ : state) {
-    if (encode)
+    if (encode) {
+      pc.reset(state);
       pc.encode();
-    else
+    } else {
       pc.decode();
+    }
     benchmark::ClobberMemory();
   }
   set_bytes(state, pc.data.size());
   state.counters["matrix"] = static_cast<double>(side);
 }
 
-void bm_powersgd_resnet50(benchmark::State& state, int which) {  // 0 encode, 1 decode, 2 both
+// which: 0 encode, 1 decode, 2 both (its argument is the spec's threads=T; the others run one thread).
+void bm_powersgd_resnet50(benchmark::State& state, int which) {
+  const int threads = which == 2 ? static_cast<int>(state.range(0)) : 1;
   PowerSgdCase pc;
   std::vector<gradsync::TensorView> tensors;
   for (const auto& t : gradsync::models::zoo_model("resnet50").tensors())
     tensors.push_back({t.name, t.shape, 0, static_cast<std::size_t>(t.numel())});
   // Backward produces gradients in reverse order; the bucket holds them that way.
   std::reverse(tensors.begin(), tensors.end());
-  pc.init(std::move(tensors), 4);
+  pc.init(std::move(tensors), 4, threads);
   if (!pc.sane()) return state.SkipWithError("powersgd produced non-finite values");
   const auto& plan = pc.c->plan(0);
   for (auto _ : state) {
-    if (which != 1) pc.encode();
+    if (which != 1) {
+      pc.reset(state);
+      pc.encode();
+    }
     if (which != 0) pc.decode();
     benchmark::ClobberMemory();
   }
   set_bytes(state, pc.data.size());
   state.counters["matrices"] = static_cast<double>(plan.matrices.size());
+  state.counters["threads"] = threads;
   state.counters["ratio"] =
       static_cast<double>(pc.data.size()) / static_cast<double>(plan.p_size + plan.q_size + plan.plain_size);
 }
@@ -329,10 +357,14 @@ int main(int argc, char** argv) {
                                        [enc](benchmark::State& s) { bm_powersgd_square(s, enc); }));
   }
   const char* rn[] = {"powersgd_resnet50_encode", "powersgd_resnet50_decode", "powersgd_resnet50_encode+decode"};
-  for (int w = 0; w < 3; ++w)
-    benchmark::RegisterBenchmark(rn[w], [w](benchmark::State& s) { bm_powersgd_resnet50(s, w); })
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
+  // encode and decode alone at one thread (the names calibrate --kernels reads); the step
+  // at threads=1 and 2 (powersgd_resnet50_encode+decode/threads:T).
+  for (int w = 0; w < 3; ++w) {
+    auto* b = benchmark::RegisterBenchmark(rn[w], [w](benchmark::State& s) { bm_powersgd_resnet50(s, w); })
+                  ->Unit(benchmark::kMillisecond)
+                  ->UseRealTime();
+    if (w == 2) b->Arg(1)->Arg(2)->ArgName("threads");
+  }
 
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -1,5 +1,5 @@
 // gradsync/compress/powersgd.hpp —
-//   "powersgd:rank=R[,start=K][,min_rate=2][,warm_start=1][,error_feedback=1]"
+//   "powersgd:rank=R[,start=K][,min_rate=2][,warm_start=1][,error_feedback=1][,threads=1]"
 // PowerSGD (Vogels et al., NeurIPS 2019) with the semantics of PyTorch DDP's
 // torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook.powerSGD_hook.
 //
@@ -9,7 +9,7 @@
 //     m = the rest); with r = min(n, m, R) it is compressed only if
 //     (n + m) * r * min_rate < n * m. Everything else (1-D tensors, small matrices, and any
 //     bucket element no tensor covers) is all-reduced uncompressed, as one batch.
-//   * error feedback: bucket += memory; keep a copy of the bucket (the hook's input_tensor_cp)
+//   * error feedback: bucket += memory; the hook keeps a copy of the bucket (input_tensor_cp)
 //   * P = M Q                      (Q: m x r, kept across steps with warm_start=1)
 //     all-reduce(Sum) of all P's of the bucket in one message (plus the uncompressed batch)
 //     orthogonalize each P (Gram-Schmidt on its columns; a zero column stays zero)
@@ -19,7 +19,21 @@
 //   * memory = copy - bucket       (over the whole bucket, as the hook does)
 // Q is initialised once per bucket (every step with warm_start=0) from a standard normal
 // drawn from a counter-based stream of the seed alone, so all ranks start from the same Q.
-// Matrices are Eigen::Maps over the bucket and the batched P/Q buffers: no copies.
+//
+// No copy of the bucket is kept: until decompress the bucket itself holds the step's input
+// (bucket + memory; only P, Q and the packed uncompressed batch are all-reduced), so
+// decompress computes memory = M - P Q^T and the bucket = P Q^T in one pass per row
+// (kernels::powersgd_expand), and the uncompressed batch's memory = bucket - batch / p
+// before the average is unpacked. The values are the hook's; products are summed in the
+// fixed orders of kernels/cpu_powersgd.cpp (so the CPU ISAs and threads=T agree bit for bit).
+//
+// threads=T (default 1): the matrices of a bucket are independent in every phase, so each
+// phase splits them (contiguous runs of matrices, balanced by elements) over T threads: the
+// caller and T - 1 workers owned by the compressor. Results do not depend on T. The default
+// is 1 because in training the codec runs on the communication thread while backward
+// computes on the host's cores (emulated and host compute); a second codec thread takes
+// a core from backward. Ask for threads=2 when the cores are otherwise idle (CUDA compute,
+// or a host with more cores than ranks x compute threads).
 // Stats: compressed = 4 * (|P| + |Q| + |uncompressed|) bytes, collective "allreduce",
 // compressed = false on the plain steps.
 #pragma once
@@ -27,6 +41,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "compress/compressor.hpp"
@@ -39,11 +54,15 @@ struct PowerSgdOptions {
   double min_rate = 2.0;    // compress a matrix only if it shrinks by more than this
   bool warm_start = true;   // keep Q across steps
   bool error_feedback = true;
+  int threads = 1;          // threads per phase (the caller + threads - 1 workers)
 };
 
 class PowerSgdCompressor final : public Compressor {
  public:
   PowerSgdCompressor(const PowerSgdOptions& opts, std::uint64_t seed);
+  ~PowerSgdCompressor() override;
+  PowerSgdCompressor(PowerSgdCompressor&&) noexcept;
+  PowerSgdCompressor& operator=(PowerSgdCompressor&&) noexcept;
   std::string spec() const override;
   void reduce(Communicator& comm, AllreduceAlgorithm& allreduce, BucketView& bucket, std::int64_t step,
               CompressStats& stats) override;
@@ -64,14 +83,19 @@ class PowerSgdCompressor final : public Compressor {
     std::size_t p_size = 0, q_size = 0, plain_size = 0;
   };
   static Plan make_plan(const BucketView& bucket, int rank, double min_rate);
+  // Thread t of `threads` takes matrices [first[t], first[t + 1]): contiguous runs with about
+  // equal elements (size threads + 1; a run may be empty).
+  static std::vector<std::size_t> split_matrices(const Plan& plan, int threads);
 
   // ---- the phases of one compressed step, callable without a communicator --------------
-  // 1. error feedback in, copy of the input, Q (initialised if needed), P = M Q, and the
+  // 1. error feedback in (bucket += memory), Q (initialised if needed), P = M Q, and the
   //    uncompressed batch packed: after it, p_buffer() and plain_buffer() are to be summed.
+  //    The bucket keeps this step's input until decompress.
   void compute_p(BucketView& bucket, std::int64_t step);
   // 2. orthogonalise the summed P's, Q = M^T P: after it, q_buffer() is to be summed.
   void compute_q(BucketView& bucket);
-  // 3. Q /= world, M = P Q^T, uncompressed batch / world unpacked, memory = copy - bucket.
+  // 3. Q /= world; memory = M - P Q^T and M = P Q^T; memory = input - batch / world and
+  //    the batch / world unpacked, for the uncompressed rest.
   void decompress(BucketView& bucket, int world);
 
   std::vector<float>& p_buffer(int bucket) { return state(bucket).p; }
@@ -89,16 +113,22 @@ class PowerSgdCompressor final : public Compressor {
  private:
   struct State {
     Plan plan;
+    std::vector<std::size_t> split;  // split_matrices(plan, threads)
     std::size_t count = 0;
-    std::vector<float> p, q, plain, input, memory;
+    std::vector<float> p, q, plain, memory;
     bool q_ready = false;
   };
+  class Workers;  // the threads - 1 worker threads (powersgd.cpp)
   State& state(int bucket);
   State& state_for(const BucketView& bucket);
+  // fn(mat) for every matrix of s, the runs of s.split on the caller and the workers.
+  template <class Fn>
+  void for_each_matrix(const State& s, const Fn& fn);
 
   PowerSgdOptions opts_;
   std::uint64_t seed_;
   std::map<int, State> states_;
+  std::unique_ptr<Workers> workers_;  // null with threads=1
 };
 
 }  // namespace gradsync::compress_detail

@@ -111,6 +111,20 @@ bool all_finite(const float* x, std::size_t n, Isa isa = cpu_isa());
 // GradScaler's unscale: x[i] *= inv_scale; returns true when every *input* was finite.
 bool unscale_check_finite(float* x, std::size_t n, float inv_scale, Isa isa = cpu_isa());
 
+// ---- PowerSGD (kernels/cpu_powersgd.cpp) ------------------------------------------------------
+// One compressed matrix A (rows x cols, row-major) with P (rows x rank) and Q (cols x rank)
+// column-major. Each walks A once; the summation orders are fixed (cpu_powersgd.cpp) so
+// every path gives the same bits.
+// A += mem (skipped when mem is null), then P = A Q.
+void powersgd_project(float* a, const float* mem, std::int64_t rows, std::int64_t cols, const float* q, int rank,
+                      float* p, Isa isa = cpu_isa());
+// Q = A^T P.
+void powersgd_back_project(const float* a, std::int64_t rows, std::int64_t cols, const float* p, int rank, float* q,
+                           Isa isa = cpu_isa());
+// D = P Q^T; mem = ef_residual(A, D) (skipped when mem is null); A = D.
+void powersgd_expand(float* a, float* mem, std::int64_t rows, std::int64_t cols, const float* p, const float* q,
+                     int rank, Isa isa = cpu_isa());
+
 namespace detail {
 // topk_encode_ef with a given candidate bound (a magnitude key) instead of the sampled one:
 // any bound gives the same result (too high or too low falls back to the exact path).

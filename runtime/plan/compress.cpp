@@ -21,7 +21,10 @@ const std::vector<Entry>& table() {
       {"none", CompressKind::None, "none", {}},
       {"fp16", CompressKind::Fp16, "fp16", {}},
       {"bf16", CompressKind::Bf16, "bf16", {}},
-      {"powersgd", CompressKind::PowerSgd, "powersgd", {"rank", "start", "min_rate", "warm_start", "error_feedback"}},
+      {"powersgd",
+       CompressKind::PowerSgd,
+       "powersgd",
+       {"rank", "start", "min_rate", "warm_start", "error_feedback", "threads"}},
       {"qsgd", CompressKind::Qsgd, "qsgd", {"levels", "bucket"}},
       {"onebit", CompressKind::Onebit, "onebit", {}},
       {"sign", CompressKind::Onebit, "onebit", {}},
@@ -80,6 +83,10 @@ CompressorSpec parse_compressor(const std::string& text) {
         GS_USAGE_CHECK(v == 0 || v == 1, "option --compress: '", t, "': ", key, " must be 0 or 1, got ", v);
         (std::string(key) == "warm_start" ? c.warm_start : c.error_feedback) = v == 1;
       }
+      const long long threads = s.get_int("threads", c.powersgd_threads);
+      GS_USAGE_CHECK(threads >= 1 && threads <= kPowerSgdMaxThreads, "option --compress: '", t,
+                     "': threads must be in 1..", kPowerSgdMaxThreads, ", got ", threads);
+      c.powersgd_threads = static_cast<int>(threads);
       break;
     }
     case CompressKind::Qsgd: {

@@ -34,6 +34,7 @@ namespace gradsync::plan {
 enum class CompressKind { None, Fp16, Bf16, PowerSgd, Qsgd, Onebit, Topk };
 
 constexpr int kPowerSgdMaxRank = 1024;
+constexpr int kPowerSgdMaxThreads = 64;
 constexpr int kQsgdMaxLevels = 127;  // one code byte: a sign and 7 bits of level
 
 struct CompressorSpec {
@@ -45,6 +46,7 @@ struct CompressorSpec {
   std::int64_t start = 10;      // first compressed step
   double min_rate = 2.0;
   bool warm_start = true, error_feedback = true;
+  int powersgd_threads = 1;     // threads=T: codec threads per phase (compress/powersgd.hpp)
   // qsgd
   int qsgd_levels = 0;
   std::int64_t qsgd_bucket = 512;

@@ -65,9 +65,10 @@ TEST(CompressSpec, CanonicalSpecs) {
   EXPECT_EQ(make_compressor("qsgd:levels=16", 0, 0)->spec(), "qsgd:bucket=512,levels=16");
   EXPECT_EQ(make_compressor("topk:ratio=0.01", 0, 0)->spec(), "topk:ratio=0.01");
   EXPECT_EQ(make_compressor("powersgd:rank=4", 0, 0)->spec(),
-            "powersgd:error_feedback=1,min_rate=2,rank=4,start=10,warm_start=1");
-  EXPECT_EQ(make_compressor("powersgd:rank=2,start=0,warm_start=0,error_feedback=0,min_rate=1.5", 0, 0)->spec(),
-            "powersgd:error_feedback=0,min_rate=1.5,rank=2,start=0,warm_start=0");
+            "powersgd:error_feedback=1,min_rate=2,rank=4,start=10,threads=1,warm_start=1");
+  EXPECT_EQ(
+      make_compressor("powersgd:rank=2,start=0,warm_start=0,error_feedback=0,min_rate=1.5,threads=2", 0, 0)->spec(),
+      "powersgd:error_feedback=0,min_rate=1.5,rank=2,start=0,threads=2,warm_start=0");
   EXPECT_NO_THROW(check_compressor_spec("qsgd:levels=127,bucket=1"));
   EXPECT_NO_THROW(check_compressor_spec("topk:ratio=1"));
 }
@@ -90,6 +91,8 @@ TEST(CompressSpec, BadSpecsAreRefusedNamingSpecAndKey) {
       {"powersgd:rank=4,warm_start=2", {"powersgd", "warm_start"}},
       {"powersgd:rank=4,error_feedback=yes", {"powersgd", "error_feedback"}},
       {"powersgd:rank=4,start=-3", {"powersgd", "start"}},
+      {"powersgd:rank=4,threads=0", {"powersgd", "threads"}},
+      {"powersgd:rank=4,threads=65", {"powersgd", "threads"}},
       {"qsgd", {"qsgd", "levels"}},
       {"qsgd:levels=0", {"qsgd", "levels"}},
       {"qsgd:levels=-4", {"qsgd", "levels"}},
@@ -461,6 +464,62 @@ TEST(PowerSgd, MatchesNaiveReferenceOnSimulatedRanks) {
               << "p=" << p << " step=" << step << " rank=" << r << " i=" << i;
     }
   }
+}
+
+TEST(PowerSgd, SplitBalancesMatricesByElements) {
+  PowerSgdCompressor::Plan plan;
+  for (std::int64_t rows : {64, 512, 64, 1000, 2048, 64}) plan.matrices.push_back({0, rows, 100, 4, 0, 0});
+  EXPECT_EQ(PowerSgdCompressor::split_matrices(plan, 1), (std::vector<std::size_t>{0, 6}));
+  // 3752 rows in all: the first run ends where the middle of a matrix passes 1876.
+  EXPECT_EQ(PowerSgdCompressor::split_matrices(plan, 2), (std::vector<std::size_t>{0, 4, 6}));
+  const auto many = PowerSgdCompressor::split_matrices(plan, 8);  // more threads than matrices: empty runs
+  ASSERT_EQ(many.size(), 9u);
+  EXPECT_EQ(many.front(), 0u);
+  EXPECT_EQ(many.back(), 6u);
+  EXPECT_TRUE(std::is_sorted(many.begin(), many.end()));
+  EXPECT_EQ(PowerSgdCompressor::split_matrices(PowerSgdCompressor::Plan{}, 2), (std::vector<std::size_t>{0, 0, 0}));
+}
+
+TEST(PowerSgd, ThreadsGiveTheSameBits) {
+  // Every phase at threads=1, 2, 3 on simulated ranks: same P, Q, bucket and memory bits.
+  const int p = 2;
+  const BucketView layout = resnet_like_bucket(4);
+  std::vector<std::vector<std::vector<float>>> outs;  // [threads][step * p + rank]
+  for (int threads : {1, 2, 3}) {
+    PowerSgdOptions o;
+    o.rank = 2;
+    o.start = 0;
+    o.threads = threads;
+    std::vector<PowerSgdCompressor> ranks;
+    for (int r = 0; r < p; ++r) ranks.emplace_back(o, 5);
+    std::vector<std::vector<float>> out;
+    for (std::int64_t step = 0; step < 4; ++step) {
+      std::vector<std::vector<float>> data;
+      std::vector<BucketView> views(p, layout);
+      for (int r = 0; r < p; ++r) data.push_back(gaussian(layout.count, static_cast<std::uint32_t>(10 * step + r)));
+      auto sum = [&](auto getter) {
+        std::vector<float> total(getter(ranks[0]).size(), 0.f);
+        for (auto& c : ranks)
+          for (std::size_t i = 0; i < total.size(); ++i) total[i] += getter(c)[i];
+        for (auto& c : ranks) getter(c) = total;
+      };
+      for (int r = 0; r < p; ++r) {
+        views[static_cast<std::size_t>(r)].data = data[static_cast<std::size_t>(r)].data();
+        ranks[static_cast<std::size_t>(r)].compute_p(views[static_cast<std::size_t>(r)], step);
+      }
+      sum([](PowerSgdCompressor& c) -> std::vector<float>& { return c.p_buffer(4); });
+      sum([](PowerSgdCompressor& c) -> std::vector<float>& { return c.plain_buffer(4); });
+      for (int r = 0; r < p; ++r) ranks[static_cast<std::size_t>(r)].compute_q(views[static_cast<std::size_t>(r)]);
+      sum([](PowerSgdCompressor& c) -> std::vector<float>& { return c.q_buffer(4); });
+      for (int r = 0; r < p; ++r) ranks[static_cast<std::size_t>(r)].decompress(views[static_cast<std::size_t>(r)], p);
+      for (int r = 0; r < p; ++r) {
+        out.push_back(data[static_cast<std::size_t>(r)]);
+        out.push_back(ranks[static_cast<std::size_t>(r)].q_buffer(4));
+      }
+    }
+    outs.push_back(std::move(out));
+  }
+  for (std::size_t t = 1; t < outs.size(); ++t) EXPECT_EQ(outs[t], outs[0]) << "threads index " << t;
 }
 
 TEST(PowerSgd, RandomQIsStandardNormalAndSeeded) {

@@ -648,3 +648,83 @@ TEST(KernelsCpu, QsgdOfSpecialValuesMatchesScalar) {
     }
   }
 }
+
+TEST(KernelsCpu, PowerSgdProductsMatchScalarBitForBitAndDouble) {
+  // Odd shapes (row blocks of 4 and 16-lane blocks with tails) and ranks around the
+  // 4-column blocking; every ISA against the scalar path and a double-precision product.
+  std::mt19937 rng(11);
+  std::normal_distribution<float> d;
+  auto fill = [&](std::size_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = d(rng);
+    return v;
+  };
+  for (std::int64_t rows : {1, 3, 5, 17})
+    for (std::int64_t cols : {1, 7, 16, 17, 33, 100})
+      for (int rank : {1, 3, 4, 5, 9}) {
+        const auto n = static_cast<std::size_t>(rows * cols);
+        const std::vector<float> a0 = fill(n), mem = fill(n), q0 = fill(static_cast<std::size_t>(cols * rank));
+        std::vector<float> a_ref, p_ref, q_ref, d_ref, m_ref;
+        for (gk::Isa isa : isas()) {
+          std::vector<float> a = a0, p(static_cast<std::size_t>(rows * rank)), q(q0.size()), m(n);
+          gk::powersgd_project(a.data(), mem.data(), rows, cols, q0.data(), rank, p.data(), isa);
+          gk::powersgd_back_project(a.data(), rows, cols, p.data(), rank, q.data(), isa);
+          std::vector<float> dd = a;
+          gk::powersgd_expand(dd.data(), m.data(), rows, cols, p.data(), q.data(), rank, isa);
+          if (isa == gk::Isa::Scalar) {
+            a_ref = a, p_ref = p, q_ref = q, d_ref = dd, m_ref = m;
+            // against double products of the same inputs
+            for (std::int64_t i = 0; i < rows; ++i)
+              for (std::int64_t j = 0; j < cols; ++j)
+                ASSERT_EQ(a[static_cast<std::size_t>(i * cols + j)],
+                          a0[static_cast<std::size_t>(i * cols + j)] + mem[static_cast<std::size_t>(i * cols + j)]);
+            for (int k = 0; k < rank; ++k) {
+              for (std::int64_t i = 0; i < rows; ++i) {
+                double s = 0, sa = 0;
+                for (std::int64_t j = 0; j < cols; ++j) {
+                  const double t = static_cast<double>(a[static_cast<std::size_t>(i * cols + j)]) *
+                                   q0[static_cast<std::size_t>(k * cols + j)];
+                  s += t;
+                  sa += std::fabs(t);
+                }
+                EXPECT_NEAR(p[static_cast<std::size_t>(k * rows + i)], s, 1e-6 * sa + 1e-30);
+              }
+              for (std::int64_t j = 0; j < cols; ++j) {
+                double s = 0, sa = 0;
+                for (std::int64_t i = 0; i < rows; ++i) {
+                  const double t = static_cast<double>(a[static_cast<std::size_t>(i * cols + j)]) *
+                                   p[static_cast<std::size_t>(k * rows + i)];
+                  s += t;
+                  sa += std::fabs(t);
+                }
+                EXPECT_NEAR(q[static_cast<std::size_t>(k * cols + j)], s, 1e-6 * sa + 1e-30);
+              }
+            }
+            for (std::int64_t i = 0; i < rows; ++i)
+              for (std::int64_t j = 0; j < cols; ++j) {
+                double s = 0, sa = 0;
+                for (int k = 0; k < rank; ++k) {
+                  const double t = static_cast<double>(p[static_cast<std::size_t>(k * rows + i)]) *
+                                   q[static_cast<std::size_t>(k * cols + j)];
+                  s += t;
+                  sa += std::fabs(t);
+                }
+                const auto e = static_cast<std::size_t>(i * cols + j);
+                EXPECT_NEAR(dd[e], s, 1e-6 * sa + 1e-30);
+                EXPECT_EQ(m[e], gk::ef_residual(a[e], dd[e]));  // memory = input - approximation, one rounding
+              }
+            continue;
+          }
+          EXPECT_EQ(a, a_ref) << gk::isa_name(isa) << " " << rows << "x" << cols << " r" << rank;
+          EXPECT_EQ(p, p_ref) << gk::isa_name(isa) << " " << rows << "x" << cols << " r" << rank;
+          EXPECT_EQ(q, q_ref) << gk::isa_name(isa) << " " << rows << "x" << cols << " r" << rank;
+          EXPECT_EQ(dd, d_ref) << gk::isa_name(isa) << " " << rows << "x" << cols << " r" << rank;
+          EXPECT_EQ(m, m_ref) << gk::isa_name(isa) << " " << rows << "x" << cols << " r" << rank;
+        }
+        // mem = nullptr: no error feedback in project, no memory written by expand.
+        std::vector<float> a = a0, p(static_cast<std::size_t>(rows * rank));
+        gk::powersgd_project(a.data(), nullptr, rows, cols, q0.data(), rank, p.data());
+        EXPECT_EQ(a, a0);
+        gk::powersgd_expand(a.data(), nullptr, rows, cols, p.data(), q0.data(), rank);
+      }
+}

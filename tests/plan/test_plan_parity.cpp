@@ -162,11 +162,13 @@ TEST(PlanParity, CompressorNamesAndSpecs) {
   EXPECT_EQ(compressor_names(), plan::compressor_names());
   const std::vector<std::string> good = {"none", "fp16", "bf16", "onebit", "sign", "powersgd:rank=1",
                                          "powersgd:rank=4,start=2,min_rate=1.5,warm_start=0,error_feedback=0",
+                                         "powersgd:rank=4,threads=2",
                                          "qsgd:levels=127,bucket=1", "qsgd:levels=1", "topk:ratio=1",
                                          "topk:ratio=0.001"};
   const std::vector<std::string> bad = {"zip", "fp16:x=1", "powersgd", "powersgd:rank=0", "powersgd:rank=1025",
                                         "powersgd:rank=2,start=-1", "powersgd:rank=2,warm_start=2",
-                                        "powersgd:rank=2,min_rate=0", "qsgd", "qsgd:levels=128",
+                                        "powersgd:rank=2,min_rate=0", "powersgd:rank=2,threads=0", "qsgd",
+                                        "qsgd:levels=128",
                                         "qsgd:levels=4,bucket=0", "topk", "topk:ratio=0", "topk:ratio=1.5",
                                         "onebit:levels=2", "none:"};
   for (const auto& s : good) {
