@@ -167,7 +167,7 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
   NetConfig net{c.nodes, c.ranks_per_node, c.algo, c.chunk_bytes, c.channels};
   // The measured loading time is exposed as measured (the loader settings are in it).
   const StepConfig st{c.batch_per_rank, c.overlap, c.accumulate, c.loader_workers, 0.0, c.compute_threads};
-  auto simulate = [&](const MeasuredStep& m, const std::vector<double>& median_ready) {
+  auto simulate = [&](const MeasuredStep& m) {
     Workload w;
     w.model = c.model;
     w.forward_s = m.forward_s;
@@ -182,36 +182,24 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
     else if (enc + dec > 0 && codec_model > 0) f = (enc + dec) / codec_model;
     for (std::size_t i = 0; i < nb; ++i) {
       auto& b = buckets[i];
-      const double ready = i < m.ready_s.size() && !std::isnan(m.ready_s[i]) ? m.ready_s[i] : median_ready[i];
+      // A bucket this step has no row for takes its median ready time.
+      const double ready = i < m.ready_s.size() && !std::isnan(m.ready_s[i]) ? m.ready_s[i] : run.bucket_ready_s[i];
       b.ready_s = std::clamp(ready - m.bwd_start_s, 0.0, m.backward_s);
       b.plan.tail_s *= f;
       for (auto& ph : b.plan.phases) ph.compute_s *= f;
     }
     return simulate_step(w, buckets, fabric, net, st, c.samples_per_epoch, true);
   };
-  // Files without row data (none today) fall back to the medians as one step.
+  // Every row with forward and backward (the checks above guarantee at least one).
   std::vector<StepResult> steps;
-  for (const auto& row : run.rows) {
-    if (std::isnan(row.forward_s) || std::isnan(row.backward_s)) continue;
-    steps.push_back(simulate(measured_step(row, run), run.bucket_ready_s));
-  }
-  if (steps.empty()) {
-    TrainStepRow row;
-    row.data_s = run.data_s;
-    row.forward_s = run.forward_s;
-    row.backward_s = run.backward_s;
-    row.optimizer_s = run.optimizer_s;
-    row.reducer_s = run.reducer_s;
-    row.encode_s = run.encode_s;
-    row.decode_s = run.decode_s;
-    row.bucket_ready_s = run.bucket_ready_s;
-    return simulate(measured_step(row, run), run.bucket_ready_s);
-  }
-  std::vector<std::size_t> order(steps.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::nth_element(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(order.size() / 2), order.end(),
-                   [&](std::size_t a, std::size_t b) { return steps[a].step_time_s < steps[b].step_time_s; });
-  return steps[order[order.size() / 2]];  // the upper middle of an even count
+  for (const auto& row : run.rows)
+    if (!std::isnan(row.forward_s) && !std::isnan(row.backward_s))
+      steps.push_back(simulate(measured_step(row, run)));
+  GS_CHECK(!steps.empty(), run.path, ": no step has forward_s and backward_s");
+  const auto mid = steps.begin() + static_cast<std::ptrdiff_t>(steps.size() / 2);  // upper middle of an even count
+  std::nth_element(steps.begin(), mid, steps.end(),
+                   [](const StepResult& a, const StepResult& b) { return a.step_time_s < b.step_time_s; });
+  return *mid;
 }
 
 }  // namespace

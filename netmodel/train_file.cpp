@@ -26,28 +26,17 @@ double percentile(std::vector<double> v, double q) {
 namespace {
 
 // /ranks/<column> [steps, nranks] into the rows (which start at step `skip`); a file without
-// the group, or with one of another shape, leaves the rank vectors empty (the replay then
-// uses the /steps means). A NaN column counts as 0 (e.g. data_s of a run that times none).
+// the group's timing columns leaves the rank vectors empty (the replay then uses the /steps
+// means); one of another shape is refused, naming it.
 void read_rank_columns(const h5::Reader& r, const std::string& path, int nranks, std::size_t skip,
                        std::vector<TrainStepRow>& rows) {
   const char* needed[] = {"data_s", "forward_s", "backward_s", "optimizer_s"};
   for (const char* n : needed)
     if (!r.exists(std::string("/ranks/") + n)) return;
   const auto p = static_cast<std::size_t>(nranks);
+  // Raw values, NaN kept (encode_s/decode_s: "not measured"); the timing columns count a NaN
+  // as 0 below (e.g. data_s of a run that times none).
   auto read = [&](const char* n) {
-    const std::string ds = std::string("/ranks/") + n;
-    if (!r.exists(ds)) return std::vector<double>();
-    const auto dims = r.dims(ds);
-    GS_USAGE_CHECK(dims.size() == 2 && dims[1] == p && dims[0] >= skip + rows.size(), path, ": ", ds,
-                   " is not [steps, nranks] = [", skip + rows.size(), ", ", nranks, "]");
-    auto v = r.read_double(ds);
-    for (auto& x : v)
-      if (std::isnan(x)) x = 0;
-    return v;
-  };
-  const auto data = read("data_s"), fwd = read("forward_s"), bwd = read("backward_s"), opt = read("optimizer_s"),
-             red = read("reducer_s");
-  auto read_raw = [&](const char* n) {  // NaN kept: "not measured"
     const std::string ds = std::string("/ranks/") + n;
     if (!r.exists(ds)) return std::vector<double>();
     const auto dims = r.dims(ds);
@@ -55,7 +44,12 @@ void read_rank_columns(const h5::Reader& r, const std::string& path, int nranks,
                    " is not [steps, nranks] = [", skip + rows.size(), ", ", nranks, "]");
     return r.read_double(ds);
   };
-  const auto enc = read_raw("encode_s"), dec = read_raw("decode_s");
+  const auto data = read("data_s"), fwd = read("forward_s"), bwd = read("backward_s"), opt = read("optimizer_s"),
+             red = read("reducer_s"), enc = read("encode_s"), dec = read("decode_s");
+  auto at = [&](const std::vector<double>& v, std::size_t step, std::size_t rank) {
+    const double x = v.empty() ? 0.0 : v[step * p + rank];
+    return std::isnan(x) ? 0.0 : x;
+  };
   auto slowest = [&](const std::vector<double>& v, std::size_t step) {
     double m = std::numeric_limits<double>::quiet_NaN();
     if (v.empty()) return m;
@@ -65,15 +59,13 @@ void read_rank_columns(const h5::Reader& r, const std::string& path, int nranks,
     }
     return m;
   };
-  auto post = [&](std::size_t step, std::size_t rank) {
-    return opt[step * p + rank] + (red.empty() ? 0.0 : red[step * p + rank]);
-  };
+  auto post = [&](std::size_t step, std::size_t rank) { return at(opt, step, rank) + at(red, step, rank); };
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const std::size_t s = skip + i;
     auto& row = rows[i];
     for (std::size_t k = 0; k < p; ++k) {
-      row.rank_pre_s.push_back(data[s * p + k] + fwd[s * p + k] + bwd[s * p + k]);
-      row.rank_backward_s.push_back(bwd[s * p + k]);
+      row.rank_pre_s.push_back(at(data, s, k) + at(fwd, s, k) + at(bwd, s, k));
+      row.rank_backward_s.push_back(at(bwd, s, k));
       row.rank_post_s.push_back(post(s, k));
       row.rank_prev_post_s.push_back(s > 0 ? post(s - 1, k) : 0.0);
     }

@@ -56,29 +56,13 @@ GS_ALWAYS_INLINE double sumsq_tail(const float* x, std::size_t n) {
 
 // ---- one wrapper per ISA --------------------------------------------------------------------
 
-#define GS_DEFINE_VARIANTS(ret, name, params, args, body)     \
-  ret name##_scalar params { return body args; }              \
-  GS_TARGET_AVX2 ret name##_avx2 params { return body args; } \
-  GS_TARGET_AVX512 ret name##_avx512 params { return body args; }
-
 GS_DEFINE_VARIANTS(void, add, (float* x, const float* m, std::size_t n), (x, m, n), add_body)
 GS_DEFINE_VARIANTS(void, residual, (const float* in, const float* d, float* r, std::size_t n), (in, d, r, n),
                    residual_body)
 GS_DEFINE_VARIANTS(void, scale, (float* x, std::size_t n, float s), (x, n, s), scale_body)
 GS_DEFINE_VARIANTS(bool, finite, (const float* x, std::size_t n), (x, n), finite_body)
 GS_DEFINE_VARIANTS(bool, unscale, (float* x, std::size_t n, float inv), (x, n, inv), unscale_body)
-#undef GS_DEFINE_VARIANTS
 
-#define GS_DISPATCH(name, ...)           \
-  switch (detail::resolve(isa)) {        \
-    case Isa::Avx512:                    \
-      return name##_avx512(__VA_ARGS__); \
-    case Isa::Avx2:                      \
-      return name##_avx2(__VA_ARGS__);   \
-    case Isa::Scalar:                    \
-      break;                             \
-  }                                      \
-  return name##_scalar(__VA_ARGS__)
 
 double sumsq_scalar(const float* x, std::size_t n) {
   // Four partial sums, like the vector paths, so the scalar path is not latency-bound.
@@ -90,43 +74,17 @@ double sumsq_scalar(const float* x, std::size_t n) {
 }
 
 GS_TARGET_AVX2 double sumsq_avx2(const float* x, std::size_t n) {
-  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd(), a2 = _mm256_setzero_pd(), a3 = _mm256_setzero_pd();
+  detail::SumSqAvx2 acc;
   std::size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256 v0 = _mm256_loadu_ps(x + i);
-    const __m256 v1 = _mm256_loadu_ps(x + i + 8);
-    const __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(v0));
-    const __m256d d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(v0, 1));
-    const __m256d d2 = _mm256_cvtps_pd(_mm256_castps256_ps128(v1));
-    const __m256d d3 = _mm256_cvtps_pd(_mm256_extractf128_ps(v1, 1));
-    a0 = _mm256_fmadd_pd(d0, d0, a0);
-    a1 = _mm256_fmadd_pd(d1, d1, a1);
-    a2 = _mm256_fmadd_pd(d2, d2, a2);
-    a3 = _mm256_fmadd_pd(d3, d3, a3);
-  }
-  const __m256d a = _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3));
-  alignas(32) double lanes[4];
-  _mm256_store_pd(lanes, a);
-  return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]) + sumsq_tail(x + i, n - i);
+  for (; i + 16 <= n; i += 16) acc.add(_mm256_loadu_ps(x + i), _mm256_loadu_ps(x + i + 8));
+  return acc.total() + sumsq_tail(x + i, n - i);
 }
 
 GS_TARGET_AVX512 double sumsq_avx512(const float* x, std::size_t n) {
-  __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd(), a2 = _mm512_setzero_pd(), a3 = _mm512_setzero_pd();
+  detail::SumSqAvx512 acc;
   std::size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    const __m512 v0 = _mm512_loadu_ps(x + i);
-    const __m512 v1 = _mm512_loadu_ps(x + i + 16);
-    const __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v0));
-    const __m512d d1 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v0, 1));
-    const __m512d d2 = _mm512_cvtps_pd(_mm512_castps512_ps256(v1));
-    const __m512d d3 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v1, 1));
-    a0 = _mm512_fmadd_pd(d0, d0, a0);
-    a1 = _mm512_fmadd_pd(d1, d1, a1);
-    a2 = _mm512_fmadd_pd(d2, d2, a2);
-    a3 = _mm512_fmadd_pd(d3, d3, a3);
-  }
-  const double s = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
-  return s + sumsq_tail(x + i, n - i);
+  for (; i + 32 <= n; i += 32) acc.add(_mm512_loadu_ps(x + i), _mm512_loadu_ps(x + i + 16));
+  return acc.total() + sumsq_tail(x + i, n - i);
 }
 
 }  // namespace

@@ -164,35 +164,18 @@ GS_ALWAYS_INLINE void expand_body(float* a, float* mem, std::int64_t rows, std::
 
 // ---- one wrapper per ISA --------------------------------------------------------------------
 
-#define GS_DEFINE_VARIANTS(name, params, args, body)     \
-  void name##_scalar params { body args; }              \
-  GS_TARGET_AVX2 void name##_avx2 params { body args; } \
-  GS_TARGET_AVX512 void name##_avx512 params { body args; }
-
-GS_DEFINE_VARIANTS(project,
+GS_DEFINE_VARIANTS(void, project,
                    (float* a, const float* mem, std::int64_t rows, std::int64_t cols, const float* q, int rank,
                     float* p),
                    (a, mem, rows, cols, q, rank, p), project_body)
-GS_DEFINE_VARIANTS(back_project,
+GS_DEFINE_VARIANTS(void, back_project,
                    (const float* a, std::int64_t rows, std::int64_t cols, const float* p, int rank, float* q,
                     float* pr),
                    (a, rows, cols, p, rank, q, pr), back_project_body)
-GS_DEFINE_VARIANTS(expand,
+GS_DEFINE_VARIANTS(void, expand,
                    (float* a, float* mem, std::int64_t rows, std::int64_t cols, const float* p, const float* q,
                     int rank, float* pi),
                    (a, mem, rows, cols, p, q, rank, pi), expand_body)
-#undef GS_DEFINE_VARIANTS
-
-#define GS_DISPATCH(name, ...)           \
-  switch (detail::resolve(isa)) {        \
-    case Isa::Avx512:                    \
-      return name##_avx512(__VA_ARGS__); \
-    case Isa::Avx2:                      \
-      return name##_avx2(__VA_ARGS__);   \
-    case Isa::Scalar:                    \
-      break;                             \
-  }                                      \
-  return name##_scalar(__VA_ARGS__)
 
 }  // namespace
 

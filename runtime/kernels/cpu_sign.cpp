@@ -179,7 +179,7 @@ GS_TARGET_AVX2 double ef_avx2(const float* x, float* last, float last_scale, std
   const __m256 zero = _mm256_setzero_ps();
   const __m256 pos = _mm256_set1_ps(last_scale);
   const __m256 neg = _mm256_set1_ps(-last_scale);
-  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd(), a2 = _mm256_setzero_pd(), a3 = _mm256_setzero_pd();
+  detail::SumSqAvx2 acc;
   std::size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256 v0 = ef_input_avx2(x + i, last + i, pos, neg);
@@ -188,20 +188,11 @@ GS_TARGET_AVX2 double ef_avx2(const float* x, float* last, float last_scale, std
     _mm256_storeu_ps(last + i + 8, v1);
     bits[i >> 3] = static_cast<std::uint8_t>(_mm256_movemask_ps(_mm256_cmp_ps(v0, zero, _CMP_GE_OQ)));
     bits[(i >> 3) + 1] = static_cast<std::uint8_t>(_mm256_movemask_ps(_mm256_cmp_ps(v1, zero, _CMP_GE_OQ)));
-    const __m256d d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(v0));
-    const __m256d d1 = _mm256_cvtps_pd(_mm256_extractf128_ps(v0, 1));
-    const __m256d d2 = _mm256_cvtps_pd(_mm256_castps256_ps128(v1));
-    const __m256d d3 = _mm256_cvtps_pd(_mm256_extractf128_ps(v1, 1));
-    a0 = _mm256_fmadd_pd(d0, d0, a0);
-    a1 = _mm256_fmadd_pd(d1, d1, a1);
-    a2 = _mm256_fmadd_pd(d2, d2, a2);
-    a3 = _mm256_fmadd_pd(d3, d3, a3);
+    acc.add(v0, v1);
   }
-  const __m256d a = _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3));
-  alignas(32) double lanes[4];
-  _mm256_store_pd(lanes, a);
+  const double s = acc.total();  // before the call: the accumulators need not survive it
   std::memset(bits + i / 8, 0, sign_bytes(n) - i / 8);
-  return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]) + ef_tail(x, last, last_scale, i, n, bits);
+  return s + ef_tail(x, last, last_scale, i, n, bits);
 }
 
 GS_TARGET_AVX512 inline __m512 ef_input_avx512(const float* x, const float* last, __m512 pos, __m512 neg) {
@@ -215,7 +206,7 @@ GS_TARGET_AVX512 double ef_avx512(const float* x, float* last, float last_scale,
   const __m512 zero = _mm512_setzero_ps();
   const __m512 pos = _mm512_set1_ps(last_scale);
   const __m512 neg = _mm512_set1_ps(-last_scale);
-  __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd(), a2 = _mm512_setzero_pd(), a3 = _mm512_setzero_pd();
+  detail::SumSqAvx512 acc;
   std::size_t i = 0;
   for (; i + 32 <= n; i += 32) {
     const __m512 v0 = ef_input_avx512(x + i, last + i, pos, neg);
@@ -226,16 +217,9 @@ GS_TARGET_AVX512 double ef_avx512(const float* x, float* last, float last_scale,
     const std::uint32_t m = static_cast<std::uint32_t>(_mm512_cmp_ps_mask(v0, zero, _CMP_GE_OQ)) |
                             (static_cast<std::uint32_t>(_mm512_cmp_ps_mask(v1, zero, _CMP_GE_OQ)) << 16);
     std::memcpy(bits + (i >> 3), &m, 4);
-    const __m512d d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v0));
-    const __m512d d1 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v0, 1));
-    const __m512d d2 = _mm512_cvtps_pd(_mm512_castps512_ps256(v1));
-    const __m512d d3 = _mm512_cvtps_pd(_mm512_extractf32x8_ps(v1, 1));
-    a0 = _mm512_fmadd_pd(d0, d0, a0);
-    a1 = _mm512_fmadd_pd(d1, d1, a1);
-    a2 = _mm512_fmadd_pd(d2, d2, a2);
-    a3 = _mm512_fmadd_pd(d3, d3, a3);
+    acc.add(v0, v1);
   }
-  const double s = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
+  const double s = acc.total();  // before the call: the accumulators need not survive it
   std::memset(bits + i / 8, 0, sign_bytes(n) - i / 8);
   return s + ef_tail(x, last, last_scale, i, n, bits);
 }
@@ -264,21 +248,14 @@ float sign_compress(const float* x, std::size_t n, std::uint8_t* bits, float* re
   return scale;
 }
 
+namespace {
+double ef(const float* x, float* last, float last_scale, std::size_t n, std::uint8_t* bits, Isa isa) {
+  GS_DISPATCH(ef, x, last, last_scale, n, bits);
+}
+}  // namespace
+
 float sign_compress_ef(const float* x, float* last, float last_scale, std::size_t n, std::uint8_t* bits, Isa isa) {
-  if (n == 0) return 0.f;
-  double sum = 0;
-  switch (detail::resolve(isa)) {
-    case Isa::Avx512:
-      sum = ef_avx512(x, last, last_scale, n, bits);
-      break;
-    case Isa::Avx2:
-      sum = ef_avx2(x, last, last_scale, n, bits);
-      break;
-    case Isa::Scalar:
-      sum = ef_scalar(x, last, last_scale, n, bits);
-      break;
-  }
-  return scale_of(sum, n);
+  return n == 0 ? 0.f : scale_of(ef(x, last, last_scale, n, bits, isa), n);
 }
 
 void sign_residual(const float* last, float scale, std::size_t n, float* residual) {

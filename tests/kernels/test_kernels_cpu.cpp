@@ -678,39 +678,31 @@ TEST(KernelsCpu, PowerSgdProductsMatchScalarBitForBitAndDouble) {
               for (std::int64_t j = 0; j < cols; ++j)
                 ASSERT_EQ(a[static_cast<std::size_t>(i * cols + j)],
                           a0[static_cast<std::size_t>(i * cols + j)] + mem[static_cast<std::size_t>(i * cols + j)]);
+            // got == the double sum of term(0..count-1), within 1e-6 of the sum of |terms|
+            auto near_sum = [](float got, std::int64_t count, const auto& term) {
+              double s = 0, sa = 0;
+              for (std::int64_t t = 0; t < count; ++t) {
+                const double v = term(t);
+                s += v;
+                sa += std::fabs(v);
+              }
+              EXPECT_NEAR(got, s, 1e-6 * sa + 1e-30);
+            };
+            auto at = [](const std::vector<float>& v, std::int64_t i) {
+              return static_cast<double>(v[static_cast<std::size_t>(i)]);
+            };
             for (int k = 0; k < rank; ++k) {
-              for (std::int64_t i = 0; i < rows; ++i) {
-                double s = 0, sa = 0;
-                for (std::int64_t j = 0; j < cols; ++j) {
-                  const double t = static_cast<double>(a[static_cast<std::size_t>(i * cols + j)]) *
-                                   q0[static_cast<std::size_t>(k * cols + j)];
-                  s += t;
-                  sa += std::fabs(t);
-                }
-                EXPECT_NEAR(p[static_cast<std::size_t>(k * rows + i)], s, 1e-6 * sa + 1e-30);
-              }
-              for (std::int64_t j = 0; j < cols; ++j) {
-                double s = 0, sa = 0;
-                for (std::int64_t i = 0; i < rows; ++i) {
-                  const double t = static_cast<double>(a[static_cast<std::size_t>(i * cols + j)]) *
-                                   p[static_cast<std::size_t>(k * rows + i)];
-                  s += t;
-                  sa += std::fabs(t);
-                }
-                EXPECT_NEAR(q[static_cast<std::size_t>(k * cols + j)], s, 1e-6 * sa + 1e-30);
-              }
+              for (std::int64_t i = 0; i < rows; ++i)
+                near_sum(p[static_cast<std::size_t>(k * rows + i)], cols,
+                         [&](std::int64_t j) { return at(a, i * cols + j) * at(q0, k * cols + j); });
+              for (std::int64_t j = 0; j < cols; ++j)
+                near_sum(q[static_cast<std::size_t>(k * cols + j)], rows,
+                         [&](std::int64_t i) { return at(a, i * cols + j) * at(p, k * rows + i); });
             }
             for (std::int64_t i = 0; i < rows; ++i)
               for (std::int64_t j = 0; j < cols; ++j) {
-                double s = 0, sa = 0;
-                for (int k = 0; k < rank; ++k) {
-                  const double t = static_cast<double>(p[static_cast<std::size_t>(k * rows + i)]) *
-                                   q[static_cast<std::size_t>(k * cols + j)];
-                  s += t;
-                  sa += std::fabs(t);
-                }
                 const auto e = static_cast<std::size_t>(i * cols + j);
-                EXPECT_NEAR(dd[e], s, 1e-6 * sa + 1e-30);
+                near_sum(dd[e], rank, [&](std::int64_t k) { return at(p, k * rows + i) * at(q, k * cols + j); });
                 EXPECT_EQ(m[e], gk::ef_residual(a[e], dd[e]));  // memory = input - approximation, one rounding
               }
             continue;

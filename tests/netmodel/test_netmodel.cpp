@@ -1013,6 +1013,18 @@ TEST(Calibrate, RefusesWhatTheDataCannotDetermine) {
 namespace {
 
 // A synthetic gradsync-train file whose steps take `step_s` x (1 + noise).
+// 2 ranks on one node of shm-local, ResNet-18/CIFAR on the CPU profile: the truth the
+// compute=real tests write as an "mlp" train file (a model the zoo lacks).
+PredictConfig two_local_ranks() {
+  PredictConfig c;
+  c.model = "resnet18-cifar";
+  c.fabric = "shm-local";
+  c.compute_profile = "cpu";
+  c.nodes = 1;
+  c.ranks_per_node = 2;
+  return c;
+}
+
 std::string train_file(const std::string& name, const PredictConfig& c, const std::string& compute,
                        const StepResult& truth, double noise, unsigned seed,
                        const std::function<void(h5::Writer&)>& extra = {},
@@ -1133,12 +1145,7 @@ TEST(Compare, PredictsEachRunWithItsOwnConfiguration) {
 TEST(Compare, RealComputeUsesMeasuredComputeAndBuckets) {
   // An "mlp" run (not in the zoo): compute comes from the file; the network is modelled.
   Predictor p;
-  PredictConfig c;
-  c.model = "resnet18-cifar";
-  c.fabric = "shm-local";
-  c.compute_profile = "cpu";
-  c.nodes = 1;
-  c.ranks_per_node = 2;
+  PredictConfig c = two_local_ranks();
   c.samples_per_epoch = 10000;
   StepResult truth = p.predict(c);
   c.model = "mlp";
@@ -1155,12 +1162,7 @@ TEST(Compare, RealComputeReplaysEachStep) {
   // the normal value, but 20 of 25 steps are slower by `slow`; the measured step time is a
   // median of sums, and so must the prediction be.
   Predictor p;
-  PredictConfig c;
-  c.model = "resnet18-cifar";
-  c.fabric = "shm-local";
-  c.compute_profile = "cpu";
-  c.nodes = 1;
-  c.ranks_per_node = 2;
+  PredictConfig c = two_local_ranks();
   StepResult truth = p.predict(c);
   c.model = "mlp";
   const double slow = 0.2 * truth.backward_s;
@@ -1183,12 +1185,7 @@ TEST(Compare, RealComputeScalesTheCodecByWhatWasMeasured) {
   // their sum. Only encode_s (the PyTorch recorder: a hook's synchronous part): it prices
   // the encode, and the decode follows at the same ratio -- not folded into encode_s.
   Predictor p;
-  PredictConfig c;
-  c.model = "resnet18-cifar";
-  c.fabric = "shm-local";
-  c.compute_profile = "cpu";
-  c.nodes = 1;
-  c.ranks_per_node = 2;
+  PredictConfig c = two_local_ranks();
   c.compress = "fp16";
   StepResult truth = p.predict(c);
   c.model = "mlp";
@@ -1215,12 +1212,7 @@ TEST(Compare, RealComputeWaitsForTheSlowestRank) {
   // /ranks: rank 1's backward is `d` longer than rank 0's every step (the /steps means are
   // the truth's). A synchronous step waits for rank 1: d/2 longer than the means predict.
   Predictor p;
-  PredictConfig c;
-  c.model = "resnet18-cifar";
-  c.fabric = "shm-local";
-  c.compute_profile = "cpu";
-  c.nodes = 1;
-  c.ranks_per_node = 2;
+  PredictConfig c = two_local_ranks();
   StepResult truth = p.predict(c);
   c.model = "mlp";
   const double d = 0.2 * truth.backward_s;
