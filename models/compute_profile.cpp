@@ -131,6 +131,8 @@ std::optional<Problem> first_problem(const ComputeProfile& p) {
     if (!positive(f.value))
       return Problem{f.key, "must be a finite number > 0, got " + num(f.value)};
   if (p.efficiency > 1) return Problem{"efficiency", "must be <= 1, got " + num(p.efficiency)};
+  if (!std::isfinite(p.backward_efficiency) || p.backward_efficiency < 0 || p.backward_efficiency > 1)
+    return Problem{"backward_efficiency", "must be in [0, 1] (0 or absent: as efficiency), got " + num(p.backward_efficiency)};
   for (const Field& f : {Field{"reducer_per_step_s", p.reducer_per_step_s},
                          Field{"reducer_per_bucket_s", p.reducer_per_bucket_s}})
     if (!std::isfinite(f.value) || f.value < 0)
@@ -154,6 +156,7 @@ constexpr const char* kKnownKeys[] = {"name",
                                       "peak_flops",
                                       "peak_flops_half",
                                       "efficiency",
+                                      "backward_efficiency",
                                       "per_layer_overhead_s",
                                       "optimizer_bytes_per_s",
                                       "reducer_per_step_s",
@@ -185,7 +188,8 @@ class ProfileReader {
     p.efficiency = get_number(tbl, "efficiency");
     p.per_layer_overhead_s = get_number(tbl, "per_layer_overhead_s");
     p.optimizer_bytes_per_s = get_number(tbl, "optimizer_bytes_per_s");
-    for (auto [key, dst] : {std::pair{"reducer_per_step_s", &p.reducer_per_step_s},
+    for (auto [key, dst] : {std::pair{"backward_efficiency", &p.backward_efficiency},
+                            std::pair{"reducer_per_step_s", &p.reducer_per_step_s},
                             std::pair{"reducer_per_bucket_s", &p.reducer_per_bucket_s}})
       if (const toml::node* n = tbl.get(key)) *dst = number(*n, key);
     if (const toml::node* m = tbl.get("measured")) read_measured(*m, p);
@@ -325,15 +329,16 @@ LayerTimes layer_times(const ModelSpec& model, const ComputeProfile& profile, in
                        bool half_precision) {
   GS_USAGE_CHECK(batch >= 1, "layer_times: batch must be >= 1, got ", batch);
   validate_profile(profile);
-  const double rate =
-      (half_precision ? profile.peak_flops_half : profile.peak_flops) * profile.efficiency;
+  const double peak = half_precision ? profile.peak_flops_half : profile.peak_flops;
+  const double rate = peak * profile.efficiency;
+  const double bwd_rate = peak * (profile.backward_efficiency > 0 ? profile.backward_efficiency : profile.efficiency);
   const double b = static_cast<double>(batch);
   LayerTimes t;
   t.fwd_s.reserve(model.layers.size());
   t.bwd_s.reserve(model.layers.size());
   for (const auto& l : model.layers) {
     double fwd = l.fwd_flops / rate;
-    double bwd = l.bwd_flops / rate;
+    double bwd = l.bwd_flops / bwd_rate;
     if (auto it = profile.measured.find(l.name); it != profile.measured.end()) {
       fwd = it->second.first;
       bwd = it->second.second;
@@ -378,7 +383,10 @@ void save_profile(const ComputeProfile& p, const std::string& path) {
      << "source = " << toml_string(p.source) << "\n"
      << "peak_flops = " << toml_float(p.peak_flops) << "            # FLOP/s fp32\n"
      << "peak_flops_half = " << toml_float(p.peak_flops_half) << "       # FLOP/s fp16/bf16\n"
-     << "efficiency = " << toml_float(p.efficiency) << "\n"
+     << "efficiency = " << toml_float(p.efficiency) << "\n";
+  if (p.backward_efficiency > 0)
+    os << "backward_efficiency = " << toml_float(p.backward_efficiency) << "  # backward's own fraction of peak\n";
+  os
      << "per_layer_overhead_s = " << toml_float(p.per_layer_overhead_s) << "\n"
      << "optimizer_bytes_per_s = " << toml_float(p.optimizer_bytes_per_s) << "\n";
   if (p.reducer_per_step_s > 0 || p.reducer_per_bucket_s > 0)

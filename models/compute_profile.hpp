@@ -7,7 +7,8 @@
 // Model, per layer and per pass (forward or backward):
 //   time = per_layer_overhead_s + batch * seconds_per_sample
 //   seconds_per_sample = measured[layer] if the profile has a measurement for that layer,
-//                        else flops_per_sample / (peak * efficiency),
+//                        else flops_per_sample / (peak * efficiency) in forward and
+//                        flops_per_sample / (peak * backward_efficiency) in backward,
 //   peak = peak_flops_half when half_precision, else peak_flops.
 // So times are affine in the batch size (exactly linear when the overhead is 0).
 //
@@ -19,6 +20,8 @@
 //   peak_flops = 19.5e12                         # FLOP/s fp32, > 0
 //   peak_flops_half = 312e12                     # FLOP/s fp16/bf16, > 0
 //   efficiency = 0.4                             # fraction of peak achieved, in (0, 1]
+//   backward_efficiency = 0.3                    # optional, (0, 1]: backward's own fraction
+//                                                # (default: efficiency)
 //   per_layer_overhead_s = 2e-5                  # >= 0, added per layer per pass
 //   optimizer_bytes_per_s = 1.4e12               # > 0, optimizer step = bytes / this
 //
@@ -45,6 +48,10 @@ struct ComputeProfile {
   double peak_flops = 0;             // FLOP/s, fp32
   double peak_flops_half = 0;        // FLOP/s, fp16/bf16 (tensor cores on GPUs)
   double efficiency = 0;             // fraction of peak achieved, (0, 1]
+  // Backward's own fraction of peak when it differs from forward's (backward FLOPs are
+  // already 2x forward's; this covers what FLOPs miss: gradient writes, framework hooks).
+  // 0: as `efficiency`. Fitted by calibrate --compute when one rate cannot fit both passes.
+  double backward_efficiency = 0;
   double per_layer_overhead_s = 0;   // kernel launch / framework overhead per layer per pass
   double optimizer_bytes_per_s = 0;  // optimizer step time = bytes touched / this
   // The DDP reducer's own work per synchronized step on the training thread (marking

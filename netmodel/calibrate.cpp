@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "core/h5io.hpp"
+#include "core/units.hpp"
 #include "models/zoo.hpp"
 #include "netmodel/compress.hpp"
 #include "netmodel/nccl_tuning.hpp"
@@ -898,6 +899,7 @@ ComputeFit calibrate_compute(const std::vector<std::string>& files, const std::s
   ComputeFit out;
   struct Row {
     double layers, flops, t;
+    bool bwd;
   };
   std::vector<Row> rows;
   std::string base_profile = "cpu";
@@ -919,8 +921,8 @@ ComputeFit calibrate_compute(const std::vector<std::string>& files, const std::s
     }
     const double b = static_cast<double>(run.config.batch_per_rank) * run.config.accumulate;
     const double L = static_cast<double>(m.layers.size()) * run.config.accumulate;
-    rows.push_back({L, b * m.fwd_flops(), run.forward_s});
-    rows.push_back({L, b * m.bwd_flops(), run.backward_s});
+    rows.push_back({L, b * m.fwd_flops(), run.forward_s, false});
+    rows.push_back({L, b * m.bwd_flops(), run.backward_s, true});
     if (!std::isnan(run.optimizer_s) && run.optimizer_s > 0)
       opt_rates.push_back(m.num_parameters() * optimizer_bytes_per_param(run.config.optimizer) / run.optimizer_s);
     base_profile = run.config.compute_profile.empty() ? base_profile : run.config.compute_profile;
@@ -946,14 +948,37 @@ ComputeFit calibrate_compute(const std::vector<std::string>& files, const std::s
   if (qr.rank() < 2)
     throw CalibrationError("calibrate --compute: the runs cannot separate per-layer overhead from FLOP rate (vary the batch size or the model)");
   Eigen::VectorXd x = qr.solve(y);
-  if (!(x[1] > 0)) throw CalibrationError("calibrate --compute: fitted FLOP rate is not positive");
-  out.overhead_s = std::max(0.0, x[0]);
+  if (!(x[1] > 0) && x[0] >= 0) throw CalibrationError("calibrate --compute: fitted FLOP rate is not positive");
+  out.overhead_s = x[0];
   out.flops_per_s = 1.0 / x[1];
+  out.bwd_flops_per_s = out.flops_per_s;
+  if (out.overhead_s < 0) {
+    // Backward takes longer against forward than its FLOPs say (backward writes every
+    // gradient; emulated runs generate them on the CPU), which a negative overhead would
+    // absorb. Constrained fit instead: no per-layer overhead, and each pass its own FLOP
+    // rate (relative least squares: rate = sum a^2 / sum a, a = flops / t).
+    out.overhead_s = 0;
+    double rate[2] = {0, 0};
+    for (const bool bwd : {false, true}) {
+      double sa = 0, sa2 = 0;
+      for (const auto& r : rows)
+        if (r.bwd == bwd) {
+          const double a = r.flops / r.t;
+          sa += a;
+          sa2 += a * a;
+        }
+      rate[bwd] = sa > 0 ? sa2 / sa : 0;
+    }
+    if (!(rate[0] > 0 && rate[1] > 0))
+      throw CalibrationError("calibrate --compute: fitted FLOP rate is not positive");
+    out.flops_per_s = rate[0];
+    out.bwd_flops_per_s = rate[1];
+  }
   double mean = 0, ss_res = 0, ss_tot = 0;
   for (const auto& r : rows) mean += r.t;
   mean /= n;
   for (const auto& r : rows) {
-    const double pred = r.layers * out.overhead_s + r.flops / out.flops_per_s;
+    const double pred = r.layers * out.overhead_s + r.flops / (r.bwd ? out.bwd_flops_per_s : out.flops_per_s);
     ss_res += (pred - r.t) * (pred - r.t);
     ss_tot += (r.t - mean) * (r.t - mean);
     out.max_abs_rel_residual = std::max(out.max_abs_rel_residual, std::abs(pred - r.t) / r.t);
@@ -969,8 +994,9 @@ ComputeFit calibrate_compute(const std::vector<std::string>& files, const std::s
   p.source = "gradsync-model calibrate --compute from " + std::to_string(out.used.size()) + " runs (base profile " +
              base_profile + ")";
   double& peak = half ? p.peak_flops_half : p.peak_flops;
-  if (out.flops_per_s > peak) peak = out.flops_per_s;
+  peak = std::max({peak, out.flops_per_s, out.bwd_flops_per_s});
   p.efficiency = out.flops_per_s / peak;
+  p.backward_efficiency = out.bwd_flops_per_s != out.flops_per_s ? out.bwd_flops_per_s / peak : 0.0;
   p.per_layer_overhead_s = out.overhead_s;
   p.measured.clear();
   if (!opt_rates.empty()) p.optimizer_bytes_per_s = median(opt_rates);
@@ -1058,12 +1084,22 @@ KernelRates calibrate_kernels(const std::string& path, const std::string& name) 
       auto it = by_kernel.find(kn);
       if (it == by_kernel.end()) continue;
       std::vector<double> r;
+      std::vector<std::pair<double, double>> sized;  // (fp32 input bytes, bytes/s)
       for (const auto& s : it->second)
-        if (s.bps > 0) r.push_back(s.bps);
+        if (s.bps > 0) {
+          r.push_back(s.bps);
+          if (s.mib > 0) sized.emplace_back(s.mib * 1048576.0, s.bps);
+        }
       if (r.empty()) continue;
       k.Bps[kn] = median(r);
+      std::sort(sized.begin(), sized.end());
       std::ostringstream os;
       os << kn << ": " << r.size() << " sizes, median " << k.Bps[kn] / 1e9 << " GB/s, max/min " << spread(r);
+      if (sized.size() > 1) {
+        k.by_size[kn] = sized;
+        os << "; by size:";
+        for (const auto& [bytes, bps] : sized) os << " " << format_bytes(bytes) << " " << fmt(bps / 1e9) << " GB/s";
+      }
       k.notes.push_back(os.str());
     }
   // PowerSGD: time = FLOPs / F + memory bytes / B (compress.hpp), fitted by least squares

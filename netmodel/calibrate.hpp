@@ -164,9 +164,14 @@ struct ContentionFit {
 };
 ContentionFit calibrate_contention(const std::vector<std::string>& train_files, const Fabric& fabric);
 
+// Compute profile from train runs of zoo models: forward and backward medians = per-layer
+// overhead x layers + FLOPs / rate (relative least squares). When that needs a negative
+// overhead (backward slower against forward than its 2x FLOPs), the fit is constrained: no
+// overhead, forward and backward each their own rate (profile.backward_efficiency).
 struct ComputeFit {
   models::ComputeProfile profile;
   double overhead_s = 0, flops_per_s = 0;
+  double bwd_flops_per_s = 0;  // = flops_per_s unless the constrained fit gave backward its own rate
   double reducer_per_step_s = 0, reducer_per_bucket_s = 0;  // from /steps/reducer_s vs buckets
   double r2 = 0, max_abs_rel_residual = 0;
   std::vector<std::string> used, skipped;
@@ -180,7 +185,8 @@ namespace gradsync::netmodel {
 
 // Kernel rates from gradsync-kernels-bench --benchmark_format=json output. Per kernel
 // (fp16/bf16/qsgd/onebit/topk x encode/decode): the median over the sizes of the bench's
-// bytes_per_second (fp32 input bytes/s; with repetitions, the median aggregates). PowerSGD:
+// bytes_per_second (fp32 input bytes/s; with repetitions, the median aggregates), and each
+// size's rate (by_size, when it measured several) for the working-set rule of KernelRates::rate. PowerSGD:
 // FLOPs (encode 4 n m r + 2 n r^2, decode 2 n m r, r = 4) / F + memory passes / B, fitted
 // over the square-matrix cases and the ResNet-50 bucket; when that gives a non-positive
 // term, FLOPs only with F = the ResNet-50 bucket's effective rate (the squares' median

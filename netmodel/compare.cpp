@@ -119,7 +119,14 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
   } catch (const UsageError&) {
     prof = models::builtin_profile("cpu");
   }
-  const DeviceRates rates{prof.peak_flops * prof.efficiency, prof.optimizer_bytes_per_s, predictor.kernels(c.kernels)};
+  DeviceRates rates{prof.peak_flops * prof.efficiency, prof.optimizer_bytes_per_s, predictor.kernels(c.kernels)};
+  double params = 0;
+  for (double b : run.bucket_bytes) params += b / precision_bytes(c.precision);
+  try {
+    rates.working_set_bytes = working_set_bytes(params, c.optimizer, c.ranks_per_node);
+  } catch (const UsageError&) {  // a PyTorch optimizer gradsync has no byte count for: SGD's
+    rates.working_set_bytes = working_set_bytes(params, "sgd", c.ranks_per_node);
+  }
   // With /model (tensor shapes and their buckets) each bucket holds its real tensors, in
   // gradient-ready (descending forward) order as the reducer's assign_buckets; without it
   // (older files) a bucket is one 1-D tensor of its measured bytes at fp32.

@@ -36,8 +36,8 @@ Op phase_op(plan::Coll c) {
 // Seconds for `elems` fp32 elements through a measured kernel, or `fallback_s` without one.
 double kernel_s(const DeviceRates& rt, const std::string& kernel, double elems, double fallback_s) {
   if (rt.kernels) {
-    auto it = rt.kernels->Bps.find(kernel);
-    if (it != rt.kernels->Bps.end() && it->second > 0) return elems * 4.0 / it->second;
+    const double r = rt.kernels->rate(kernel, rt.working_set_bytes);
+    if (r > 0) return elems * 4.0 / r;
   }
   return fallback_s;
 }
@@ -141,6 +141,24 @@ BucketPlan Compressor::plan(const std::vector<GradShape>& tensors, int wire_elem
 
 // ---- measured kernel rates (TOML) --------------------------------------------------------------
 
+double KernelRates::rate(const std::string& kernel, double working_set) const {
+  if (working_set > 0) {
+    auto it = by_size.find(kernel);
+    if (it != by_size.end() && !it->second.empty()) {
+      const auto& v = it->second;
+      if (working_set <= v.front().first) return v.front().second;
+      if (working_set >= v.back().first) return v.back().second;
+      for (std::size_t i = 1; i < v.size(); ++i)
+        if (working_set <= v[i].first) {
+          const double f = std::log(working_set / v[i - 1].first) / std::log(v[i].first / v[i - 1].first);
+          return std::exp(std::log(v[i - 1].second) + f * (std::log(v[i].second) - std::log(v[i - 1].second)));
+        }
+    }
+  }
+  auto it = Bps.find(kernel);
+  return it != Bps.end() && it->second > 0 ? it->second : 0.0;
+}
+
 KernelRates load_kernel_rates(const std::string& path) {
   toml::table tbl;
   try {
@@ -156,6 +174,27 @@ KernelRates load_kernel_rates(const std::string& path) {
     if (ks == "name" || ks == "source") {
       GS_USAGE_CHECK(node.is_string(), "kernels ", path, ":", line(node), ": key '", ks, "' must be a string");
       (ks == "name" ? k.name : k.source) = *node.value<std::string>();
+    } else if (ks == "Bps_by_size") {
+      GS_USAGE_CHECK(node.is_table(), "kernels ", path, ":", line(node), ": key '", ks, "' must be a table");
+      for (auto&& [sub, v] : *node.as_table()) {
+        const std::string full = ks + "." + std::string(sub.str());
+        const auto* arr = v.as_array();
+        std::vector<std::pair<double, double>> pts;
+        bool ok = arr && !arr->empty();
+        if (ok)
+          for (const auto& e : *arr) {
+            const auto* pair = e.as_array();
+            const auto a = pair && pair->size() == 2 ? (*pair)[0].value<double>() : std::nullopt;
+            const auto b = pair && pair->size() == 2 ? (*pair)[1].value<double>() : std::nullopt;
+            ok = ok && a && b && std::isfinite(*a) && *a > 0 && std::isfinite(*b) && *b > 0 &&
+                 (pts.empty() || *a > pts.back().first);
+            if (!ok) break;
+            pts.emplace_back(*a, *b);
+          }
+        GS_USAGE_CHECK(ok, "kernels ", path, ":", line(v), ": key '", full,
+                       "' must be a list of [bytes, bytes_per_second] pairs, numbers > 0, bytes ascending");
+        k.by_size[std::string(sub.str())] = std::move(pts);
+      }
     } else if (ks == "Bps" || ks == "powersgd") {
       GS_USAGE_CHECK(node.is_table(), "kernels ", path, ":", line(node), ": key '", ks, "' must be a table");
       for (auto&& [sub, v] : *node.as_table()) {
@@ -173,7 +212,7 @@ KernelRates load_kernel_rates(const std::string& path) {
       }
     } else {
       throw UsageError("kernels " + path + ":" + line(node) + ": unknown key '" + ks +
-                       "' (known: name, source, Bps, powersgd)");
+                       "' (known: name, source, Bps, Bps_by_size, powersgd)");
     }
   }
   if (k.name.empty()) k.name = path;
@@ -189,6 +228,14 @@ void save_kernel_rates(const KernelRates& k, const std::string& path) {
   for (const auto& n : k.notes) os << "# " << n << "\n";
   os << "\n[Bps]  # fp32 input bytes per second\n";
   for (const auto& [name, v] : k.Bps) os << name << " = " << v << "\n";
+  if (!k.by_size.empty()) {
+    os << "\n[Bps_by_size]  # [fp32 input bytes, bytes per second]: the rate at a step's working set\n";
+    for (const auto& [name, v] : k.by_size) {
+      os << name << " = [";
+      for (std::size_t i = 0; i < v.size(); ++i) os << (i ? ", [" : "[") << static_cast<long long>(v[i].first) << ", " << v[i].second << "]";
+      os << "]\n";
+    }
+  }
   if (k.powersgd_encode_flops > 0 || k.powersgd_decode_flops > 0) {
     os << "\n[powersgd]  # effective FLOP/s\n";
     if (k.powersgd_encode_flops > 0) os << "encode_flops = " << k.powersgd_encode_flops << "\n";

@@ -51,7 +51,7 @@
 //    sustained memory bandwidth), counting the bytes each kernel reads and writes;
 //  * with measured kernel throughputs (KernelRates, from `gradsync-model calibrate
 //    --kernels kb.json`, i.e. gradsync-kernels-bench): time = fp32 input bytes / the
-//    kernel's measured bytes_per_second, and PowerSGD = matmul FLOPs (2 n m r per
+//    kernel's measured bytes_per_second at the step's working set (DeviceRates), and PowerSGD = matmul FLOPs (2 n m r per
 //    product) / a FLOP rate + its memory passes (error feedback over the whole bucket)
 //    / a byte rate, encode and decode separately (fitted from the bench's square
 //    matrices and its ResNet-50 bucket, whose FLOP/byte ratios differ). Kernels the file
@@ -95,13 +95,22 @@ struct KernelRates {
   // only. Encode touches 12 n + 4 c bytes, decode 12 n + 4 (n - c) (n bucket elements, c of
   // them in compressed matrices; compress/powersgd.cpp's fused schedule).
   double powersgd_encode_Bps = 0, powersgd_decode_Bps = 0;
+  // The bench's rate per size (fp32 input bytes -> bytes/s, ascending), where it measured
+  // more than one: a kernel runs from cache below the caches' size and from memory past it.
+  std::map<std::string, std::vector<std::pair<double, double>>> by_size;
   std::vector<std::string> notes;  // fit quality, per kernel
+
+  // The kernel's rate for a step that streams `working_set` bytes (0: unknown): its
+  // by-size rates interpolated log-log at that size, the smallest / largest size's rate
+  // outside them; without by-size rates (or working_set 0), Bps. 0 when not measured.
+  double rate(const std::string& kernel, double working_set) const;
 };
 
 // TOML (written by calibrate --kernels; read by --kernels FILE):
 //   name = "..."  source = "..."
 //   [Bps]  qsgd_encode = 2.1e9  ...          (fp32 input bytes / s)
 //   [powersgd]  encode_flops = 3e10  decode_flops = 2e10  [encode_Bps = 8e9  decode_Bps = 8e9]
+//   [Bps_by_size]  qsgd_encode = [[1048576, 9.4e9], [16777216, 7.6e9], [67108864, 3.5e9]]  (optional)
 // UsageError naming the file and key on malformed input.
 KernelRates load_kernel_rates(const std::string& path);
 void save_kernel_rates(const KernelRates& k, const std::string& path);
@@ -110,6 +119,12 @@ struct DeviceRates {
   double flops = 1e12;      // FLOP/s for encode/decode math
   double mem_Bps = 1e11;    // bytes/s for memory passes
   const KernelRates* kernels = nullptr;  // measured kernel throughputs, if given
+  // Bytes one step streams on a node (parameters x the optimizer's bytes per parameter x
+  // ranks per node): picks the kernels' size regime (KernelRates::rate). A step's
+  // gradients, parameters and optimizer state pass through the caches between a bucket's
+  // backward and its codec, so past the caches the codec reads from memory even when the
+  // bucket alone would fit. 0: the kernels' median rate.
+  double working_set_bytes = 0;
 };
 
 // One gradient tensor as the compressor sees it.

@@ -567,6 +567,7 @@ int cmd_calibrate(const std::vector<std::string>& args) {
     if (json) {
       Json j = Json::object();
       j.set("output", out).set("per_layer_overhead_s", fit.overhead_s).set("flops_per_s", fit.flops_per_s);
+      j.set("backward_flops_per_s", fit.bwd_flops_per_s);
       j.set("r2", fit.r2).set("max_abs_rel_residual", fit.max_abs_rel_residual).set("runs", static_cast<long long>(fit.used.size()));
       j.set("reducer_per_step_s", fit.reducer_per_step_s).set("reducer_per_bucket_s", fit.reducer_per_bucket_s);
       Json sk = Json::array();
@@ -574,8 +575,15 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       j.set("skipped", sk);
       std::cout << j.dump() << "\n";
     } else {
-      std::printf("compute fit from %zu runs: %.3f us per layer per pass, %.4g FLOP/s; R^2 %.5f, max |rel residual| %.2f%%\n",
-                  fit.used.size(), fit.overhead_s * 1e6, fit.flops_per_s, fit.r2, 100 * fit.max_abs_rel_residual);
+      if (fit.bwd_flops_per_s != fit.flops_per_s)
+        std::printf("compute fit from %zu runs: forward %.4g FLOP/s, backward %.4g FLOP/s (%.2fx forward's time per FLOP; "
+                    "one rate would need a negative per-layer overhead), no per-layer overhead; R^2 %.5f, max |rel "
+                    "residual| %.2f%%\n",
+                    fit.used.size(), fit.flops_per_s, fit.bwd_flops_per_s, fit.flops_per_s / fit.bwd_flops_per_s, fit.r2,
+                    100 * fit.max_abs_rel_residual);
+      else
+        std::printf("compute fit from %zu runs: %.3f us per layer per pass, %.4g FLOP/s; R^2 %.5f, max |rel residual| %.2f%%\n",
+                    fit.used.size(), fit.overhead_s * 1e6, fit.flops_per_s, fit.r2, 100 * fit.max_abs_rel_residual);
       std::printf("reducer's own work per step: %.3f us + %.3f us per bucket\n", fit.reducer_per_step_s * 1e6,
                   fit.reducer_per_bucket_s * 1e6);
       for (const auto& s : fit.skipped) std::printf("  skipped %s\n", s.c_str());

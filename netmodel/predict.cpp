@@ -13,6 +13,10 @@ double optimizer_bytes_per_param(const std::string& optimizer) {
   throw UsageError("option --optimizer: unknown optimizer '" + optimizer + "' (known: sgd, adam, adamw)");
 }
 
+double working_set_bytes(double params, const std::string& optimizer, int ranks_per_node) {
+  return params * optimizer_bytes_per_param(optimizer) * std::max(1, ranks_per_node);
+}
+
 const Fabric& Predictor::fabric(const std::string& name, const std::string& intra) {
   auto key = std::make_pair(name, intra);
   auto it = fabrics_.find(key);
@@ -90,6 +94,10 @@ const std::vector<Bucket>& Predictor::buckets(const PredictConfig& c, int nranks
   if (it == layouts_.end()) it = layouts_.emplace(key, make_buckets(workload(c).grads, c.bucket_mb, c.first_bucket_mb)).first;
   DeviceRates rates = device_rates(profile(c.compute_profile));
   rates.kernels = kernels(c.kernels);
+  double params = 0;
+  for (const auto& b : it->second)
+    for (const auto& t : b.tensors) params += static_cast<double>(t.numel);
+  rates.working_set_bytes = working_set_bytes(params, c.optimizer, c.ranks_per_node);
   const int e = precision_bytes(c.precision);
   // Wire bytes depend on the rank count for every compressor (2(p-1)/p for all-reduce).
   planned_ = it->second;

@@ -49,6 +49,10 @@ struct PredictConfig {
 
 // SGD with momentum touches 20 bytes per parameter, Adam(W) 28 (models/compute_profile.hpp).
 double optimizer_bytes_per_param(const std::string& optimizer);
+// Bytes a data-parallel step streams on one node: params x the optimizer's bytes per
+// parameter (its reads and writes of parameters, gradients and state) x ranks per node.
+// Selects the codec kernels' size regime (DeviceRates::working_set_bytes).
+double working_set_bytes(double params, const std::string& optimizer, int ranks_per_node);
 
 class Predictor {
  public:

@@ -18,7 +18,8 @@
 namespace gradsync {
 
 struct AlgoOptions {
-  // Pipelining chunk of ring-based algorithms (NCCL_BUFFSIZE analog) and round size of shm.
+  // Pipelining chunk of ring-based algorithms (NCCL_BUFFSIZE analog), the piece size of rd's
+  // and rabenseifner's exchanges, and the round size of shm.
   // 0: transport-aware default (see choose_chunk() in algorithms.hpp and ring.cpp's header).
   std::size_t chunk_bytes = 0;
   int channels = 1;  // concurrent rings on disjoint slices

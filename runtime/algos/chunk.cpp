@@ -20,7 +20,8 @@
 //   the same on every rank of a job launched with one set of MCA parameters.
 //
 // Cost: one MPI_T read per process (cached).
-// Use case: ring, and hier's inter-node ring, when --chunk-bytes is not given.
+// Use case: ring, and hier's inter-node ring, when --chunk-bytes is not given; rd and
+//   rabenseifner cut their partner exchanges into pieces of this size (PieceExchange).
 #include <algorithm>
 #include <string>
 

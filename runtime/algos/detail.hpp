@@ -7,9 +7,11 @@
 //   * RequestWindow: a bounded FIFO of in-flight sends; pushing into a full window waits
 //     for the oldest, which keeps the number of outstanding requests bounded without
 //     waiting on every send;
+//   * PieceExchange: a partner exchange in pieces below the transport's eager limit;
 //   * balanced partitions and pointer arithmetic in elements of a DType.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -150,6 +152,61 @@ inline void exchange(Communicator& comm, const void* sendbuf, std::size_t sendby
   if (sendbytes > 0) r[1] = comm.isend(sendbuf, sendbytes, dst, tag);
   comm.wait_all(r, 2);
 }
+
+// exchange() cut into pieces of at most `piece` bytes, pipeline_slots(piece) of them in
+// flight each way, oldest first (MPI keeps one peer's messages on one tag in order). Over
+// TCP a message above the eager limit waits for a rendezvous handshake, and a large one
+// stalls the link (chunk.cpp); pieces below the limit flow back to back, like the ring's
+// chunks. on_piece(offset, bytes) runs on each received piece as it lands, so a reduction
+// overlaps the transfer of the pieces behind it; it runs after the same piece's send has
+// completed, so it may overwrite the bytes at that offset of sendbuf (rd reduces in place
+// into the vector it sends). Pieces hold whole elements of `esz` bytes.
+// Both sides compute the same sizes. piece 0, or both sizes within one piece: one
+// exchange(). The request slots are reused across calls.
+class PieceExchange {
+ public:
+  template <class OnPiece>
+  void run(Communicator& comm, const void* sendbuf, std::size_t sendbytes, int dst, void* recvbuf,
+           std::size_t recvbytes, int src, int tag, std::size_t piece, std::size_t esz, OnPiece&& on_piece) {
+    if (piece > 0) piece = std::max(esz, piece / esz * esz);
+    if (piece == 0 || (sendbytes <= piece && recvbytes <= piece)) {
+      exchange(comm, sendbuf, sendbytes, dst, recvbuf, recvbytes, src, tag);
+      if (recvbytes > 0) on_piece(std::size_t{0}, recvbytes);
+      return;
+    }
+    const std::size_t nr = (recvbytes + piece - 1) / piece, ns = (sendbytes + piece - 1) / piece;
+    const std::size_t w = pipeline_slots(piece);
+    if (recv_.size() < w) {
+      recv_.resize(w);
+      send_.resize(w);
+    }
+    std::size_t pr = 0, ps = 0;  // pieces posted each way
+    auto post = [&](std::size_t upto) {
+      for (; pr < nr && pr < upto; ++pr)
+        recv_[pr % w] = comm.irecv(static_cast<char*>(recvbuf) + pr * piece, std::min(piece, recvbytes - pr * piece),
+                                   src, tag);
+      for (; ps < ns && ps < upto; ++ps)
+        send_[ps % w] = comm.isend(static_cast<const char*>(sendbuf) + ps * piece,
+                                   std::min(piece, sendbytes - ps * piece), dst, tag);
+    };
+    post(w);
+    for (std::size_t i = 0; i < nr || i < ns; ++i) {
+      if (i < ns) comm.wait(send_[i % w]);  // first: on_piece may overwrite what piece i sent
+      if (i < nr) {
+        comm.wait(recv_[i % w]);
+        on_piece(i * piece, std::min(piece, recvbytes - i * piece));
+      }
+      post(i + 1 + w);
+    }
+  }
+  void run(Communicator& comm, const void* sendbuf, std::size_t sendbytes, int dst, void* recvbuf,
+           std::size_t recvbytes, int src, int tag, std::size_t piece) {
+    run(comm, sendbuf, sendbytes, dst, recvbuf, recvbytes, src, tag, piece, 1, [](std::size_t, std::size_t) {});
+  }
+
+ private:
+  std::vector<Request> recv_, send_;
+};
 
 // Largest power of two <= p (p >= 1).
 inline int floor_pow2(int p) {

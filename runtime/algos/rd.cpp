@@ -36,14 +36,21 @@ namespace {
 
 class RecursiveDoubling final : public AllreduceAlgorithm {
  public:
-  explicit RecursiveDoubling(Communicator& comm)
-      : comm_(comm), p_(comm.size()), fold_(p_, comm.rank()), pof2_(fold_.pof2()), newrank_(fold_.newrank()) {}
+  RecursiveDoubling(Communicator& comm, const AlgoOptions& opts)
+      : comm_(comm),
+        p_(comm.size()),
+        fold_(p_, comm.rank()),
+        pof2_(fold_.pof2()),
+        newrank_(fold_.newrank()),
+        chunk_(p_ > 1 ? algos::choose_chunk(comm, opts) : ChunkChoice{}) {}
 
   std::string name() const override { return "rd"; }
+  ChunkChoice chunk() const override { return chunk_; }
 
   void run(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op) override {
     if (count == 0) return;
-    const std::size_t bytes = count * dtype_size(t);
+    const std::size_t esz = dtype_size(t);
+    const std::size_t bytes = count * esz;
     if (p_ == 1) {
       algos::copy_if_out_of_place(sendbuf, recvbuf, bytes);
       return;
@@ -59,8 +66,11 @@ class RecursiveDoubling final : public AllreduceAlgorithm {
       for (int mask = 1; mask < pof2_; mask <<= 1) {
         const int dst = real_rank(newrank_ ^ mask);
         GS_LOG(TRACE) << "rd: round mask " << mask << " with rank " << dst;
-        comm_.sendrecv(mine, bytes, dst, tmp, bytes, dst, algos::kTagRdExchange);
-        reduce_out(recvbuf, mine, tmp, count, t);
+        char* out = static_cast<char*>(recvbuf);
+        const char* acc = static_cast<const char*>(mine);
+        char* in = static_cast<char*>(tmp);
+        pieces_.run(comm_, mine, bytes, dst, tmp, bytes, dst, algos::kTagRdExchange, chunk_.bytes, esz,
+                    [&](std::size_t off, std::size_t len) { reduce_out(out + off, acc + off, in + off, len / esz, t); });
         mine = recvbuf;
       }
       if (op == RedOp::Avg) scale_inplace(recvbuf, count, t, 1.0f / static_cast<float>(p_));
@@ -77,14 +87,16 @@ class RecursiveDoubling final : public AllreduceAlgorithm {
   int p_;
   algos::PowerOfTwoFold fold_;
   int pof2_, newrank_;
+  ChunkChoice chunk_;
   algos::Scratch scratch_;
+  algos::PieceExchange pieces_;
 };
 
 }  // namespace
 
 std::unique_ptr<AllreduceAlgorithm> algos::make_recursive_doubling(Communicator& comm, const AlgoOptions& opts) {
   check_options(opts);
-  return std::make_unique<RecursiveDoubling>(comm);
+  return std::make_unique<RecursiveDoubling>(comm, opts);
 }
 
 }  // namespace gradsync

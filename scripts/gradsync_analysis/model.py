@@ -8,7 +8,8 @@ DIR/model/ (TOML fabrics, --json outputs as .json, --out tables as .h5, model.lo
                           (points whose option has that value), base (a fabric for the level the
                           points do not cover), compute (true: calibrate --compute from train points),
                           burst_bytes (the inter-node link is a token-bucket shaper with this burst,
-                          e.g. the testbed's tbf burst; ignored by calibrate when no point crossed nodes),
+                          e.g. the testbed's tbf burst; "testbed": the study's testbed's own burst,
+                          as scripts/testbed.sh sets it; ignored by calibrate when no point crossed nodes),
                           kernels (true: run gradsync-kernels-bench here, on the runner's host, and
                           calibrate --kernels: model/<name>.toml holds the codec rates; min_time, s)
   [model.compare]         fabric, compute_profile, intra, kernels (names of [[model.calibrate]] entries,
@@ -25,6 +26,27 @@ import os
 import subprocess
 
 from . import results, spec, tools
+
+
+_RATE_UNITS = {"bit": 1 / 8, "kbit": 1e3 / 8, "mbit": 1e6 / 8, "gbit": 1e9 / 8, "tbit": 1e12 / 8,
+               "bps": 1, "kbps": 1024, "mbps": 1048576, "gbps": 1073741824}
+
+
+def testbed_burst(testbed: dict) -> str:
+    """The tbf burst of the study's testbed (its first NIC): [testbed] burst when given, else
+    scripts/testbed.sh's default, 1 ms at the rate and at least 64 KiB."""
+    burst = str(testbed.get("burst", "")).split(",")[0].strip()
+    if burst:
+        return burst
+    rate = str(testbed.get("rate", "1gbit")).split(",")[0].strip().lower()
+    for unit in sorted(_RATE_UNITS, key=len, reverse=True):
+        if rate.endswith(unit):
+            try:
+                bps = float(rate[: -len(unit)]) * _RATE_UNITS[unit]
+            except ValueError:
+                break
+            return str(max(int(bps / 1000), 65536))
+    raise ValueError(f"[testbed] rate '{rate}': not a tc rate (e.g. 1gbit, 200mbit)")
 
 
 def _matches(point, where: dict) -> bool:
@@ -147,7 +169,9 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
             args += ["--base", resolve(c["base"], calibrated, declared)]
         if not compute:
             args += ["--name", name]
-            if c.get("burst_bytes"):
+            if c.get("burst_bytes") == "testbed":
+                args += ["--burst-bytes", testbed_burst(study.testbed)]
+            elif c.get("burst_bytes"):
                 args += ["--burst-bytes", spec.fmt_value(c["burst_bytes"])]
         try:
             stdout, data = tools.run_model(bindir, args, mlog, want_json=True)

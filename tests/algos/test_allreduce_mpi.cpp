@@ -319,6 +319,15 @@ TEST(Chunk, BelowTheTcpEagerLimitBetweenNodes) {
   auto ring = gs::make_allreduce("ring", tcp64);
   EXPECT_EQ(ring->chunk().bytes, 32u << 10);
   EXPECT_EQ(run_case(*ring, g_world->rank(), g_world->size(), gs::DType::F32, gs::RedOp::Sum, 100003, false), "");
+  // rd and rabenseifner move their exchanges in pieces of the same size (whole halves above
+  // the eager limit stall on the rendezvous), reduce each piece as it lands, and stay exact.
+  for (const char* name : {"rd", "rabenseifner"}) {
+    auto a = gs::make_allreduce(name, tcp64);
+    EXPECT_EQ(a->chunk().bytes, 32u << 10) << name;
+    for (gs::DType t : kTypes)
+      for (bool in_place : {false, true})
+        EXPECT_EQ(run_case(*a, g_world->rank(), g_world->size(), t, gs::RedOp::Sum, 100003, in_place), "") << name;
+  }
 }
 
 TEST(Chunk, OneNodeAndUnknownTransport) {

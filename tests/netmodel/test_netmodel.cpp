@@ -988,6 +988,61 @@ TEST(Kernels, CalibrateFromBenchmarkJson) {
   EXPECT_THROW(load_kernel_rates(bad), UsageError);
 }
 
+TEST(Kernels, RateFollowsTheStepsWorkingSet) {
+  // A kernel that runs from cache at 1 MiB and from memory at 64 MiB: the model takes the
+  // rate at the step's working set, not the median of the sizes.
+  const std::string path = tmp_path("kb-sizes.json");
+  {
+    std::ofstream f(path);
+    f << R"({"context": {}, "benchmarks": [)";
+    bool first = true;
+    for (auto [mib, bps] : {std::pair{1.0, 40e9}, std::pair{16.0, 14e9}, std::pair{64.0, 5e9}}) {
+      f << (first ? "" : ",") << R"({"name": "topk_decode/MiB:)" << mib << R"(/real_time", "run_type": "iteration", )"
+        << R"("real_time": )" << mib * 1048576 / bps * 1e3 << R"(, "time_unit": "ms", "bytes_per_second": )" << bps
+        << R"(, "MiB": )" << mib << "}";
+      first = false;
+    }
+    f << "]}";
+  }
+  const KernelRates k = calibrate_kernels(path, "kb");
+  ASSERT_EQ(k.by_size.at("topk_decode").size(), 3u);
+  EXPECT_NE(k.notes[0].find("64 MiB 5 GB/s"), std::string::npos) << k.notes[0];
+  EXPECT_DOUBLE_EQ(k.rate("topk_decode", 0), 14e9);                  // unknown working set: the median
+  EXPECT_DOUBLE_EQ(k.rate("topk_decode", 4096), 40e9);               // below the smallest size
+  EXPECT_DOUBLE_EQ(k.rate("topk_decode", 1e9), 5e9);                 // past the largest
+  EXPECT_NEAR(k.rate("topk_decode", 32 * 1048576.0) / std::sqrt(14e9 * 5e9), 1.0, 1e-9);  // log-log
+  EXPECT_DOUBLE_EQ(k.rate("qsgd_encode", 1e9), 0.0);                 // not measured
+  const std::string toml = tmp_path("kb-sizes.toml");
+  save_kernel_rates(k, toml);
+  const KernelRates back = load_kernel_rates(toml);
+  ASSERT_EQ(back.by_size.at("topk_decode").size(), 3u);
+  EXPECT_NEAR(back.rate("topk_decode", 32 * 1048576.0) / k.rate("topk_decode", 32 * 1048576.0), 1.0, 1e-5);
+  // A plan prices the decode at the working set's rate.
+  DeviceRates rt{1e12, 1e11, &back};
+  rt.working_set_bytes = 11e6 * 20;  // resnet18-cifar with SGD momentum on one rank per node
+  const double n = 1 << 20;
+  const BucketPlan cold = Compressor("topk:ratio=0.01").plan({{1 << 20, 1 << 20, 1}}, 4, 2, rt);
+  rt.working_set_bytes = 512 << 10;  // a model that stays in cache
+  const BucketPlan warm = Compressor("topk:ratio=0.01").plan({{1 << 20, 1 << 20, 1}}, 4, 2, rt);
+  const double k1 = std::floor(n * 0.01);
+  EXPECT_NEAR(cold.tail_s - (k1 * 16.0 / 1e11), n * 4 / 5e9, 1e-7);
+  EXPECT_NEAR(warm.tail_s - (k1 * 16.0 / 1e11), n * 4 / 40e9, 1e-7);
+  // The predictor's working set: parameters x the optimizer's bytes x ranks per node.
+  EXPECT_DOUBLE_EQ(working_set_bytes(1e6, "sgd", 4), 1e6 * 20 * 4);
+  EXPECT_DOUBLE_EQ(working_set_bytes(1e6, "adam", 1), 1e6 * 28);
+  // Malformed by-size rates are refused with the key.
+  {
+    std::ofstream f(toml);
+    f << "name = \"x\"\n[Bps_by_size]\ntopk_decode = [[67108864, 5e9], [1048576, 4e10]]\n";
+  }
+  try {
+    load_kernel_rates(toml);
+    FAIL() << "descending sizes must be refused";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("Bps_by_size.topk_decode"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Calibrate, RefusesWhatTheDataCannotDetermine) {
   const Fabric f = simple_fabric(5e-6, 10e9);
   const auto pts = read_bench_file(bench_file("one.h5", "pingpong", "ring", 2, 1, {1 << 20}, f, 0.01, 5));
@@ -1334,6 +1389,71 @@ TEST(Calibrate, ContentionFromOverlapRunsAgainstTheFabricAlone) {
   EXPECT_EQ(fit.skipped.size(), 2u);  // the overlap-off runs, with the reason
   EXPECT_NE(fit.skipped[0].find("overlap off"), std::string::npos) << fit.skipped[0];
   EXPECT_NE(fit.notes.back().find("1.4 x its time alone"), std::string::npos) << fit.notes.back();
+}
+
+TEST(Calibrate, ComputeGivesBackwardItsOwnRateWhenOneRateCannotFit) {
+  // Runs whose backward is slower against forward than its 2x FLOPs (an emulated backward
+  // that generates its gradients on the CPU): one rate plus a per-layer overhead would need
+  // a negative overhead. The fit recovers each pass's rate, and a profile that has one
+  // (backward_efficiency) gives the planted times back.
+  models::ComputeProfile planted = models::load_profile("a100");
+  planted.name = "slow-backward";
+  planted.per_layer_overhead_s = 0;
+  planted.efficiency = 0.2;
+  planted.backward_efficiency = 0.08;
+  const std::string prof = tmp_path("slow-backward.toml");
+  models::save_profile(planted, prof);
+  EXPECT_DOUBLE_EQ(models::load_profile(prof).backward_efficiency, 0.08);
+  Predictor p;
+  std::vector<std::string> files;
+  for (double mb : {5.0, 25.0}) {
+    PredictConfig c;
+    c.model = "resnet18-cifar";
+    c.fabric = "tcp-10g";
+    c.compute_profile = prof;
+    c.nodes = 2;
+    c.ranks_per_node = 1;
+    c.bucket_mb = mb;
+    const StepResult truth = p.predict(c);
+    EXPECT_NEAR(truth.backward_s / truth.forward_s, 2 * 0.2 / 0.08, 0.3) << "the profile slows backward";
+    files.push_back(train_file("slowbwd-" + std::to_string(static_cast<int>(mb)) + ".h5", c, "emulated", truth, 0.0, 31));
+  }
+  const ComputeFit fit = calibrate_compute(files, "fitted");
+  EXPECT_DOUBLE_EQ(fit.overhead_s, 0.0);
+  const double peak = fit.profile.peak_flops;
+  EXPECT_NEAR(fit.profile.efficiency * peak / (0.2 * planted.peak_flops), 1.0, 0.02);
+  EXPECT_NEAR(fit.profile.backward_efficiency * peak / (0.08 * planted.peak_flops), 1.0, 0.02);
+  EXPECT_LT(fit.max_abs_rel_residual, 0.02);
+  // The same runs through a profile with one rate (what the fit used to give: the overhead
+  // clamped to 0 after a joint fit) would miss forward by far; the fitted one does not.
+  const auto m = models::zoo_model("resnet18-cifar");
+  const auto lt = models::layer_times(m, fit.profile, 32, false);
+  const auto want = models::layer_times(m, planted, 32, false);
+  double f = 0, b = 0, fw = 0, bw = 0;
+  for (std::size_t i = 0; i < lt.fwd_s.size(); ++i) {
+    f += lt.fwd_s[i];
+    b += lt.bwd_s[i];
+    fw += want.fwd_s[i];
+    bw += want.bwd_s[i];
+  }
+  EXPECT_NEAR(f / fw, 1.0, 0.02);
+  EXPECT_NEAR(b / bw, 1.0, 0.02);
+  // Runs that one rate does fit keep the joint fit (no backward rate of its own).
+  planted.backward_efficiency = 0;
+  planted.per_layer_overhead_s = 2e-5;
+  const std::string prof1 = tmp_path("one-rate.toml");
+  models::save_profile(planted, prof1);
+  std::vector<std::string> joint;
+  PredictConfig c;
+  c.model = "resnet18-cifar";
+  c.fabric = "tcp-10g";
+  c.compute_profile = prof1;
+  c.nodes = 2;
+  c.ranks_per_node = 1;
+  joint.push_back(train_file("joint.h5", c, "emulated", p.predict(c), 0.0, 32));
+  const ComputeFit j = calibrate_compute(joint, "joint");
+  EXPECT_NEAR(j.overhead_s / 2e-5, 1.0, 0.02);
+  EXPECT_DOUBLE_EQ(j.profile.backward_efficiency, 0.0);
 }
 
 TEST(Compare, RealComputeUsesRecordedTensorShapes) {
