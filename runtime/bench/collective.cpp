@@ -33,7 +33,7 @@ const std::vector<OpEntry>& op_table() {
       {"allgather", [] { return std::vector<std::string>{"mpi", "ring", "nccl"}; }, "mpi", make_allgather_op},
       {"alltoall", [] { return std::vector<std::string>{"mpi", "pairwise", "nccl"}; }, "mpi", make_alltoall_op},
       {"broadcast", [] { return std::vector<std::string>{"mpi", "binomial", "nccl"}; }, "mpi", make_broadcast_op},
-      {"sendrecv", [] { return std::vector<std::string>{"mpi"}; }, "mpi", make_sendrecv_op},
+      {"sendrecv", [] { return std::vector<std::string>{"mpi", "pieces"}; }, "mpi", make_sendrecv_op},
       {"pingpong", [] { return std::vector<std::string>{"mpi", "nccl"}; }, "mpi", nullptr},
   };
   return table;

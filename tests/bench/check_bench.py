@@ -293,6 +293,10 @@ def case_collectives(bench):
     # sendrecv: to rank+1 while receiving from rank-1 (the duplex sweep); busbw = algbw.
     measure(bench, 3, "sendrecv", "mpi", "half")
     measure(bench, 2, "sendrecv", "mpi", "float")
+    # pieces: the same exchange in --chunk-bytes pieces (rd/rabenseifner's); 64K messages in
+    # 1000-byte pieces (not a multiple of 2: whole half elements), exact either way.
+    measure(bench, 3, "sendrecv", "pieces", "half", extra=["--chunk-bytes", "1001"])
+    measure(bench, 2, "sendrecv", "pieces", "float", extra=["--chunk-bytes", "4K"])
 
 
 def case_pingpong(bench):
