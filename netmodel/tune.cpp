@@ -6,7 +6,9 @@
 //
 // Approach: the cross product of the TuneSpace's axes, pruned where a knob cannot change
 //   the answer (chunk and channels only for the pipelined algorithms ring, hier, tree and
-//   auto; shm takes the chunk as its round size, but not channels), each candidate
+//   auto; shm takes the chunk as its round size, but not channels; rd and rabenseifner send
+//   their exchanges in pieces of the chunk, which the model prices as whole messages, so
+//   their chunk stays the runtime's transport-aware default), each candidate
 //   predicted by the same Predictor as `predict` (workload, bucket layout and fabric cached,
 //   so a candidate costs one event loop over the buckets). Candidates are ranked by step
 //   time; ties keep the order of the space (the simpler setting first: the space lists
