@@ -27,4 +27,9 @@ void check_options(const AlgoOptions& opts);
 // need that: all ranks must cut segments into the same chunks).
 ChunkChoice choose_chunk(const Communicator& comm, const AlgoOptions& opts);
 
+// The piece size of rd's and rabenseifner's partner exchanges (chunk.cpp): choose_chunk's
+// when --chunk-bytes is set or the ranks span several nodes (whole messages above the TCP
+// eager limit stall on the rendezvous); on one node 0, whole exchanges.
+ChunkChoice choose_piece(const Communicator& comm, const AlgoOptions& opts);
+
 }  // namespace gradsync::algos

@@ -21,9 +21,10 @@
 //
 // Key optimisations: no input copy (the first round reduces recv = send + incoming and sends
 //   from the send buffer); Avg scales only the owned block; scratch reused across calls.
-//   Each exchange moves in pieces of the transport's chunk (chunk.cpp: 32 KiB below Open
-//   MPI's TCP eager limit between nodes), each received piece reduced as it lands: whole
-//   halves above the eager limit stall on the rendezvous handshake. Measured 2026-12-02 on
+//   Between nodes each exchange moves in pieces of the transport's chunk (chunk.cpp: 32 KiB
+//   below Open MPI's TCP eager limit), each received piece reduced as it lands: whole
+//   halves above the eager limit stall on the rendezvous handshake. On one node whole
+//   halves (choose_piece). Measured 2026-12-02 on
 //   the 2-host 1 Gbit/s testbed (2 ranks, resnet18-cifar buckets of 2.7-10 MB in training):
 //   whole halves 48-80 MB/s busbw against the ring's 103-120.
 //
@@ -54,7 +55,7 @@ class Rabenseifner final : public AllreduceAlgorithm {
         fold_(p_, comm.rank()),
         pof2_(fold_.pof2()),
         newrank_(fold_.newrank()),
-        chunk_(p_ > 1 ? algos::choose_chunk(comm, opts) : ChunkChoice{}) {}
+        chunk_(p_ > 1 ? algos::choose_piece(comm, opts) : ChunkChoice{}) {}
 
   std::string name() const override { return "rabenseifner"; }
   ChunkChoice chunk() const override { return chunk_; }

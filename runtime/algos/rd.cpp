@@ -42,7 +42,7 @@ class RecursiveDoubling final : public AllreduceAlgorithm {
         fold_(p_, comm.rank()),
         pof2_(fold_.pof2()),
         newrank_(fold_.newrank()),
-        chunk_(p_ > 1 ? algos::choose_chunk(comm, opts) : ChunkChoice{}) {}
+        chunk_(p_ > 1 ? algos::choose_piece(comm, opts) : ChunkChoice{}) {}
 
   std::string name() const override { return "rd"; }
   ChunkChoice chunk() const override { return chunk_; }

@@ -336,6 +336,8 @@ TEST(Chunk, OneNodeAndUnknownTransport) {
   if (g_world->size() > 1) {
     EXPECT_NE(one.reason.find("shared-memory"), std::string::npos) << one.reason;
   }
+  // rd and rabenseifner exchange whole messages on one node (no --chunk-bytes).
+  for (const char* name : {"rd", "rabenseifner"}) EXPECT_EQ(gs::make_allreduce(name, *g_world)->chunk().bytes, 0u) << name;
   EmulatedNodes unknown(*g_world, 1);  // several nodes, no link information
   if (g_world->size() > 1) {
     EXPECT_NE(gs::algos::choose_chunk(unknown, {}).reason.find("unknown"), std::string::npos);
