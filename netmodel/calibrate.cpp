@@ -947,12 +947,12 @@ ComputeFit calibrate_compute(const std::vector<std::string>& files, const std::s
   Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(A);
   if (qr.rank() < 2)
     throw CalibrationError("calibrate --compute: the runs cannot separate per-layer overhead from FLOP rate (vary the batch size or the model)");
-  Eigen::VectorXd x = qr.solve(y);
-  if (!(x[1] > 0) && x[0] >= 0) throw CalibrationError("calibrate --compute: fitted FLOP rate is not positive");
-  out.overhead_s = x[0];
-  out.flops_per_s = 1.0 / x[1];
-  out.bwd_flops_per_s = out.flops_per_s;
-  if (out.overhead_s < 0) {
+  const Eigen::VectorXd x = qr.solve(y);
+  if (x[0] >= 0) {  // one FLOP rate for both passes, plus a per-layer overhead
+    if (!(x[1] > 0)) throw CalibrationError("calibrate --compute: fitted FLOP rate is not positive");
+    out.overhead_s = x[0];
+    out.flops_per_s = out.bwd_flops_per_s = 1.0 / x[1];
+  } else {
     // Backward takes longer against forward than its FLOPs say (backward writes every
     // gradient; emulated runs generate them on the CPU), which a negative overhead would
     // absorb. Constrained fit instead: no per-layer overhead, and each pass its own FLOP

@@ -71,6 +71,7 @@ const Workload& Predictor::workload(const PredictConfig& c) {
       g.ndim = static_cast<int>(ts.shape.size());
       g.rows = ts.shape.empty() ? 1 : ts.shape[0];
       w.grads.push_back({g, t});
+      w.parameters += static_cast<double>(g.numel);
     }
   }
   w.backward_s = t;
@@ -90,14 +91,12 @@ const std::vector<Bucket>& Predictor::buckets(const PredictConfig& c, int nranks
   const Compressor comp(c.compress);
   const LayoutKey key{c.model, c.compute_profile, c.batch_per_rank, c.precision + "/" + c.optimizer, c.bucket_mb,
                       c.first_bucket_mb};
+  const Workload& w = workload(c);
   auto it = layouts_.find(key);
-  if (it == layouts_.end()) it = layouts_.emplace(key, make_buckets(workload(c).grads, c.bucket_mb, c.first_bucket_mb)).first;
+  if (it == layouts_.end()) it = layouts_.emplace(key, make_buckets(w.grads, c.bucket_mb, c.first_bucket_mb)).first;
   DeviceRates rates = device_rates(profile(c.compute_profile));
   rates.kernels = kernels(c.kernels);
-  double params = 0;
-  for (const auto& b : it->second)
-    for (const auto& t : b.tensors) params += static_cast<double>(t.numel);
-  rates.working_set_bytes = working_set_bytes(params, c.optimizer, c.ranks_per_node);
+  rates.working_set_bytes = working_set_bytes(w.parameters, c.optimizer, c.ranks_per_node);
   const int e = precision_bytes(c.precision);
   // Wire bytes depend on the rank count for every compressor (2(p-1)/p for all-reduce).
   planned_ = it->second;

@@ -55,6 +55,7 @@ struct Workload {
   double data_s = 0;              // exposed data loading per step taken as measured (compare of
                                   // real-compute runs), on top of the modelled loading below
   std::vector<ReadyGrad> grads;   // ready order
+  double parameters = 0;          // elements over all grads (the codec's working set follows it)
   // The reducer's own work per synchronized step (compute profile): per_step + per_bucket x
   // buckets, on the training thread, added to the step.
   double reducer_per_step_s = 0, reducer_per_bucket_s = 0;

@@ -8,6 +8,7 @@
 //     for the oldest, which keeps the number of outstanding requests bounded without
 //     waiting on every send;
 //   * PieceExchange: a partner exchange in pieces below the transport's eager limit;
+//   * PowerOfTwoFold and PowerOfTwoExchanges: what rd and rabenseifner share;
 //   * balanced partitions and pointer arithmetic in elements of a DType.
 #pragma once
 
@@ -18,6 +19,7 @@
 #include <new>
 #include <vector>
 
+#include "algos/algorithms.hpp"
 #include "comm/communicator.hpp"
 #include "core/dtype.hpp"
 #include "core/reduce.hpp"
@@ -255,6 +257,27 @@ class PowerOfTwoFold {
 
  private:
   int r_, pof2_, rem_, newrank_ = 0;
+};
+
+// What rd and rabenseifner share: the fold of their ranks onto p' participants, the piece
+// size of their partner exchanges (choose_piece) and its request slots, one scratch vector.
+class PowerOfTwoExchanges : public AllreduceAlgorithm {
+ public:
+  ChunkChoice chunk() const override { return chunk_; }
+
+ protected:
+  PowerOfTwoExchanges(Communicator& comm, const AlgoOptions& opts)
+      : comm_(comm),
+        p_(comm.size()),
+        fold_(p_, comm.rank()),
+        chunk_(p_ > 1 ? choose_piece(comm, opts) : ChunkChoice{}) {}
+
+  Communicator& comm_;
+  int p_;
+  PowerOfTwoFold fold_;
+  ChunkChoice chunk_;
+  Scratch scratch_;
+  PieceExchange pieces_;
 };
 
 }  // namespace gradsync::algos

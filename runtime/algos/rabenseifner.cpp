@@ -47,18 +47,11 @@ namespace {
 
 using algos::at;
 
-class Rabenseifner final : public AllreduceAlgorithm {
+class Rabenseifner final : public algos::PowerOfTwoExchanges {
  public:
-  Rabenseifner(Communicator& comm, const AlgoOptions& opts)
-      : comm_(comm),
-        p_(comm.size()),
-        fold_(p_, comm.rank()),
-        pof2_(fold_.pof2()),
-        newrank_(fold_.newrank()),
-        chunk_(p_ > 1 ? algos::choose_piece(comm, opts) : ChunkChoice{}) {}
+  Rabenseifner(Communicator& comm, const AlgoOptions& opts) : PowerOfTwoExchanges(comm, opts) {}
 
   std::string name() const override { return "rabenseifner"; }
-  ChunkChoice chunk() const override { return chunk_; }
 
   void run(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op) override {
     if (count == 0) return;
@@ -73,20 +66,21 @@ class Rabenseifner final : public AllreduceAlgorithm {
 
     // Pre-step: fold the first 2 rem ranks pairwise.
     mine = fold_.fold(comm_, sendbuf, recvbuf, tmp, count, t, algos::kTagRabFold);
+    const int me = fold_.newrank(), pof2 = fold_.pof2();  // -1: this rank sat out
 
-    if (newrank_ >= 0) {
+    if (me >= 0) {
       // Block b of the p' blocks is elements [block(b), block(b+1)).
       auto block = [&](int b) {
-        return algos::balanced_part(count, static_cast<std::size_t>(pof2_), static_cast<std::size_t>(b)).offset;
+        return algos::balanced_part(count, static_cast<std::size_t>(pof2), static_cast<std::size_t>(b)).offset;
       };
-      auto blocks_end = [&](int b) { return b == pof2_ ? count : block(b); };
+      auto blocks_end = [&](int b) { return b == pof2 ? count : block(b); };
 
       // Reduce-scatter by recursive halving: our window [lo, hi) of blocks halves each round.
-      int lo = 0, hi = pof2_;
-      for (int mask = pof2_ / 2; mask > 0; mask >>= 1) {
-        const int dst = real_rank(newrank_ ^ mask);
+      int lo = 0, hi = pof2;
+      for (int mask = pof2 / 2; mask > 0; mask >>= 1) {
+        const int dst = fold_.real_rank(me ^ mask);
         const int mid = lo + (hi - lo) / 2;
-        const bool upper = (newrank_ & mask) != 0;
+        const bool upper = (me & mask) != 0;
         const int keep_lo = upper ? mid : lo, keep_hi = upper ? hi : mid;
         const int give_lo = upper ? lo : mid, give_hi = upper ? mid : hi;
         const std::size_t keep_off = block(keep_lo), keep_n = blocks_end(keep_hi) - keep_off;
@@ -103,15 +97,15 @@ class Rabenseifner final : public AllreduceAlgorithm {
         lo = keep_lo;
         hi = keep_hi;
       }
-      // Now lo == newrank_: block newrank_ is complete here.
+      // Now lo == me: block me is complete here.
       if (op == RedOp::Avg)
         scale_inplace(at(recvbuf, block(lo), esz), blocks_end(hi) - block(lo), t, 1.0f / static_cast<float>(p_));
 
       // Allgather by recursive doubling: swap windows with the partner; ours doubles.
-      for (int mask = 1; mask < pof2_; mask <<= 1) {
-        const int dst = real_rank(newrank_ ^ mask);
+      for (int mask = 1; mask < pof2; mask <<= 1) {
+        const int dst = fold_.real_rank(me ^ mask);
         const int width = hi - lo;
-        const bool upper = (newrank_ & mask) != 0;
+        const bool upper = (me & mask) != 0;
         const int peer_lo = upper ? lo - width : hi, peer_hi = peer_lo + width;
         const std::size_t my_off = block(lo), my_n = blocks_end(hi) - my_off;
         const std::size_t peer_off = block(peer_lo), peer_n = blocks_end(peer_hi) - peer_off;
@@ -126,17 +120,6 @@ class Rabenseifner final : public AllreduceAlgorithm {
     // Post-step: the result goes back to the ranks that sat out.
     fold_.unfold(comm_, recvbuf, bytes, algos::kTagRabUnfold);
   }
-
- private:
-  int real_rank(int nr) const { return fold_.real_rank(nr); }
-
-  Communicator& comm_;
-  int p_;
-  algos::PowerOfTwoFold fold_;
-  int pof2_, newrank_;
-  ChunkChoice chunk_;
-  algos::Scratch scratch_;
-  algos::PieceExchange pieces_;
 };
 
 }  // namespace

@@ -34,18 +34,11 @@
 namespace gradsync {
 namespace {
 
-class RecursiveDoubling final : public AllreduceAlgorithm {
+class RecursiveDoubling final : public algos::PowerOfTwoExchanges {
  public:
-  RecursiveDoubling(Communicator& comm, const AlgoOptions& opts)
-      : comm_(comm),
-        p_(comm.size()),
-        fold_(p_, comm.rank()),
-        pof2_(fold_.pof2()),
-        newrank_(fold_.newrank()),
-        chunk_(p_ > 1 ? algos::choose_piece(comm, opts) : ChunkChoice{}) {}
+  RecursiveDoubling(Communicator& comm, const AlgoOptions& opts) : PowerOfTwoExchanges(comm, opts) {}
 
   std::string name() const override { return "rd"; }
-  ChunkChoice chunk() const override { return chunk_; }
 
   void run(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op) override {
     if (count == 0) return;
@@ -60,11 +53,12 @@ class RecursiveDoubling final : public AllreduceAlgorithm {
 
     // Fold: even ranks among the first 2 rem hand their vector to the odd neighbour.
     mine = fold_.fold(comm_, sendbuf, recvbuf, tmp, count, t, algos::kTagRdFold);
+    const int me = fold_.newrank(), pof2 = fold_.pof2();  // -1: this rank sat out
 
     // lg p' rounds of full-vector exchange with the partner at distance mask.
-    if (newrank_ >= 0) {
-      for (int mask = 1; mask < pof2_; mask <<= 1) {
-        const int dst = real_rank(newrank_ ^ mask);
+    if (me >= 0) {
+      for (int mask = 1; mask < pof2; mask <<= 1) {
+        const int dst = fold_.real_rank(me ^ mask);
         GS_LOG(TRACE) << "rd: round mask " << mask << " with rank " << dst;
         char* out = static_cast<char*>(recvbuf);
         const char* acc = static_cast<const char*>(mine);
@@ -79,17 +73,6 @@ class RecursiveDoubling final : public AllreduceAlgorithm {
     // Unfold: the result goes back to the ranks that sat out.
     fold_.unfold(comm_, recvbuf, bytes, algos::kTagRdUnfold);
   }
-
- private:
-  int real_rank(int nr) const { return fold_.real_rank(nr); }
-
-  Communicator& comm_;
-  int p_;
-  algos::PowerOfTwoFold fold_;
-  int pof2_, newrank_;
-  ChunkChoice chunk_;
-  algos::Scratch scratch_;
-  algos::PieceExchange pieces_;
 };
 
 }  // namespace

@@ -15,9 +15,9 @@
 // receive one buffer at once): the in-place time includes that local copy.
 // Algorithms: "mpi" — one non-blocking send + receive of the whole message on the host
 // communicator (under --device cuda through host staging, as every host collective);
-// "pieces" — the same exchange in pieces of the transport's chunk (--chunk-bytes, else
-// algos::choose_chunk: 32 KiB below Open MPI's TCP eager limit between hosts), as rd and
-// rabenseifner move their exchanges (algos::PieceExchange). Over TCP a whole message above
+// "pieces" — the exchange as rd and rabenseifner move theirs (algos::choose_piece,
+// algos::PieceExchange): in pieces of --chunk-bytes when given, else of 32 KiB (below Open
+// MPI's TCP eager limit) between hosts, whole on one node. Over TCP a whole message above
 // the eager limit stalls on the rendezvous handshake both ways, which chunked algorithms
 // never see: measured 2026-12-02 on the 2-host 1 Gbit/s testbed, "mpi" gave 0.08 GB/s at
 // 4-16 MiB in place while the ring's steps ran at 0.12; on the 200 Mbit/s testbed a fit to
@@ -43,7 +43,7 @@ class SendrecvOp final : public Collective {
         comm_(comm),
         rank_(comm.rank()),
         n_(comm.size()),
-        chunk_(cfg.algo == "pieces" && n_ > 1 ? algos::choose_chunk(comm, cfg.algo_options) : ChunkChoice{}) {}
+        chunk_(cfg.algo == "pieces" && n_ > 1 ? algos::choose_piece(comm, cfg.algo_options) : ChunkChoice{}) {}
 
   ChunkChoice chunk() const override { return chunk_; }
 
@@ -58,15 +58,9 @@ class SendrecvOp final : public Collective {
   float expected(std::size_t i, const Layout&) const override { return move_input(left(), i); }
 
   void run(const void* send, void* recv, const Layout& l) override {
+    // Piece size 0 ("mpi", or "pieces" on one node): one non-blocking receive + send.
     const std::size_t bytes = l.param_count * dtype_size(cfg_.dtype);
-    if (chunk_.bytes > 0) {
-      pieces_.run(comm_, send, bytes, right(), recv, bytes, left(), kTagSendrecv, chunk_.bytes);
-      return;
-    }
-    Request reqs[2];
-    reqs[0] = comm_.irecv(recv, bytes, left(), kTagSendrecv);
-    reqs[1] = comm_.isend(send, bytes, right(), kTagSendrecv);
-    comm_.wait_all(reqs, 2);
+    pieces_.run(comm_, send, bytes, right(), recv, bytes, left(), kTagSendrecv, chunk_.bytes);
   }
   void run_in_place(void* buf, const Layout& l) override {
     const std::size_t bytes = l.param_count * dtype_size(cfg_.dtype);
@@ -87,7 +81,7 @@ class SendrecvOp final : public Collective {
   CollectiveConfig cfg_;
   Communicator& comm_;
   int rank_, n_;
-  ChunkChoice chunk_;        // "pieces": the piece size and why; "mpi": none
+  ChunkChoice chunk_;        // "pieces": the piece size and why (0: whole); "mpi": none
   algos::PieceExchange pieces_;
   std::vector<char> stage_;  // in place: the neighbour's data, before the copy
 };

@@ -22,14 +22,11 @@ DIR/model/ (TOML fabrics, --json outputs as .json, --out tables as .h5, model.lo
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 
 from . import results, spec, tools
-
-
-_RATE_UNITS = {"bit": 1 / 8, "kbit": 1e3 / 8, "mbit": 1e6 / 8, "gbit": 1e9 / 8, "tbit": 1e12 / 8,
-               "bps": 1, "kbps": 1024, "mbps": 1048576, "gbps": 1073741824}
 
 
 def testbed_burst(testbed: dict) -> str:
@@ -38,15 +35,11 @@ def testbed_burst(testbed: dict) -> str:
     burst = str(testbed.get("burst", "")).split(",")[0].strip()
     if burst:
         return burst
-    rate = str(testbed.get("rate", "1gbit")).split(",")[0].strip().lower()
-    for unit in sorted(_RATE_UNITS, key=len, reverse=True):
-        if rate.endswith(unit):
-            try:
-                bps = float(rate[: -len(unit)]) * _RATE_UNITS[unit]
-            except ValueError:
-                break
-            return str(max(int(bps / 1000), 65536))
-    raise ValueError(f"[testbed] rate '{rate}': not a tc rate (e.g. 1gbit, 200mbit)")
+    rate = str(testbed.get("rate", "1gbit")).split(",")[0]
+    bps = spec.rate_Bps(rate)
+    if math.isnan(bps):
+        raise ValueError(f"[testbed] rate '{rate}': not a tc rate (e.g. 1gbit, 200mbit)")
+    return str(max(int(bps / 1000), 65536))
 
 
 def _matches(point, where: dict) -> bool:

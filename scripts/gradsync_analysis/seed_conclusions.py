@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from . import analyze, plots, tools
+from . import analyze, plots, spec, tools
 from .conclusions import also_compare_lines, by, grid_of, ms, writer
 
 
@@ -71,19 +71,11 @@ def describe_level(lv) -> str:
     return txt
 
 
-def _rate_Bps(rate: str) -> float:
-    r = rate.lower()
-    for unit, f in (("gbit", 1e9 / 8), ("mbit", 1e6 / 8), ("kbit", 1e3 / 8)):
-        if r.endswith(unit):
-            return float(r[: -len(unit)]) * f
-    return math.nan
-
-
 # ---- seed-sockets ------------------------------------------------------------------------------
 @writer("sockets")
 def sockets(ctx):
     spec_tb = ctx.spec.get("testbed", {})
-    line = _rate_Bps(spec_tb.get("rate", "1gbit")) / 1e9
+    line = spec.rate_Bps(spec_tb.get("rate", "1gbit")) / 1e9
     out = []
     verdicts = {}
     groups = [("links", "mca.btl_tcp_links", "btl_tcp_links", "ring all-reduce"),
@@ -470,7 +462,7 @@ def fabrics(ctx):
             with open(p) as fh:
                 c = json.load(fh)
             for lv in c.get("levels", []):
-                rate = _rate_Bps(name.split("-")[1]) / 1e9
+                rate = spec.rate_Bps(name.split("-")[1]) / 1e9
                 cal.append(f"{name} ({lv['level']}): {describe_level(lv)}, {100 * lv['bw_GBps'] / rate:.0f}% of the shaped "
                            f"rate" + (f", gamma {lv['gamma_GBps'] * 1e3:.0f} MB/s (the all-reduce ran slower than "
                                       "ping-pong predicts and the fit put that into the reduction term)"

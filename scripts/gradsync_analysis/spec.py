@@ -36,6 +36,23 @@ PROGRAMS = {"bench": "gradsync-bench", "train": "gradsync-train"}
 # gradsync-bench / gradsync-train files, so everything after the run is shared.
 RUNTIMES = ("gradsync", "torch")
 TORCH_MODULES = {"bench": "gradsync_torch.bench", "train": "gradsync_torch.example"}
+# tc rate units, as scripts/testbed.sh's rate_bytes_per_s reads them (bytes per second).
+_RATE_UNITS = {"bit": 1 / 8, "kbit": 1e3 / 8, "mbit": 1e6 / 8, "gbit": 1e9 / 8, "tbit": 1e12 / 8,
+               "bps": 1, "kbps": 1024, "mbps": 1048576, "gbps": 1073741824}
+
+
+def rate_Bps(rate: str) -> float:
+    """A testbed rate ("1gbit", "200mbit"; tc's units) in bytes per second; NaN if it is none."""
+    r = str(rate).strip().lower()
+    for unit in sorted(_RATE_UNITS, key=len, reverse=True):
+        if r.endswith(unit):
+            try:
+                return float(r[: -len(unit)]) * _RATE_UNITS[unit]
+            except ValueError:
+                return math.nan
+    return math.nan
+
+
 LAUNCHERS = ("local", "testbed", "slurm")
 TESTBED_KEYS = ("hosts", "rate", "nics", "ranks_per_host", "burst", "name", "subnet", "docker")
 TOP_KEYS = {"name", "description", "claim", "launcher", "runtime", "ranks", "repeats", "timeout_s", "analysis",

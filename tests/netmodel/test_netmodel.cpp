@@ -1404,16 +1404,20 @@ TEST(Calibrate, ComputeGivesBackwardItsOwnRateWhenOneRateCannotFit) {
   const std::string prof = tmp_path("slow-backward.toml");
   models::save_profile(planted, prof);
   EXPECT_DOUBLE_EQ(models::load_profile(prof).backward_efficiency, 0.08);
-  Predictor p;
-  std::vector<std::string> files;
-  for (double mb : {5.0, 25.0}) {
+  auto two_hosts = [](const std::string& profile, double bucket_mb) {
     PredictConfig c;
     c.model = "resnet18-cifar";
     c.fabric = "tcp-10g";
-    c.compute_profile = prof;
+    c.compute_profile = profile;
     c.nodes = 2;
     c.ranks_per_node = 1;
-    c.bucket_mb = mb;
+    c.bucket_mb = bucket_mb;
+    return c;
+  };
+  Predictor p;
+  std::vector<std::string> files;
+  for (double mb : {5.0, 25.0}) {
+    const PredictConfig c = two_hosts(prof, mb);
     const StepResult truth = p.predict(c);
     EXPECT_NEAR(truth.backward_s / truth.forward_s, 2 * 0.2 / 0.08, 0.3) << "the profile slows backward";
     files.push_back(train_file("slowbwd-" + std::to_string(static_cast<int>(mb)) + ".h5", c, "emulated", truth, 0.0, 31));
@@ -1443,14 +1447,8 @@ TEST(Calibrate, ComputeGivesBackwardItsOwnRateWhenOneRateCannotFit) {
   planted.per_layer_overhead_s = 2e-5;
   const std::string prof1 = tmp_path("one-rate.toml");
   models::save_profile(planted, prof1);
-  std::vector<std::string> joint;
-  PredictConfig c;
-  c.model = "resnet18-cifar";
-  c.fabric = "tcp-10g";
-  c.compute_profile = prof1;
-  c.nodes = 2;
-  c.ranks_per_node = 1;
-  joint.push_back(train_file("joint.h5", c, "emulated", p.predict(c), 0.0, 32));
+  const PredictConfig c = two_hosts(prof1, PredictConfig{}.bucket_mb);
+  const std::vector<std::string> joint = {train_file("joint.h5", c, "emulated", p.predict(c), 0.0, 32)};
   const ComputeFit j = calibrate_compute(joint, "joint");
   EXPECT_NEAR(j.overhead_s / 2e-5, 1.0, 0.02);
   EXPECT_DOUBLE_EQ(j.profile.backward_efficiency, 0.0);
