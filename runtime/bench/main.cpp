@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
     if (!o.help) gs::validate_params();
   } catch (const gs::UsageError& e) {
     if (gs::launcher_rank_zero()) print_error(e.what());
-    return 2;
+    return gs::usage_exit_status(2);
   }
   if (o.help) {
     if (gs::launcher_rank_zero()) std::fputs(gb::usage_text().c_str(), stdout);

@@ -1,6 +1,8 @@
 #include "core/params.hpp"
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/units.hpp"
@@ -67,6 +69,11 @@ bool launcher_rank_zero() {
     if (v && *v) return std::atoi(v) == 0;
   }
   return true;
+}
+
+int usage_exit_status(int status) {
+  if (!launcher_rank_zero()) std::this_thread::sleep_for(std::chrono::seconds(2));
+  return status;
 }
 
 }  // namespace gradsync

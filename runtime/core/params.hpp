@@ -37,6 +37,12 @@ void validate_params();
 // Usage errors found then are printed by rank 0 only: every rank finds the same ones.
 bool launcher_rank_zero();
 
+// The exit status of a usage error found before MPI_Init, after rank 0 printed it. The
+// other ranks return only after a grace period (2 s): a launcher tears the job down when
+// its first process exits non-zero, and a rank that started late could then lose rank 0's
+// line before it reached the launcher's output (seen as a missing message in CI).
+int usage_exit_status(int status);
+
 // Seconds a blocking wait (point-to-point or collective) may take before it is declared
 // hung (GRADSYNC_TIMEOUT_S, default 300; must be > 0: UsageError otherwise).
 double comm_timeout_s();

@@ -137,10 +137,10 @@ int main(int argc, char** argv) {
 #endif
   } catch (const UsageError& e) {
     if (launcher_rank_zero()) usage_error(e.what());  // every rank finds the same error
-    return 2;
+    return usage_exit_status(2);
   } catch (const std::exception& e) {
     if (launcher_rank_zero()) usage_error(e.what());
-    return 1;
+    return usage_exit_status(1);
   }
 
   const std::vector<std::string> args(argv, argv + argc);
