@@ -3,6 +3,7 @@
 same ResNet-50 gradient shapes, same machine, alternating.
 
     scripts/powersgd-vs-torch.py [--rank 4] [--rounds 3] [--calls 5] [--threads 1,2] [--out DIR]
+    scripts/powersgd-vs-torch.py --device cuda [--rank 4] [--rounds 3] [--calls 20] [--out DIR]
 
 Purpose: issue 15's codec target: PowerSGD rank 4 on ResNet-50 shapes (encode + decode) at
 least 2x faster than PyTorch's powerSGD_hook.
@@ -24,6 +25,11 @@ the median over all rounds. Ratios are like for like (the hook at T torch thread
 at threads=T), plus the best of each side. Runs with the PyTorch venv's python (started
 with another python, it runs itself again under scripts/torch-python: set
 GRADSYNC_TORCH_VENV) and build/bin (or GRADSYNC_BIN). Writes powersgd-vs-torch.json under --out.
+--device cuda (issue 13's GPU target: ours faster than the hook on the same GPU): ours is
+gradsync-gpu-kernels-bench's PowerSGD case (the compressor's device path: cuBLAS products,
+Gram-Schmidt and error feedback on the GPU; median of --calls calls between CUDA events, the
+fresh gradient copied in outside them); theirs is the hook on CUDA tensors with an NCCL
+process group of world size 1, timed with torch.cuda.synchronize() around each call.
 Measured 2026-12-02 on the 2-core development VM (shared; disturbed_seconds 8 and 23), with
 /work/quiet.sh /work/meas/psgd-bench.log env GRADSYNC_TORCH_VENV=/work/torchenv
 scripts/powersgd-vs-torch.py --rank 4 --rounds 3 --threads 1,2:
@@ -47,11 +53,22 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
 
+def bin_env():
+    """The environment of gradsync's programs: GRADSYNC_BIN_PATH / GRADSYNC_BIN_LD_LIBRARY_PATH
+    replace PATH / LD_LIBRARY_PATH when set (scripts/gpu-check.sh runs this script with the
+    machine's own paths for PyTorch and the carried ones for gradsync)."""
+    env = dict(os.environ)
+    for var in ("PATH", "LD_LIBRARY_PATH"):
+        if os.environ.get("GRADSYNC_BIN_" + var):
+            env[var] = os.environ["GRADSYNC_BIN_" + var]
+    return env
+
+
 def resnet50_shapes(bindir, tmp):
     out = os.path.join(tmp, "shapes.h5")
     subprocess.run([os.path.join(bindir, "gradsync-train"), "--model", "resnet50", "--compute", "emulated",
                     "--compute-profile", "h200", "--steps", "2", "--warmup-steps", "1", "--out", out],
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=bin_env())
     import h5py
     with h5py.File(out, "r") as f:
         ndim = f["model/tensor_ndim"][:]
@@ -68,7 +85,7 @@ def ours_ms(bindir, min_time, threads):
     bench from before threads=T has one single-threaded case: it stands for every T)."""
     p = subprocess.run([os.path.join(bindir, "gradsync-kernels-bench"),
                         "--benchmark_filter=powersgd_resnet50_encode\\+decode", f"--benchmark_min_time={min_time}",
-                        "--benchmark_format=json"], check=True, capture_output=True, text=True)
+                        "--benchmark_format=json"], check=True, capture_output=True, text=True, env=bin_env())
     out = {}
     for b in json.loads(p.stdout)["benchmarks"]:
         if b.get("run_type", "iteration") != "iteration":
@@ -115,6 +132,77 @@ def theirs_ms(shapes, rank, calls, threads):
     return times
 
 
+def ours_cuda_ms(bindir, rank, calls, tmp):
+    out = os.path.join(tmp, "gpu-kernels.json")
+    subprocess.run([os.path.join(bindir, "gradsync-gpu-kernels-bench"), "--mib", "1", "--iters", str(calls),
+                    "--powersgd-rank", str(rank), "--json", out], check=True, stdout=subprocess.DEVNULL,
+                   env=bin_env())
+    with open(out) as f:
+        return json.load(f)["powersgd_resnet50"]["ms_per_call"]
+
+
+def theirs_cuda_ms(shapes, rank, calls):
+    import torch
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as ps
+    sys.path.insert(0, os.path.join(HERE, "gpu"))
+    from compare_torch import Bucket
+    offsets, off = [], 0
+    for s in shapes:
+        offsets.append(off)
+        off += int(torch.tensor(s).prod())
+    g = torch.Generator().manual_seed(1)
+    fresh = ((torch.rand(off, generator=g) * 2 - 1) * 1e-3).cuda()
+    state = ps.PowerSGDState(process_group=None, matrix_approximation_rank=rank, start_powerSGD_iter=2,
+                             min_compression_rate=2, use_error_feedback=True, warm_start=True)
+    times = []
+    for i in range(calls + 3):
+        bucket = Bucket(0, fresh.clone(), shapes, offsets)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        out = ps.powerSGD_hook(state, bucket).wait()
+        torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        if not torch.isfinite(out).all():
+            raise RuntimeError("powerSGD_hook returned non-finite values")
+        if i >= 3:
+            times.append((t1 - t0) * 1e3)
+    return times
+
+
+def main_cuda(o, bindir):
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    if not torch.cuda.is_available():
+        print("SKIP: powersgd-vs-torch.py: --device cuda: torch sees no CUDA device", flush=True)
+        sys.exit(77)
+    torch.cuda.set_device(0)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+    dist.init_process_group("nccl", rank=0, world_size=1)
+    ours, theirs = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        shapes = resnet50_shapes(bindir, tmp)
+        for r in range(o.rounds):
+            ours.append(ours_cuda_ms(bindir, o.rank, o.calls, tmp))
+            theirs += theirs_cuda_ms(shapes, o.rank, o.calls)
+            print(f"round {r + 1}: gradsync {ours[-1]:.2f} ms, powerSGD_hook {np.median(theirs[-o.calls:]):.2f} ms",
+                  flush=True)
+    res = {"device": torch.cuda.get_device_name(0), "tensors": len(shapes),
+           "elements": int(sum(int(np.prod(s)) for s in shapes)), "rank": o.rank,
+           "gradsync_ms": float(np.median(ours)), "torch_ms": float(np.median(theirs))}
+    res["speedup"] = res["torch_ms"] / res["gradsync_ms"]
+    print(f"ResNet-50 ({res['tensors']} tensors, {res['elements']} elements), rank {o.rank}, {res['device']}: "
+          f"gradsync {res['gradsync_ms']:.2f} ms, powerSGD_hook {res['torch_ms']:.2f} ms = {res['speedup']:.2f}x")
+    print(f"result powersgd_vs_torch_cuda gradsync_ms={res['gradsync_ms']:.4f} torch_ms={res['torch_ms']:.4f} "
+          f"speedup={res['speedup']:.3f}")
+    if o.out:
+        os.makedirs(o.out, exist_ok=True)
+        with open(os.path.join(o.out, "powersgd-vs-torch-cuda.json"), "w") as f:
+            json.dump(res, f, indent=1)
+    dist.destroy_process_group()
+
+
 def main():
     try:
         import torch  # noqa: F401
@@ -127,14 +215,20 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[1])
     ap.add_argument("--rank", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--calls", type=int, default=5, help="timed hook calls per round and thread count")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--calls", type=int, default=None,
+                    help="timed calls per round (and thread count); default 5 on cpu, 20 on cuda")
     ap.add_argument("--threads", default="1,2", help="thread counts: torch intra-op threads and gradsync's threads=T")
     ap.add_argument("--min-time", type=float, default=1.0, help="gradsync-kernels-bench --benchmark_min_time")
     ap.add_argument("--out", default=None)
     o = ap.parse_args()
+    bindir = os.environ.get("GRADSYNC_BIN", os.path.join(REPO, "build", "bin"))
+    if o.calls is None:
+        o.calls = 20 if o.device == "cuda" else 5
+    if o.device == "cuda":
+        return main_cuda(o, bindir)
     if o.rank != 4:
         sys.exit("powersgd-vs-torch.py: --rank: gradsync-kernels-bench's ResNet-50 case is rank 4")
-    bindir = os.environ.get("GRADSYNC_BIN", os.path.join(REPO, "build", "bin"))
     import numpy as np
     import torch.distributed as dist
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")

@@ -187,15 +187,16 @@ void bm_onebit(benchmark::State& state, bool encode) {
   std::vector<float> last(n, 0.f), y(n);  // the deferred worker memory: last x = g + e
   std::vector<std::uint8_t> signs(lay.chunk_bytes());
   float scale = 0;
-  OnebitCompressor::worker_compress(g.data(), lay, last.data(), signs.data(), &scale);  // x = g + e; ...
-  OnebitCompressor::decode_chunk(signs.data(), scale, lay, 0, y.data());
+  const auto hk = gradsync::make_host_bucket_kernels();  // the compressor's host path
+  OnebitCompressor::worker_compress(*hk, g.data(), lay, last.data(), signs.data(), &scale);  // x = g + e; ...
+  OnebitCompressor::decode_chunk(*hk, signs.data(), &scale, lay, 0, y.data());
   for (std::size_t i = 0; i < n; ++i)
     if (std::fabs(y[i]) != scale || (last[i] >= 0) != (y[i] > 0)) return state.SkipWithError("onebit decode wrong");
   for (auto _ : state) {
     if (encode) {
-      OnebitCompressor::worker_compress(g.data(), lay, last.data(), signs.data(), &scale);  // x = g + e; ...
+      OnebitCompressor::worker_compress(*hk, g.data(), lay, last.data(), signs.data(), &scale);  // x = g + e; ...
     } else {
-      OnebitCompressor::decode_chunk(signs.data(), scale, lay, 0, y.data());
+      OnebitCompressor::decode_chunk(*hk, signs.data(), &scale, lay, 0, y.data());
     }
     benchmark::ClobberMemory();
   }

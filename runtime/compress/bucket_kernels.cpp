@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "compress/powersgd.hpp"
 #include "core/error.hpp"
 #include "kernels/cpu_kernels.hpp"
 
@@ -48,6 +49,47 @@ class HostBucketKernels final : public BucketKernels {
     ++launches_;
     kernels::topk_encode_ef(x, memory, n, k, idx, vals);
   }
+  void sign_compress_ef(const float* x, float* last, float* scale, std::size_t n, std::uint8_t* bits) override {
+    ++launches_;
+    *scale = kernels::sign_compress_ef(x, last, *scale, n, bits);
+  }
+  void sign_decompress(const std::uint8_t* bits, const float* scale, std::size_t n, float* out,
+                       bool accumulate) override {
+    ++launches_;
+    kernels::sign_decompress(bits, *scale, n, out, accumulate);
+  }
+  void powersgd_project(float* a, const float* mem, std::int64_t rows, std::int64_t cols, const float* q, int rank,
+                        float* p) override {
+    ++launches_;
+    kernels::powersgd_project(a, mem, rows, cols, q, rank, p);
+  }
+  void orthogonalize(float* p, std::int64_t rows, int rank) override {
+    ++launches_;
+    compress_detail::PowerSgdCompressor::orthogonalize(p, rows, rank);
+  }
+  void powersgd_back_project(const float* a, std::int64_t rows, std::int64_t cols, const float* p, int rank,
+                             float* q) override {
+    ++launches_;
+    kernels::powersgd_back_project(a, rows, cols, p, rank, q);
+  }
+  void powersgd_expand(float* a, float* mem, std::int64_t rows, std::int64_t cols, const float* p, const float* q,
+                       int rank) override {
+    ++launches_;
+    kernels::powersgd_expand(a, mem, rows, cols, p, q, rank);
+  }
+  void divide_inplace(float* x, std::size_t n, float d) override {
+    ++launches_;
+    for (std::size_t i = 0; i < n; ++i) x[i] /= d;
+  }
+  void average_ef(float* x, float* mem, const float* sum, std::size_t n, float d) override {
+    ++launches_;
+    for (std::size_t i = 0; i < n; ++i) {
+      const float avg = sum[i] / d;
+      if (mem != nullptr) mem[i] = kernels::ef_residual(x[i], avg);
+      x[i] = avg;
+    }
+  }
+  void upload(void* dst, const void* host_src, std::size_t bytes) override { copy(dst, host_src, bytes); }
   void add_inplace(float* x, const float* mem, std::size_t n) override {
     ++launches_;
     kernels::add_inplace(x, mem, n);

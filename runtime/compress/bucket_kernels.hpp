@@ -13,6 +13,7 @@
 // (tests/train/test_device_reducer_mpi.cpp).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -42,11 +43,36 @@ class BucketKernels {
   // (add_inplace, topk_select, copy, scatter_add of -1); the host overrides it with the
   // fused one-pass kernel, which gives the same bits.
   virtual void topk_encode_ef(float* x, std::size_t n, std::size_t k, float* memory, std::int32_t* idx, float* vals);
-  // x += mem; x *= s; byte copies and zeroing within the bucket's memory kind.
+  // 1-bit (kernels::sign_compress_ef / sign_decompress), the scales in the bucket's memory
+  // kind (they travel with the signs): r = x + sign_residual(last, *scale), last = r, bits
+  // of r, *scale = ||r|| / sqrt(n) (x only read; x and last do not overlap).
+  virtual void sign_compress_ef(const float* x, float* last, float* scale, std::size_t n, std::uint8_t* bits) = 0;
+  // out[i] (+)= sign_decode(bit i, *scale).
+  virtual void sign_decompress(const std::uint8_t* bits, const float* scale, std::size_t n, float* out,
+                               bool accumulate) = 0;
+  // PowerSGD on one row-major rows x cols matrix a, P (rows x rank) and Q (cols x rank)
+  // column-major (kernels::powersgd_*): a += mem (when given) and p = a q; Gram-Schmidt on
+  // p's columns (a zero column stays zero); q = a^T p; d = p q^T with mem = a - d (when
+  // given) and a = d. Host: the fixed-order CPU kernels; cuda: cuBLAS products.
+  virtual void powersgd_project(float* a, const float* mem, std::int64_t rows, std::int64_t cols, const float* q,
+                                int rank, float* p) = 0;
+  virtual void orthogonalize(float* p, std::int64_t rows, int rank) = 0;
+  virtual void powersgd_back_project(const float* a, std::int64_t rows, std::int64_t cols, const float* p, int rank,
+                                     float* q) = 0;
+  virtual void powersgd_expand(float* a, float* mem, std::int64_t rows, std::int64_t cols, const float* p,
+                               const float* q, int rank) = 0;
+  // x += mem; x *= s; x /= d (a division, as torch's div_); byte copies and zeroing within
+  // the bucket's memory kind.
   virtual void add_inplace(float* x, const float* mem, std::size_t n) = 0;
   virtual void scale_inplace(float* x, std::size_t n, float s) = 0;
+  virtual void divide_inplace(float* x, std::size_t n, float d) = 0;
+  // The average of a sum with error feedback: a = sum[i] / d; mem[i] = ef_residual(x[i], a)
+  // when mem is given; x[i] = a.
+  virtual void average_ef(float* x, float* mem, const float* sum, std::size_t n, float d) = 0;
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void zero(void* dst, std::size_t bytes) = 0;
+  // Host memory into the bucket's memory kind (the host may reuse `host_src` on return).
+  virtual void upload(void* dst, const void* host_src, std::size_t bytes) = 0;
 
   // At least `bytes` of the bucket's memory kind, owned by this object, one region per
   // `slot` (contents are lost when it grows). Used by one thread at a time.
@@ -59,11 +85,12 @@ class BucketKernels {
   virtual void* state(std::uint64_t owner, int bucket, int slot, std::size_t bytes) = 0;
   // Completes every kernel launched so far.
   virtual void fence() = 0;
-  // Calls so far (tests: the device path was taken).
-  std::int64_t launches() const { return launches_; }
+  // Calls so far (tests: the device path was taken). Atomic: PowerSGD's threads=T calls
+  // the host kernels from T threads at once.
+  std::int64_t launches() const { return launches_.load(); }
 
  protected:
-  std::int64_t launches_ = 0;
+  std::atomic<std::int64_t> launches_{0};
 };
 
 std::unique_ptr<BucketKernels> make_host_bucket_kernels();

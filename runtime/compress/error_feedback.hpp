@@ -16,14 +16,14 @@
 //
 // Top-k and PowerSGD keep their memory in their own compressors (compress/topk.hpp,
 // compress/powersgd.hpp). One memory per bucket index; a bucket's size never changes in a
-// run, and a different size for a known index is a programming error (checked).
+// run, and a different size for a known index is a programming error (checked by
+// BucketKernels::state).
 #pragma once
 
 #include <cstddef>
-#include <map>
-#include <vector>
+#include <cstdint>
 
-#include "core/error.hpp"
+#include "compress/bucket_kernels.hpp"
 
 namespace gradsync::compress_detail {
 
@@ -33,24 +33,13 @@ class SignMemory {
     float* last;    // `count` floats: the input last compressed
     float* scales;  // `chunks` floats: the scale of each chunk of it
   };
-  // The memory of bucket `index`, zero the first time.
-  View memory(int index, std::size_t count, std::size_t chunks) {
-    auto [it, fresh] = mem_.try_emplace(index);
-    Entry& e = it->second;
-    if (fresh) {
-      e.last.assign(count, 0.f);
-      e.scales.assign(chunks, 0.f);
-    }
-    GS_CHECK_EQ(e.last.size(), count, "error-feedback memory of bucket ", index, " changed size");
-    GS_CHECK_EQ(e.scales.size(), chunks, "error-feedback memory of bucket ", index, " changed its chunks");
-    return {e.last.data(), e.scales.data()};
+  // The memory of bucket `index`, zero the first time, in `k`'s memory kind (host or
+  // device: BucketKernels::state slots `slot` and `slot` + 1 of `owner`).
+  static View memory(BucketKernels& k, std::uint64_t owner, int index, int slot, std::size_t count,
+                     std::size_t chunks) {
+    return {static_cast<float*>(k.state(owner, index, slot, count * sizeof(float))),
+            static_cast<float*>(k.state(owner, index, slot + 1, chunks * sizeof(float)))};
   }
-
- private:
-  struct Entry {
-    std::vector<float> last, scales;
-  };
-  std::map<int, Entry> mem_;
 };
 
 }  // namespace gradsync::compress_detail

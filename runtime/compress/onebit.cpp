@@ -2,7 +2,6 @@
 // onebit.hpp).
 #include "compress/onebit.hpp"
 
-#include <cstring>
 #include <memory>
 
 #include "compress/collectives.hpp"
@@ -18,37 +17,42 @@ OnebitCompressor::Layout::Layout(std::size_t n_, int p_) : n(n_), p(p_) {
   chunk = (per + 31) / 32 * 32;
 }
 
-void OnebitCompressor::worker_compress(const float* g, const Layout& lay, float* worker_last, std::uint8_t* signs,
-                                       float* scales) {
+OnebitCompressor::OnebitCompressor() : host_(make_host_bucket_kernels()), owner_(new_state_owner()) {}
+
+void OnebitCompressor::worker_compress(BucketKernels& k, const float* g, const Layout& lay, float* worker_last,
+                                       std::uint8_t* signs, float* scales) {
   const std::size_t cb = lay.chunk_bytes();
   for (int j = 0; j < lay.p; ++j) {
     const std::size_t b = lay.begin(j);
     const std::size_t len = lay.length(j);
     std::uint8_t* out = signs + cb * static_cast<std::size_t>(j);
     // x = g + e_w, e_w resolved from the previous x and scale; signs, scale; one pass
-    scales[j] = kernels::sign_compress_ef(g + b, worker_last + b, scales[j], len, out);
-    std::memset(out + kernels::sign_bytes(len), 0, cb - kernels::sign_bytes(len));  // a short chunk's padding
+    k.sign_compress_ef(g + b, worker_last + b, scales + j, len, out);
+    k.zero(out + kernels::sign_bytes(len), cb - kernels::sign_bytes(len));  // a short chunk's padding
   }
 }
 
-void OnebitCompressor::server_average(const std::uint8_t* recv_signs, const float* recv_scales, const Layout& lay,
-                                      int r, float* work) {
+void OnebitCompressor::server_average(BucketKernels& k, const std::uint8_t* recv_signs, const float* recv_scales,
+                                      std::size_t scale_stride, const Layout& lay, int r, float* work) {
   const std::size_t len = lay.length(r);
   const std::size_t cb = lay.chunk_bytes();
-  for (int i = 0; i < lay.p; ++i)
-    kernels::sign_decompress(recv_signs + cb * static_cast<std::size_t>(i), recv_scales[i], len, work, i > 0);
-  kernels::scale_inplace(work, len, 1.f / static_cast<float>(lay.p));
+  for (int i = 0; i < lay.p; ++i) {
+    const auto ui = static_cast<std::size_t>(i);
+    k.sign_decompress(recv_signs + cb * ui, recv_scales + scale_stride * ui, len, work, i > 0);
+  }
+  k.scale_inplace(work, len, 1.f / static_cast<float>(lay.p));
 }
 
-void OnebitCompressor::server_compress(const float* work, const Layout& lay, int r, float* server_last, float* scale,
-                                       std::uint8_t* out_signs) {
+void OnebitCompressor::server_compress(BucketKernels& k, const float* work, const Layout& lay, int r,
+                                       float* server_last, float* scale, std::uint8_t* out_signs) {
   const std::size_t len = lay.length(r);
-  std::memset(out_signs + kernels::sign_bytes(len), 0, lay.chunk_bytes() - kernels::sign_bytes(len));
-  *scale = kernels::sign_compress_ef(work, server_last, *scale, len, out_signs);  // y = work + e_s; one pass
+  k.zero(out_signs + kernels::sign_bytes(len), lay.chunk_bytes() - kernels::sign_bytes(len));
+  k.sign_compress_ef(work, server_last, scale, len, out_signs);  // y = work + e_s; one pass
 }
 
-void OnebitCompressor::decode_chunk(const std::uint8_t* signs, float scale, const Layout& lay, int j, float* out) {
-  kernels::sign_decompress(signs, scale, lay.length(j), out + lay.begin(j), false);
+void OnebitCompressor::decode_chunk(BucketKernels& k, const std::uint8_t* signs, const float* scale, const Layout& lay,
+                                    int j, float* out) {
+  k.sign_decompress(signs, scale, lay.length(j), out + lay.begin(j), false);
 }
 
 void OnebitCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduce*/, BucketView& bucket,
@@ -59,42 +63,45 @@ void OnebitCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduc
   const Layout lay(n, p);
   const std::size_t cb = lay.chunk_bytes();
   const auto up = static_cast<std::size_t>(p);
-  send_signs_.resize(cb * up);
-  recv_signs_.resize(cb * up);
-  all_scales_.resize(up * up);
-  recv_scales_.resize(up);
-  work_.resize(lay.chunk);
-  const std::size_t server_bytes = cb + sizeof(float);  // [signs][scale]
-  server_msg_.resize(server_bytes);
-  all_server_.resize(server_bytes * up);
+  const std::size_t server_bytes = cb + sizeof(float);  // [signs][scale]; cb is a multiple of 4
+  // One path for every memory: the bucket's device kernels, or the host ones. Messages,
+  // scales and memories all live in that memory.
+  BucketKernels& k = bucket.kernels != nullptr ? *bucket.kernels : *host_;
+  auto* send_signs = static_cast<std::uint8_t*>(k.scratch(0, cb * up));
+  auto* recv_signs = static_cast<std::uint8_t*>(k.scratch(1, cb * up));
+  auto* all_scales = static_cast<float*>(k.scratch(2, up * up * sizeof(float)));  // row i: rank i's p scales
+  auto* work = static_cast<float*>(k.scratch(3, lay.chunk * sizeof(float)));
+  auto* server_msg = static_cast<std::uint8_t*>(k.scratch(4, server_bytes));
+  auto* all_server = static_cast<std::uint8_t*>(k.scratch(5, server_bytes * up));
 
-  // 1. worker
+  // 1. worker (device kernels are asynchronous: fence() ends each phase before its clock)
   const double t0 = now_s();
-  const SignMemory::View worker = worker_mem_.memory(bucket.index, n, up);
-  worker_compress(bucket.data, lay, worker.last, send_signs_.data(), worker.scales);  // bucket.data only read
+  const SignMemory::View worker = SignMemory::memory(k, owner_, bucket.index, 0, n, up);
+  worker_compress(k, bucket.data, lay, worker.last, send_signs, worker.scales);  // bucket.data only read
+  k.fence();
   const double t1 = now_s();
-  if (cb > 0) alltoall_bytes(comm, send_signs_.data(), recv_signs_.data(), cb);
-  comm.allgather(worker.scales, all_scales_.data(), up, DType::F32);
+  if (cb > 0) alltoall_bytes(comm, send_signs, recv_signs, cb);
+  comm.allgather(worker.scales, all_scales, up, DType::F32);
 
   // 2. server of chunk r: decode + average (decode time), compress (encode time)
   const double t2 = now_s();
-  for (std::size_t i = 0; i < up; ++i) recv_scales_[i] = all_scales_[i * up + static_cast<std::size_t>(r)];
-  server_average(recv_signs_.data(), recv_scales_.data(), lay, r, work_.data());
+  server_average(k, recv_signs, all_scales + r, up, lay, r, work);  // rank i's scale of chunk r: all_scales[i p + r]
+  k.fence();
   const double t3 = now_s();
-  const SignMemory::View server = server_mem_.memory(bucket.index, lay.length(r), 1);
-  server_compress(work_.data(), lay, r, server.last, server.scales, server_msg_.data());
-  std::memcpy(server_msg_.data() + cb, server.scales, sizeof(float));
+  const SignMemory::View server = SignMemory::memory(k, owner_, bucket.index, 2, lay.length(r), 1);
+  server_compress(k, work, lay, r, server.last, server.scales, server_msg);
+  k.copy(server_msg + cb, server.scales, sizeof(float));
+  k.fence();
   const double t4 = now_s();
-  allgather_bytes(comm, server_msg_.data(), all_server_.data(), server_bytes);
+  allgather_bytes(comm, server_msg, all_server, server_bytes);
 
   // 3. decode every chunk
   const double t5 = now_s();
   for (int j = 0; j < p; ++j) {
-    const std::uint8_t* msg = all_server_.data() + server_bytes * static_cast<std::size_t>(j);
-    float scale;
-    std::memcpy(&scale, msg + cb, sizeof(float));
-    decode_chunk(msg, scale, lay, j, bucket.data);
+    const std::uint8_t* msg = all_server + server_bytes * static_cast<std::size_t>(j);
+    decode_chunk(k, msg, reinterpret_cast<const float*>(msg + cb), lay, j, bucket.data);
   }
+  k.fence();
   const double t6 = now_s();
 
   stats.uncompressed_bytes += static_cast<std::uint64_t>(n) * 4;

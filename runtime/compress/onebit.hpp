@@ -17,6 +17,10 @@
 //              e_s = y - decoded(y)
 //              all-gather of [signs of chunk r][scale]
 //  3. every rank decodes all p chunks: out = decoded server chunks (the average).
+// Memory: every pass goes through the bucket's BucketKernels (the compressor's host kernels,
+// or a device's for a bucket reduced in place: the CUDA sign kernels), and the memories,
+// scales and messages live in that memory kind, so the two-phase exchange runs on device
+// gradients as on host ones (accepts_device_memory).
 // Error memories are kept deferred (compress/error_feedback.hpp, SignMemory): e_w is stored
 // as x and the p scales of step 1, e_s as y and its scale, and resolved by the next step's
 // encode in its one pass (kernels::sign_compress_ef). The results are the bits of the eager
@@ -30,7 +34,7 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
+#include <memory>
 
 #include "compress/compressor.hpp"
 #include "compress/error_feedback.hpp"
@@ -50,35 +54,39 @@ class OnebitCompressor final : public Compressor {
     std::size_t chunk_bytes() const { return chunk / 8; }
   };
 
+  OnebitCompressor();
   std::string spec() const override { return "onebit"; }
   void reduce(Communicator& comm, AllreduceAlgorithm& allreduce, BucketView& bucket, std::int64_t step,
               CompressStats& stats) override;
+  bool accepts_device_memory() const override { return true; }
 
   // ---- the phases, callable without a communicator (1-rank path, tests) -------------------
+  // Every pointer is in `k`'s memory kind (host: make_host_bucket_kernels(); a device's
+  // BucketKernels for a bucket reduced in place), the scales too.
   // Step 1 on the gradient g (only read): signs (p * chunk_bytes) and scales (p) of
-  // x = g + e_w, with kernels::sign_compress_ef per chunk (one pass over memory). The worker
-  // memory is deferred: on entry `worker_last` (n floats) and `scales` hold the previous
-  // step's x and scales (zeros before the first step), on return this step's; e_w is
-  // kernels::sign_residual(worker_last, scales[j]) over chunk j.
-  static void worker_compress(const float* g, const Layout& lay, float* worker_last, std::uint8_t* signs,
-                              float* scales);
+  // x = g + e_w, with BucketKernels::sign_compress_ef per chunk (one pass over memory). The
+  // worker memory is deferred: on entry `worker_last` (n floats) and `scales` hold the
+  // previous step's x and scales (zeros before the first step), on return this step's;
+  // e_w is kernels::sign_residual(worker_last, scales[j]) over chunk j.
+  static void worker_compress(BucketKernels& k, const float* g, const Layout& lay, float* worker_last,
+                              std::uint8_t* signs, float* scales);
   // Step 2 for chunk `r`, averaging: `recv_signs` holds p chunk_bytes blocks (block i from
-  // rank i), `recv_scales[i]` is rank i's scale of this chunk; work (length(r) floats) =
-  // (1/p) sum_i decoded block i, summed in rank order.
-  static void server_average(const std::uint8_t* recv_signs, const float* recv_scales, const Layout& lay, int r,
-                             float* work);
+  // rank i), `recv_scales[i * scale_stride]` is rank i's scale of this chunk; work
+  // (length(r) floats) = (1/p) sum_i decoded block i, summed in rank order.
+  static void server_average(BucketKernels& k, const std::uint8_t* recv_signs, const float* recv_scales,
+                             std::size_t scale_stride, const Layout& lay, int r, float* work);
   // Step 2, compression of y = work + e_s (work only read): out_signs (chunk_bytes) = signs
   // of y, *scale = its scale. Deferred like the worker's: on entry `server_last`
   // (length(r) floats) and *scale hold the previous step's y and scale, on return this step's.
-  static void server_compress(const float* work, const Layout& lay, int r, float* server_last, float* scale,
-                              std::uint8_t* out_signs);
-  // Step 3 for chunk j: out[begin(j) ...] = decoded(signs, scale).
-  static void decode_chunk(const std::uint8_t* signs, float scale, const Layout& lay, int j, float* out);
+  static void server_compress(BucketKernels& k, const float* work, const Layout& lay, int r, float* server_last,
+                              float* scale, std::uint8_t* out_signs);
+  // Step 3 for chunk j: out[begin(j) ...] = decoded(signs, *scale).
+  static void decode_chunk(BucketKernels& k, const std::uint8_t* signs, const float* scale, const Layout& lay, int j,
+                           float* out);
 
  private:
-  SignMemory worker_mem_, server_mem_;  // per bucket: worker p chunks, server 1
-  std::vector<std::uint8_t> send_signs_, recv_signs_, server_msg_, all_server_;
-  std::vector<float> all_scales_, recv_scales_, work_;
+  std::unique_ptr<BucketKernels> host_;  // the kernels of host buckets
+  std::uint64_t owner_;                  // state: worker memory slots 0-1, server 2-3 (SignMemory)
 };
 
 }  // namespace gradsync::compress_detail

@@ -142,7 +142,8 @@ class PowerSgdCompressor::Workers {
   std::vector<std::thread> threads_;
 };
 
-PowerSgdCompressor::PowerSgdCompressor(const PowerSgdOptions& opts, std::uint64_t seed) : opts_(opts), seed_(seed) {
+PowerSgdCompressor::PowerSgdCompressor(const PowerSgdOptions& opts, std::uint64_t seed)
+    : opts_(opts), seed_(seed), host_(make_host_bucket_kernels()), owner_(new_state_owner()) {
   GS_CHECK(opts.rank >= 1 && opts.min_rate > 0 && opts.start >= 0 && opts.threads >= 1, "bad PowerSGD options");
   if (opts.threads > 1) workers_ = std::make_unique<Workers>(opts.threads);
 }
@@ -226,17 +227,20 @@ PowerSgdCompressor::State& PowerSgdCompressor::state(int bucket) {
 }
 
 PowerSgdCompressor::State& PowerSgdCompressor::state_for(const BucketView& bucket) {
+  BucketKernels& k = bucket.kernels != nullptr ? *bucket.kernels : *host_;
   auto [it, fresh] = states_.try_emplace(bucket.index);
   State& s = it->second;
   if (fresh) {
     s.plan = make_plan(bucket, opts_.rank, opts_.min_rate);
     s.count = bucket.count;
-    s.p.assign(s.plan.p_size, 0.f);
-    s.q.assign(s.plan.q_size, 0.f);
-    s.plain.assign(s.plan.plain_size, 0.f);
+    s.kernels = &k;
+    s.p = static_cast<float*>(k.state(owner_, bucket.index, 0, s.plan.p_size * sizeof(float)));
+    s.q = static_cast<float*>(k.state(owner_, bucket.index, 1, s.plan.q_size * sizeof(float)));
+    s.plain = static_cast<float*>(k.state(owner_, bucket.index, 2, s.plan.plain_size * sizeof(float)));
     s.split = split_matrices(s.plan, opts_.threads);
   }
   GS_CHECK_EQ(s.count, bucket.count, "PowerSGD bucket ", bucket.index, " changed size");
+  GS_CHECK(s.kernels == &k, "PowerSGD bucket ", bucket.index, " moved between host and device memory");
   return s;
 }
 
@@ -267,64 +271,66 @@ void PowerSgdCompressor::orthogonalize(float* p, std::int64_t rows, int cols) {
 
 template <class Fn>
 void PowerSgdCompressor::for_each_matrix(const State& s, const Fn& fn) {
+  if (!workers_ || s.kernels != host_.get()) {  // one thread; a device orders the work on its stream
+    for (const Matrix& mat : s.plan.matrices) fn(mat);
+    return;
+  }
   const std::function<void(int)> run = [&](int t) {
     for (std::size_t i = s.split[static_cast<std::size_t>(t)]; i < s.split[static_cast<std::size_t>(t) + 1]; ++i)
       fn(s.plan.matrices[i]);
   };
-  if (workers_)
-    workers_->run(run);
-  else
-    run(0);
+  workers_->run(run);
 }
 
 void PowerSgdCompressor::compute_p(BucketView& bucket, std::int64_t step) {
   State& s = state_for(bucket);
-  if (opts_.error_feedback && s.memory.empty()) s.memory.assign(bucket.count, 0.f);
-  const float* mem = opts_.error_feedback ? s.memory.data() : nullptr;
+  BucketKernels& k = *s.kernels;
+  if (opts_.error_feedback && s.memory == nullptr)
+    s.memory = static_cast<float*>(k.state(owner_, bucket.index, 3, bucket.count * sizeof(float)));
+  const float* mem = s.memory;
   if (!s.q_ready || !opts_.warm_start) {
-    random_q(seed_, bucket.index, opts_.warm_start ? 0 : step, s.q.data(), s.q.size());
+    q_init_.resize(s.plan.q_size);
+    random_q(seed_, bucket.index, opts_.warm_start ? 0 : step, q_init_.data(), q_init_.size());
+    k.upload(s.q, q_init_.data(), q_init_.size() * sizeof(float));
     s.q_ready = true;
   }
   // M += memory and P = M Q, one pass over each matrix.
   for_each_matrix(s, [&](const Matrix& mat) {
-    kernels::powersgd_project(bucket.data + mat.offset, mem != nullptr ? mem + mat.offset : nullptr, mat.rows,
-                              mat.cols, s.q.data() + mat.q_offset, mat.rank, s.p.data() + mat.p_offset);
+    k.powersgd_project(bucket.data + mat.offset, mem != nullptr ? mem + mat.offset : nullptr, mat.rows, mat.cols,
+                       s.q + mat.q_offset, mat.rank, s.p + mat.p_offset);
   });
   std::size_t pos = 0;
   for (const Span& sp : s.plan.plain) {
-    if (mem != nullptr) kernels::add_inplace(bucket.data + sp.offset, mem + sp.offset, sp.count);
-    std::memcpy(s.plain.data() + pos, bucket.data + sp.offset, sp.count * sizeof(float));
+    if (mem != nullptr) k.add_inplace(bucket.data + sp.offset, mem + sp.offset, sp.count);
+    k.copy(s.plain + pos, bucket.data + sp.offset, sp.count * sizeof(float));
     pos += sp.count;
   }
 }
 
 void PowerSgdCompressor::compute_q(BucketView& bucket) {
   State& s = state(bucket.index);
+  BucketKernels& k = *s.kernels;
   for_each_matrix(s, [&](const Matrix& mat) {
-    orthogonalize(s.p.data() + mat.p_offset, mat.rows, mat.rank);
-    kernels::powersgd_back_project(bucket.data + mat.offset, mat.rows, mat.cols, s.p.data() + mat.p_offset, mat.rank,
-                                   s.q.data() + mat.q_offset);
+    k.orthogonalize(s.p + mat.p_offset, mat.rows, mat.rank);
+    k.powersgd_back_project(bucket.data + mat.offset, mat.rows, mat.cols, s.p + mat.p_offset, mat.rank,
+                            s.q + mat.q_offset);
   });
 }
 
 void PowerSgdCompressor::decompress(BucketView& bucket, int world) {
   State& s = state(bucket.index);
+  BucketKernels& k = *s.kernels;
   const float fw = static_cast<float>(world);
-  for (float& v : s.q) v /= fw;  // the hook's fut.value().div_(world_size)
-  float* mem = opts_.error_feedback ? s.memory.data() : nullptr;
+  k.divide_inplace(s.q, s.plan.q_size, fw);  // the hook's fut.value().div_(world_size)
+  float* mem = s.memory;
   // The bucket still holds the step's input M: memory = M - P Q^T, M = P Q^T in one pass.
   for_each_matrix(s, [&](const Matrix& mat) {
-    kernels::powersgd_expand(bucket.data + mat.offset, mem != nullptr ? mem + mat.offset : nullptr, mat.rows,
-                             mat.cols, s.p.data() + mat.p_offset, s.q.data() + mat.q_offset, mat.rank);
+    k.powersgd_expand(bucket.data + mat.offset, mem != nullptr ? mem + mat.offset : nullptr, mat.rows, mat.cols,
+                      s.p + mat.p_offset, s.q + mat.q_offset, mat.rank);
   });
   std::size_t pos = 0;
   for (const Span& sp : s.plan.plain) {
-    float* dst = bucket.data + sp.offset;
-    for (std::size_t i = 0; i < sp.count; ++i) {
-      const float avg = s.plain[pos + i] / fw;
-      if (mem != nullptr) mem[sp.offset + i] = kernels::ef_residual(dst[i], avg);
-      dst[i] = avg;
-    }
+    k.average_ef(bucket.data + sp.offset, mem != nullptr ? mem + sp.offset : nullptr, s.plain + pos, sp.count, fw);
     pos += sp.count;
   }
 }
@@ -344,25 +350,29 @@ void PowerSgdCompressor::reduce(Communicator& comm, AllreduceAlgorithm& allreduc
     return;
   }
 
+  // Device kernels are asynchronous: fence() ends each local phase before its clock.
   const double t0 = now_s();
   compute_p(bucket, step);
   State& s = state(bucket.index);
+  s.kernels->fence();
   const double t1 = now_s();
-  auto sum = [&](std::vector<float>& v) {
-    if (!v.empty()) allreduce.run(v.data(), v.data(), v.size(), DType::F32, RedOp::Sum);
-    stats.wire_bytes += allreduce_wire_bytes(allreduce, v.size() * 4, p);
+  auto sum = [&](float* v, std::size_t count) {
+    if (count > 0) allreduce.run(v, v, count, DType::F32, RedOp::Sum);
+    stats.wire_bytes += allreduce_wire_bytes(allreduce, count * 4, p);
   };
-  sum(s.plain);
-  sum(s.p);
+  sum(s.plain, s.plan.plain_size);
+  sum(s.p, s.plan.p_size);
   const double t2 = now_s();
   compute_q(bucket);
+  s.kernels->fence();
   const double t3 = now_s();
-  sum(s.q);
+  sum(s.q, s.plan.q_size);
   const double t4 = now_s();
   decompress(bucket, p);
+  s.kernels->fence();
   const double t5 = now_s();
 
-  stats.compressed_bytes += 4 * static_cast<std::uint64_t>(s.p.size() + s.q.size() + s.plain.size());
+  stats.compressed_bytes += 4 * static_cast<std::uint64_t>(s.plan.p_size + s.plan.q_size + s.plan.plain_size);
   stats.encode_s += (t1 - t0) + (t3 - t2);
   stats.decode_s += t5 - t4;
 }

@@ -27,13 +27,22 @@
 // before the average is unpacked. The values are the hook's; products are summed in the
 // fixed orders of kernels/cpu_powersgd.cpp (so the CPU ISAs and threads=T agree bit for bit).
 //
+// Memory: one path for host and device buckets. Every operation on the bucket and on P, Q,
+// the packed batch and the memory goes through the bucket's BucketKernels
+// (compress/bucket_kernels.hpp: the compressor's own host kernels for host buckets, the
+// device's for buckets reduced in place on a GPU: cuBLAS products, Gram-Schmidt and the
+// element-wise passes on the device), and that state lives in the same memory
+// (BucketKernels::state), so accepts_device_memory() is true. Only the initial random Q
+// is drawn on the host and uploaded.
+//
 // threads=T (default 1): the matrices of a bucket are independent in every phase, so each
 // phase splits them (contiguous runs of matrices, balanced by elements) over T threads: the
 // caller and T - 1 workers owned by the compressor. Results do not depend on T. The default
 // is 1 because in training the codec runs on the communication thread while backward
 // computes on the host's cores (emulated and host compute); a second codec thread takes
 // a core from backward. Ask for threads=2 when the cores are otherwise idle (CUDA compute,
-// or a host with more cores than ranks x compute threads).
+// or a host with more cores than ranks x compute threads). Device buckets run their
+// matrices in order on the communication thread's stream (threads only split host work).
 // Stats: compressed = 4 * (|P| + |Q| + |uncompressed|) bytes, collective "allreduce",
 // compressed = false on the plain steps.
 #pragma once
@@ -42,8 +51,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <vector>
 
+#include "compress/bucket_kernels.hpp"
 #include "compress/compressor.hpp"
 
 namespace gradsync::compress_detail {
@@ -66,6 +77,7 @@ class PowerSgdCompressor final : public Compressor {
   std::string spec() const override;
   void reduce(Communicator& comm, AllreduceAlgorithm& allreduce, BucketView& bucket, std::int64_t step,
               CompressStats& stats) override;
+  bool accepts_device_memory() const override { return true; }
 
   // Which parts of a bucket are compressed and where their P and Q live.
   struct Matrix {
@@ -98,9 +110,11 @@ class PowerSgdCompressor final : public Compressor {
   //    the batch / world unpacked, for the uncompressed rest.
   void decompress(BucketView& bucket, int world);
 
-  std::vector<float>& p_buffer(int bucket) { return state(bucket).p; }
-  std::vector<float>& q_buffer(int bucket) { return state(bucket).q; }
-  std::vector<float>& plain_buffer(int bucket) { return state(bucket).plain; }
+  // The batched P, Q and uncompressed batch of a bucket, in the bucket's memory (host
+  // memory for host buckets: tests and tools read and write them between the phases).
+  std::span<float> p_buffer(int bucket) { return {state(bucket).p, state(bucket).plan.p_size}; }
+  std::span<float> q_buffer(int bucket) { return {state(bucket).q, state(bucket).plan.q_size}; }
+  std::span<float> plain_buffer(int bucket) { return {state(bucket).plain, state(bucket).plan.plain_size}; }
   const Plan& plan(int bucket) { return state(bucket).plan; }
   const PowerSgdOptions& options() const { return opts_; }
 
@@ -115,19 +129,27 @@ class PowerSgdCompressor final : public Compressor {
     Plan plan;
     std::vector<std::size_t> split;  // split_matrices(plan, threads)
     std::size_t count = 0;
-    std::vector<float> p, q, plain, memory;
+    BucketKernels* kernels = nullptr;  // whose memory p, q, plain and memory are in
+    float* p = nullptr;                // plan.p_size floats (BucketKernels::state)
+    float* q = nullptr;                // plan.q_size
+    float* plain = nullptr;            // plan.plain_size
+    float* memory = nullptr;           // count floats, with error feedback (made at the first compute_p)
     bool q_ready = false;
   };
   class Workers;  // the threads - 1 worker threads (powersgd.cpp)
   State& state(int bucket);
   State& state_for(const BucketView& bucket);
-  // fn(mat) for every matrix of s, the runs of s.split on the caller and the workers.
+  // fn(mat) for every matrix of s: on host memory the runs of s.split on the caller and
+  // the workers, on a device in order on the calling thread.
   template <class Fn>
   void for_each_matrix(const State& s, const Fn& fn);
 
   PowerSgdOptions opts_;
   std::uint64_t seed_;
+  std::unique_ptr<BucketKernels> host_;          // the kernels of host buckets
+  std::uint64_t owner_ = 0;                      // this compressor's BucketKernels::state owner
   std::map<int, State> states_;
+  std::vector<float> q_init_;                    // the random Q, drawn on the host
   std::unique_ptr<Workers> workers_;  // null with threads=1
 };
 

@@ -126,6 +126,62 @@ class CudaOptimizer final : public train::Optimizer {
 class CudaBucketKernels final : public BucketKernels {
  public:
   explicit CudaBucketKernels(std::function<cudaStream_t()> stream) : stream_(std::move(stream)) {}
+  ~CudaBucketKernels() override {
+    if (blas_) cublasDestroy(blas_);  // no throw from a destructor
+  }
+  CudaBucketKernels(const CudaBucketKernels&) = delete;
+  CudaBucketKernels& operator=(const CudaBucketKernels&) = delete;
+
+  void sign_compress_ef(const float* x, float* last, float* scale, std::size_t n, std::uint8_t* bits) override {
+    ++launches_;
+    kernels::cuda::sign_compress_ef(x, last, scale, n, bits, sign_scratch_, stream_());
+  }
+  void sign_decompress(const std::uint8_t* bits, const float* scale, std::size_t n, float* out,
+                       bool accumulate) override {
+    ++launches_;
+    kernels::cuda::sign_decompress(bits, scale, n, out, accumulate, stream_());
+  }
+  // PowerSGD's products on cuBLAS (column-major): the row-major rows x cols matrix A is the
+  // column-major cols x rows matrix A^T (leading dimension cols); P is rows x rank, Q
+  // cols x rank, both column-major. FP32 GEMM (CUBLAS_DEFAULT_MATH: no TF32).
+  void powersgd_project(float* a, const float* mem, std::int64_t rows, std::int64_t cols, const float* q, int rank,
+                        float* p) override {
+    ++launches_;
+    if (mem != nullptr) kernels::cuda::add_inplace(a, mem, static_cast<std::size_t>(rows * cols), stream_());
+    // P = A Q = op_T(A^T) Q
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, rows, rank, cols, 1.f, a, cols, q, cols, 0.f, p, rows);
+  }
+  void orthogonalize(float* p, std::int64_t rows, int rank) override {
+    ++launches_;
+    kernels::cuda::orthogonalize(p, rows, rank, stream_());
+  }
+  void powersgd_back_project(const float* a, std::int64_t rows, std::int64_t cols, const float* p, int rank,
+                             float* q) override {
+    ++launches_;
+    gemm(CUBLAS_OP_N, CUBLAS_OP_N, cols, rank, rows, 1.f, a, cols, p, rows, 0.f, q, cols);  // Q = A^T P
+  }
+  void powersgd_expand(float* a, float* mem, std::int64_t rows, std::int64_t cols, const float* p, const float* q,
+                       int rank) override {
+    ++launches_;
+    // D = P Q^T, stored row-major: D^T = Q P^T (cols x rows). mem = A - D, then A = D.
+    if (mem != nullptr) {
+      copy(mem, a, static_cast<std::size_t>(rows * cols) * sizeof(float));
+      gemm(CUBLAS_OP_N, CUBLAS_OP_T, cols, rows, rank, -1.f, q, cols, p, rows, 1.f, mem, cols);
+    }
+    gemm(CUBLAS_OP_N, CUBLAS_OP_T, cols, rows, rank, 1.f, q, cols, p, rows, 0.f, a, cols);
+  }
+  void divide_inplace(float* x, std::size_t n, float d) override {
+    ++launches_;
+    kernels::cuda::divide_inplace(x, n, d, stream_());
+  }
+  void average_ef(float* x, float* mem, const float* sum, std::size_t n, float d) override {
+    ++launches_;
+    kernels::cuda::average_ef(x, mem, sum, n, d, stream_());
+  }
+  void upload(void* dst, const void* host_src, std::size_t bytes) override {
+    // Pageable source: returns once the bytes are staged, so the caller may reuse them.
+    if (bytes > 0) GS_CUDA(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_()));
+  }
   void cast_to_half(DType t, const float* in, std::uint16_t* out, std::size_t n, float scale) override {
     ++launches_;
     kernels::cuda::cast_to_half(t, in, out, n, scale, stream_());
@@ -184,7 +240,26 @@ class CudaBucketKernels final : public BucketKernels {
   void fence() override { GS_CUDA(cudaStreamSynchronize(stream_())); }
 
  private:
+  // C = alpha op(A) op(B) + beta C on the calling thread's stream (column-major, FP32).
+  void gemm(cublasOperation_t ta, cublasOperation_t tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+            const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
+            std::int64_t ldc) {
+    constexpr std::int64_t kMax = std::numeric_limits<int>::max();
+    GS_CHECK(m <= kMax && n <= kMax && k <= kMax && lda <= kMax && ldb <= kMax && ldc <= kMax,
+             "PowerSGD matrix too large for cuBLAS's 32-bit dimensions: ", m, " x ", n, " x ", k);
+    if (m == 0 || n == 0) return;
+    if (!blas_) {  // made by the first caller (the communication thread: its device is current)
+      GS_CUBLAS(cublasCreate(&blas_));
+      GS_CUBLAS(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
+    }
+    GS_CUBLAS(cublasSetStream(blas_, stream_()));
+    GS_CUBLAS(cublasSgemm(blas_, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &alpha, a,
+                          static_cast<int>(lda), b, static_cast<int>(ldb), &beta, c, static_cast<int>(ldc)));
+  }
+
   std::function<cudaStream_t()> stream_;
+  cublasHandle_t blas_ = nullptr;
+  DeviceBuffer sign_scratch_;
   std::map<int, DeviceBuffer> scratch_;
   std::map<std::tuple<std::uint64_t, int, int>, DeviceBuffer> state_;
   DeviceBuffer topk_scratch_;
@@ -284,5 +359,9 @@ class CudaDevice final : public Device {
 }  // namespace
 
 std::unique_ptr<Device> make_cuda_device(int local_rank) { return std::make_unique<CudaDevice>(local_rank); }
+
+std::unique_ptr<BucketKernels> make_cuda_bucket_kernels(cudaStream_t stream) {
+  return std::make_unique<CudaBucketKernels>([stream] { return stream; });
+}
 
 }  // namespace gradsync::device

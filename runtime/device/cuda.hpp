@@ -6,6 +6,8 @@
 // GRADSYNC_WITH_CUDA=ON builds only; thin: every decision is the shared code's.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <memory>
 
 #include "comm/communicator.hpp"
@@ -20,5 +22,10 @@ void require_cuda_on_all_ranks(Communicator& world);
 
 // This rank's GPU chosen by node-local rank (cuda/device.hpp's select_cuda_device).
 std::unique_ptr<Device> make_cuda_device(int local_rank);
+
+// The compressors' kernels on the current GPU (compress/bucket_kernels.hpp), launched on
+// `stream` (benchmarks: gradsync-gpu-kernels-bench's PowerSGD case). The device's own
+// (Device::bucket_kernels) follow the calling thread's stream instead.
+std::unique_ptr<BucketKernels> make_cuda_bucket_kernels(cudaStream_t stream);
 
 }  // namespace gradsync::device

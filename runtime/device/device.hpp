@@ -30,10 +30,11 @@
 //     memory with the CPU kernels (kernels/cpu_*.cpp) through one path per compressor:
 //     bucket.kernels (compress/bucket_kernels.hpp), the host BucketKernels for host buckets
 //     and bucket_kernels() here for device ones (CUDA: kernels/cuda_kernels.hpp, the same
-//     bits). Compressors that accept device memory (none, fp16, bf16, qsgd, topk) run in
-//     place on cuda with --backend nccl; PowerSGD and 1-bit are staged (their device path
-//     needs cuBLAS products + orthogonalisation and device-side sign scales in
-//     BucketKernels: not written yet).
+//     bits). Every compressor accepts device memory and runs in place on cuda with
+//     --backend nccl, its state (error-feedback memory, PowerSGD's P and Q, 1-bit's scales)
+//     in device memory (BucketKernels::state): PowerSGD's products on cuBLAS and its
+//     Gram-Schmidt as a kernel, 1-bit's scales read and written on the device
+//     (2026-12-02; before, those two were staged).
 //     The one kernel the reducer itself runs on device memory is the loss scaler's
 //     unscale + inf/nan check (unscale_check_finite: host kernels::unscale_check_finite;
 //     cuda kernels::cuda::unscale_check_finite and a flag read back). The optimizer
@@ -49,8 +50,12 @@
 //   Communicators. host: the reducer's MPI communicator carries every bucket. cuda with
 //     --backend nccl: an NcclCommunicator over it (make_communicator) carries, in place on
 //     device memory, the buckets of compressors that accept device memory
-//     (Compressor::accepts_device_memory: none, fp16, bf16, qsgd, topk); the others are
-//     staged and reduced on the MPI communicator. cuda with --backend mpi: every bucket is staged.
+//     (Compressor::accepts_device_memory: all registered ones); a compressor that does not
+//     would be staged and reduced on the MPI communicator. cuda with --backend mpi: every
+//     bucket is staged.
+//   Still synchronous: a compressor fences its kernels (BucketKernels::fence, a stream
+//     synchronisation) before each collective instead of handing the communicator an event
+//     (the Communicator's i* calls take one: `after`).
 #pragma once
 
 #include <cstddef>

@@ -152,6 +152,54 @@ __global__ void unscale_kernel(float* x, std::size_t n, float inv, int* found) {
   if (bad) *found = 1;  // every writer writes the same value
 }
 
+// The deferred 1-bit memory resolved: last = x + sign_residual(last, *last_scale) (the
+// first half of the CPU's one-pass sign_compress_ef; sign_compress then packs `last`).
+__global__ void sign_resolve_kernel(const float* x, float* last, const float* last_scale, std::size_t n) {
+  const float s = *last_scale;
+  for (std::size_t i = thread_index(); i < n; i += grid_stride()) last[i] = x[i] + sign_residual(last[i], s);
+}
+__global__ void divide_kernel(float* x, std::size_t n, float d) {
+  for (std::size_t i = thread_index(); i < n; i += grid_stride()) x[i] /= d;
+}
+__global__ void average_ef_kernel(float* x, float* mem, const float* sum, std::size_t n, float d) {
+  for (std::size_t i = thread_index(); i < n; i += grid_stride()) {
+    const float avg = sum[i] / d;
+    if (mem != nullptr) mem[i] = kernels::ef_residual(x[i], avg);
+    x[i] = avg;
+  }
+}
+
+// Modified Gram-Schmidt on the columns of one column-major rows x cols matrix, one block:
+// norms and dot products as double sums (block_sum), a zero column stays zero.
+__global__ void orthogonalize_kernel(float* p, std::int64_t rows, int cols) {
+  __shared__ double total;
+  const auto n = static_cast<std::size_t>(rows);
+  for (int i = 0; i < cols; ++i) {
+    float* ci = p + static_cast<std::size_t>(i) * n;
+    double s = 0;
+    for (std::size_t r = threadIdx.x; r < n; r += blockDim.x) s += static_cast<double>(ci[r]) * ci[r];
+    s = block_sum(s);
+    if (threadIdx.x == 0) total = s;
+    __syncthreads();
+    const float norm = static_cast<float>(sqrt(total));
+    __syncthreads();
+    for (std::size_t r = threadIdx.x; r < n; r += blockDim.x) ci[r] = norm > 0.f ? ci[r] / norm : 0.f;
+    __syncthreads();
+    for (int j = i + 1; j < cols; ++j) {
+      float* cj = p + static_cast<std::size_t>(j) * n;
+      double d = 0;
+      for (std::size_t r = threadIdx.x; r < n; r += blockDim.x) d += static_cast<double>(ci[r]) * cj[r];
+      d = block_sum(d);
+      if (threadIdx.x == 0) total = d;
+      __syncthreads();
+      const float dot = static_cast<float>(total);
+      __syncthreads();
+      for (std::size_t r = threadIdx.x; r < n; r += blockDim.x) cj[r] -= dot * ci[r];
+      __syncthreads();
+    }
+  }
+}
+
 void check_half(DType t) {
   GS_CHECK(t == DType::F16 || t == DType::BF16, "cast kernels take half or bfloat16, not ", dtype_name(t));
 }
@@ -225,6 +273,33 @@ void sign_decompress(const std::uint8_t* bits, const float* scale, std::size_t n
                      cudaStream_t stream) {
   if (n == 0) return;
   sign_unpack_kernel<<<blocks_for(n), kThreads, 0, stream>>>(bits, scale, n, out, accumulate);
+  GS_CUDA(cudaGetLastError());
+}
+
+void sign_compress_ef(const float* x, float* last, float* scale, std::size_t n, std::uint8_t* bits,
+                      DeviceBuffer& scratch, cudaStream_t stream) {
+  if (n > 0) {
+    sign_resolve_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, last, scale, n);
+    GS_CUDA(cudaGetLastError());
+  }
+  sign_compress(last, n, bits, nullptr, scale, scratch, stream);  // stream order: the old scale is read first
+}
+
+void orthogonalize(float* p, std::int64_t rows, int cols, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  orthogonalize_kernel<<<1, 1024, 0, stream>>>(p, rows, cols);
+  GS_CUDA(cudaGetLastError());
+}
+
+void divide_inplace(float* x, std::size_t n, float d, cudaStream_t stream) {
+  if (n == 0) return;
+  divide_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, d);
+  GS_CUDA(cudaGetLastError());
+}
+
+void average_ef(float* x, float* mem, const float* sum, std::size_t n, float d, cudaStream_t stream) {
+  if (n == 0) return;
+  average_ef_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, mem, sum, n, d);
   GS_CUDA(cudaGetLastError());
 }
 

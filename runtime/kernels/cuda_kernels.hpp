@@ -43,6 +43,16 @@ void sign_compress(const float* x, std::size_t n, std::uint8_t* bits, float* res
 void sign_decompress(const std::uint8_t* bits, const float* scale, std::size_t n, float* out, bool accumulate,
                      cudaStream_t stream);
 
+// Sign compression with deferred error feedback, as the CPU's sign_compress_ef: on entry
+// `last` and *scale hold the previous input and its scale; r = x + sign_residual(last,
+// *scale); last = r; bits of r; *scale = ||r|| / sqrt(n). x only read.
+void sign_compress_ef(const float* x, float* last, float* scale, std::size_t n, std::uint8_t* bits,
+                      DeviceBuffer& scratch, cudaStream_t stream);
+
+// PowerSGD's orthogonalisation: modified Gram-Schmidt on the columns of a column-major
+// rows x cols matrix (one block; double sums; a zero column stays zero).
+void orthogonalize(float* p, std::int64_t rows, int cols, cudaStream_t stream);
+
 // The true k largest |x| (k <= n < 2^31), idx in increasing order, vals = x[idx].
 void topk_select(const float* x, std::size_t n, std::size_t k, std::int32_t* idx, float* vals, DeviceBuffer& scratch,
                  cudaStream_t stream);
@@ -53,6 +63,10 @@ void scatter_add(const std::int32_t* idx, const float* vals, std::size_t k, floa
 void add_inplace(float* x, const float* mem, std::size_t n, cudaStream_t stream);
 void ef_residual(const float* input, const float* decoded, float* residual, std::size_t n, cudaStream_t stream);
 void scale_inplace(float* x, std::size_t n, float s, cudaStream_t stream);
+// x[i] /= d (a division: torch's div_).
+void divide_inplace(float* x, std::size_t n, float d, cudaStream_t stream);
+// avg = sum[i] / d; mem[i] = ef_residual(x[i], avg) when mem is not null; x[i] = avg.
+void average_ef(float* x, float* mem, const float* sum, std::size_t n, float d, cudaStream_t stream);
 // GradScaler's unscale: x[i] *= inv_scale; sets *found_nonfinite = 1 (device int, which
 // the caller zeroes first) when any input is inf or nan.
 void unscale_check_finite(float* x, std::size_t n, float inv_scale, int* found_nonfinite, cudaStream_t stream);

@@ -37,6 +37,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -268,7 +269,7 @@ gs::BucketView bucket_of(const Input& in, std::vector<float>& data) {
 }
 
 // Our batched Q (per matrix: cols x rank, column-major) <-> PyTorch's (m x r, row-major).
-std::vector<float> q_to_rowmajor(const PowerSgdCompressor::Plan& plan, const std::vector<float>& q) {
+std::vector<float> q_to_rowmajor(const PowerSgdCompressor::Plan& plan, std::span<const float> q) {
   std::vector<float> out(q.size());
   for (const auto& m : plan.matrices)
     for (std::int64_t i = 0; i < m.cols; ++i)
@@ -277,7 +278,7 @@ std::vector<float> q_to_rowmajor(const PowerSgdCompressor::Plan& plan, const std
             q[m.q_offset + static_cast<std::size_t>(j * m.cols + i)];
   return out;
 }
-void q_from_rowmajor(const PowerSgdCompressor::Plan& plan, const std::vector<float>& rm, std::vector<float>& q) {
+void q_from_rowmajor(const PowerSgdCompressor::Plan& plan, const std::vector<float>& rm, std::span<float> q) {
   for (const auto& m : plan.matrices)
     for (std::int64_t i = 0; i < m.cols; ++i)
       for (int j = 0; j < m.rank; ++j)
@@ -347,7 +348,7 @@ int run(const Options& o, int argc, char** argv) {
     // error-feedback memory is still zero afterwards, so the real step 0 starts from the
     // same state, with the Q we leave in q_buffer (warm start keeps it).
     psgd.compute_p(sb, 0);
-    std::vector<float>& q = psgd.q_buffer(sb.index);
+    const std::span<float> q = psgd.q_buffer(sb.index);
     std::vector<float> q0;
     if (src && src->exists(g + "/q0")) {
       q0 = to_float(src->read_double(g + "/q0"));

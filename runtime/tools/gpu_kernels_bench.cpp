@@ -1,7 +1,7 @@
 // gradsync-gpu-kernels-bench: throughput of the CUDA kernels of kernels/cuda_kernels.hpp
 // against the device-to-device copy bandwidth measured on the same GPU.
 //
-//   gradsync-gpu-kernels-bench [--mib 64] [--iters 20] [--json FILE]
+//   gradsync-gpu-kernels-bench [--mib 64] [--iters 20] [--powersgd-rank 4] [--json FILE]
 //
 // For a buffer of --mib MiB of fp32 (n elements) every kernel runs 2 untimed and --iters
 // timed calls between two CUDA events on one stream. GB/s counts the *minimal* traffic of
@@ -13,10 +13,18 @@
 // for its norm first) 0.25; top-k (a radix sort) and scatter_add (k = n/100 scattered
 // updates) are reported without a target.
 // The casts are also checked bit for bit against the CPU kernels (verified = yes/no).
+// PowerSGD (--powersgd-rank R, 0 skips): gradsync's compressor on the device path
+// (compress/powersgd.hpp through the CUDA BucketKernels: cuBLAS products, Gram-Schmidt and
+// error feedback on the GPU) over all ResNet-50 gradient tensors (models/zoo.hpp) as one
+// bucket, reverse order, rank R, world size 1: compute_p + compute_q + decompress per call,
+// a fresh gradient copied in before each call outside the timed events, as the CPU case
+// of gradsync-kernels-bench and the hook's fresh clone in scripts/powersgd-vs-torch.py
+// (--device cuda compares it with torch's powerSGD_hook on the same GPU).
 // Exit status: 0, 1 on errors (including no CUDA device: "no CUDA device found (...)"),
 // 3 when a cast is not bit-identical to the CPU, 2 on usage errors.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -26,12 +34,15 @@
 #include <string>
 #include <vector>
 
+#include "compress/powersgd.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
 #include "cuda/device.hpp"
 #include "cuda/stream.hpp"
 #include "kernels/cpu_kernels.hpp"
+#include "device/cuda.hpp"
 #include "kernels/cuda_kernels.hpp"
+#include "models/zoo.hpp"
 
 namespace gs = gradsync;
 namespace kc = gradsync::kernels::cuda;
@@ -43,6 +54,7 @@ constexpr const char* kProgram = "gradsync-gpu-kernels-bench";
 struct Options {
   double mib = 64;
   int iters = 20;
+  int powersgd_rank = 4;
   std::string json;
 };
 
@@ -55,7 +67,7 @@ Options parse(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "-h" || a == "--help") {
-      std::printf("usage: %s [--mib 64] [--iters 20] [--json FILE]\n", kProgram);
+      std::printf("usage: %s [--mib 64] [--iters 20] [--powersgd-rank 4] [--json FILE]\n", kProgram);
       std::exit(0);
     } else if (a == "--mib") {
       o.mib = std::atof(value().c_str());
@@ -63,6 +75,9 @@ Options parse(int argc, char** argv) {
     } else if (a == "--iters") {
       o.iters = std::atoi(value().c_str());
       GS_USAGE_CHECK(o.iters >= 1 && o.iters <= 10000, "option --iters: must be in 1..10000");
+    } else if (a == "--powersgd-rank") {
+      o.powersgd_rank = std::atoi(value().c_str());
+      GS_USAGE_CHECK(o.powersgd_rank >= 0 && o.powersgd_rank <= 64, "option --powersgd-rank: must be in 0..64");
     } else if (a == "--json") {
       o.json = value();
     } else {
@@ -81,6 +96,61 @@ struct Row {
   double target = 0;  // 0: none
   std::string verified = "-";
 };
+
+struct PowerSgdTiming {
+  double ms = 0;  // encode + decode per call, median
+  std::size_t elements = 0, matrices = 0;
+};
+
+// gradsync's PowerSGD on device memory over ResNet-50's gradients (see the header).
+PowerSgdTiming time_powersgd_resnet50(int rank, int iters, cudaStream_t s) {
+  std::vector<gs::TensorView> tensors;
+  std::size_t count = 0;
+  for (const auto& t : gs::models::zoo_model("resnet50").tensors())
+    tensors.push_back({t.name, t.shape, 0, static_cast<std::size_t>(t.numel())});
+  std::reverse(tensors.begin(), tensors.end());  // backward's order, as DDP's buckets
+  for (auto& t : tensors) {
+    t.offset = count;
+    count += t.count;
+  }
+  std::vector<float> host(count);
+  const gs::kernels::RngKey key = gs::kernels::rng_key(1, 2, 3, 4);
+  for (std::size_t i = 0; i < count; ++i)
+    host[i] = (gs::kernels::bits_to_unit(gs::kernels::rng_bits(key, i)) * 2.f - 1.f) * 1e-3f;
+  gs::DeviceBuffer fresh(count * 4), data(count * 4);
+  GS_CUDA(cudaMemcpy(fresh.get(), host.data(), count * 4, cudaMemcpyHostToDevice));
+  std::unique_ptr<gs::BucketKernels> k = gs::device::make_cuda_bucket_kernels(s);
+  gs::compress_detail::PowerSgdOptions po;
+  po.rank = rank;
+  po.start = 0;
+  gs::compress_detail::PowerSgdCompressor c(po, 1);
+  gs::BucketView b;
+  b.index = 0;
+  b.count = count;
+  b.tensors = tensors;
+  b.data = data.as<float>();
+  b.kernels = k.get();
+  gs::Event e0, e1;
+  std::vector<double> ms;
+  for (int i = 0; i < iters + 2; ++i) {  // two untimed calls: cuBLAS set-up, the state's first allocation
+    GS_CUDA(cudaMemcpyAsync(data.get(), fresh.get(), count * 4, cudaMemcpyDeviceToDevice, s));
+    e0.record(s);
+    c.compute_p(b, 1);
+    c.compute_q(b);
+    c.decompress(b, 1);
+    e1.record(s);
+    e1.synchronize();
+    if (i >= 2) ms.push_back(static_cast<double>(gs::Event::elapsed_ms(e0, e1)));
+  }
+  GS_CUDA(cudaMemcpy(host.data(), data.get(), count * 4, cudaMemcpyDeviceToHost));
+  for (float v : host) GS_CHECK(std::isfinite(v), "PowerSGD on the GPU produced non-finite values");
+  std::sort(ms.begin(), ms.end());
+  PowerSgdTiming t;
+  t.ms = ms[ms.size() / 2];
+  t.elements = count;
+  t.matrices = c.plan(0).matrices.size();
+  return t;
+}
 
 int run(const Options& o) {
   gs::require_cuda_device();
@@ -161,6 +231,10 @@ int run(const Options& o) {
   add("scale_inplace", 8 * nf, 0.5, [&] { kc::scale_inplace(z.as<float>(), n, 1.0f, s); });
   add("unscale_check_finite", 8 * nf, 0.5,
       [&] { kc::unscale_check_finite(z.as<float>(), n, 1.0f, flag.as<int>(), s); });
+  add("sign_compress_ef", 12 * nf + nf / 8, 0.25,  // read x, read and write the memory; then its norm pass
+      [&] { kc::sign_compress_ef(xf, y.as<float>(), scale.as<float>(), n, bits.as<std::uint8_t>(), scratch, s); });
+  add("divide_inplace", 8 * nf, 0.5, [&] { kc::divide_inplace(z.as<float>(), n, 1.0f, s); });
+  add("average_ef", 16 * nf, 0.5, [&] { kc::average_ef(z.as<float>(), y.as<float>(), xf, n, 1.0f, s); });
   add("topk_select(k=n/100)", 4 * nf + 8.0 * static_cast<double>(k), 0,
       [&] { kc::topk_select(xf, n, k, idx.as<std::int32_t>(), vals.as<float>(), scratch, s); });
   add("scatter_add(k=n/100)", 16.0 * static_cast<double>(k), 0,
@@ -190,6 +264,8 @@ int run(const Options& o) {
     }
   }
 
+  const PowerSgdTiming psgd = o.powersgd_rank > 0 ? time_powersgd_resnet50(o.powersgd_rank, o.iters, s) : PowerSgdTiming{};
+
   std::printf("# %s: %s (cc %d.%d, %s), %s\n", kProgram, info.name.c_str(), info.cc_major, info.cc_minor,
               info.pci_bus_id.c_str(), gs::cuda_version_text().c_str());
   std::printf("# buffer %zu floats (%.1f MiB), %d timed calls each; GB/s of minimal traffic; ratio to the copy\n", n,
@@ -215,6 +291,12 @@ int run(const Options& o) {
         .set("verified", r.verified);
     arr.push(j);
   }
+  if (o.powersgd_rank > 0) {
+    std::printf("# PowerSGD rank %d on ResNet-50 (%zu elements, %zu matrices compressed, one bucket): encode+decode "
+                "%.2f ms per call (median of %d)\n",
+                o.powersgd_rank, psgd.elements, psgd.matrices, psgd.ms, o.iters);
+    std::printf("result powersgd_resnet50 rank=%d ms=%.4f\n", o.powersgd_rank, psgd.ms);
+  }
   if (!o.json.empty()) {
     gs::Json root = gs::Json::object();
     root.set("program", kProgram)
@@ -225,6 +307,14 @@ int run(const Options& o) {
         .set("copy_gbps", copy_gbps)
         .set("casts_bit_identical_to_cpu", all_ok)
         .set("kernels", arr);
+    if (o.powersgd_rank > 0) {
+      gs::Json pj = gs::Json::object();
+      pj.set("rank", o.powersgd_rank)
+          .set("elements", static_cast<long long>(psgd.elements))
+          .set("matrices", static_cast<long long>(psgd.matrices))
+          .set("ms_per_call", psgd.ms);
+      root.set("powersgd_resnet50", pj);
+    }
     std::ofstream f(o.json);
     f << root.dump(2) << "\n";
     GS_CHECK(f.good(), "cannot write ", o.json);

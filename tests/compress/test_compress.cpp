@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <span>
 #include <vector>
 
 #include "compress/cast.hpp"
@@ -239,6 +240,7 @@ TEST(ErrorFeedback, OnebitDeferredMemoryMatchesTheEagerFormOverSteps) {
   EXPECT_EQ(lay.chunk % 32, 0u);
   EXPECT_EQ(lay.begin(p - 1) + lay.length(p - 1), n);
   const std::size_t cb = lay.chunk_bytes();
+  const auto hk = gradsync::make_host_bucket_kernels();  // the host memory kind's kernels
   std::vector<float> want_err(n, 0.f), last(n, 0.f), scales(p, 0.f);
   // server of chunk 1: its own memory, the same checks
   const int r = 1;
@@ -255,7 +257,7 @@ TEST(ErrorFeedback, OnebitDeferredMemoryMatchesTheEagerFormOverSteps) {
     }
     const auto g_in = g;
     std::vector<std::uint8_t> signs(cb * p, 0xab);
-    OnebitCompressor::worker_compress(g.data(), lay, last.data(), signs.data(), scales.data());
+    OnebitCompressor::worker_compress(*hk, g.data(), lay, last.data(), signs.data(), scales.data());
     auto want_x = g_in;
     gradsync::kernels::add_inplace(want_x.data(), want_err.data(), n);
     for (int j = 0; j < p; ++j) {
@@ -268,7 +270,7 @@ TEST(ErrorFeedback, OnebitDeferredMemoryMatchesTheEagerFormOverSteps) {
       std::vector<float> res(lay.length(j));
       gradsync::kernels::sign_residual(last.data() + lay.begin(j), scales[j], lay.length(j), res.data());
       std::vector<float> decoded(n);
-      OnebitCompressor::decode_chunk(signs.data() + j * cb, scales[j], lay, j, decoded.data());
+      OnebitCompressor::decode_chunk(*hk, signs.data() + j * cb, &scales[j], lay, j, decoded.data());
       for (std::size_t k = 0; k < lay.length(j); ++k) {
         const std::size_t i = lay.begin(j) + k;
         ASSERT_EQ(f32_bits(g[i]), f32_bits(g_in[i])) << "gradient written, step " << step << " i=" << i;
@@ -286,7 +288,7 @@ TEST(ErrorFeedback, OnebitDeferredMemoryMatchesTheEagerFormOverSteps) {
     for (std::size_t k = 0; k < work.size(); ++k) work[k] = g_in[k] * 0.5f;  // finite: chunk 0's values
     const auto work_in = work;
     std::vector<std::uint8_t> out(cb, 0xab), want_out(cb, 0);
-    OnebitCompressor::server_compress(work.data(), lay, r, server_last.data(), &server_scale, out.data());
+    OnebitCompressor::server_compress(*hk, work.data(), lay, r, server_last.data(), &server_scale, out.data());
     auto y = work_in;
     gradsync::kernels::add_inplace(y.data(), want_server_err.data(), y.size());
     const float s = gradsync::kernels::sign_compress(y.data(), y.size(), want_out.data(), want_server_err.data());
@@ -440,21 +442,21 @@ TEST(PowerSgd, MatchesNaiveReferenceOnSimulatedRanks) {
       std::vector<BucketView> views(static_cast<std::size_t>(p), layout);
       std::vector<std::vector<float>> data = grads;
       auto sum_over_ranks = [&](auto getter) {
-        std::vector<float>& first = getter(ranks[0]);
+        const std::span<float> first = getter(ranks[0]);
         for (int r = 1; r < p; ++r) {
-          const std::vector<float>& v = getter(ranks[static_cast<std::size_t>(r)]);
+          const std::span<float> v = getter(ranks[static_cast<std::size_t>(r)]);
           for (std::size_t i = 0; i < first.size(); ++i) first[i] += v[i];
         }
-        for (int r = 1; r < p; ++r) getter(ranks[static_cast<std::size_t>(r)]) = first;
+        for (int r = 1; r < p; ++r) std::ranges::copy(first, getter(ranks[static_cast<std::size_t>(r)]).begin());
       };
       for (int r = 0; r < p; ++r) {
         views[static_cast<std::size_t>(r)].data = data[static_cast<std::size_t>(r)].data();
         ranks[static_cast<std::size_t>(r)].compute_p(views[static_cast<std::size_t>(r)], step);
       }
-      sum_over_ranks([&](PowerSgdCompressor& c) -> std::vector<float>& { return c.p_buffer(1); });
-      sum_over_ranks([&](PowerSgdCompressor& c) -> std::vector<float>& { return c.plain_buffer(1); });
+      sum_over_ranks([&](PowerSgdCompressor& c) -> std::span<float> { return c.p_buffer(1); });
+      sum_over_ranks([&](PowerSgdCompressor& c) -> std::span<float> { return c.plain_buffer(1); });
       for (int r = 0; r < p; ++r) ranks[static_cast<std::size_t>(r)].compute_q(views[static_cast<std::size_t>(r)]);
-      sum_over_ranks([&](PowerSgdCompressor& c) -> std::vector<float>& { return c.q_buffer(1); });
+      sum_over_ranks([&](PowerSgdCompressor& c) -> std::span<float> { return c.q_buffer(1); });
       for (int r = 0; r < p; ++r) ranks[static_cast<std::size_t>(r)].decompress(views[static_cast<std::size_t>(r)], p);
       double maxabs = 0;
       for (double v : want) maxabs = std::max(maxabs, std::fabs(v));
@@ -501,20 +503,21 @@ TEST(PowerSgd, ThreadsGiveTheSameBits) {
         std::vector<float> total(getter(ranks[0]).size(), 0.f);
         for (auto& c : ranks)
           for (std::size_t i = 0; i < total.size(); ++i) total[i] += getter(c)[i];
-        for (auto& c : ranks) getter(c) = total;
+        for (auto& c : ranks) std::ranges::copy(total, getter(c).begin());
       };
       for (int r = 0; r < p; ++r) {
         views[static_cast<std::size_t>(r)].data = data[static_cast<std::size_t>(r)].data();
         ranks[static_cast<std::size_t>(r)].compute_p(views[static_cast<std::size_t>(r)], step);
       }
-      sum([](PowerSgdCompressor& c) -> std::vector<float>& { return c.p_buffer(4); });
-      sum([](PowerSgdCompressor& c) -> std::vector<float>& { return c.plain_buffer(4); });
+      sum([](PowerSgdCompressor& c) -> std::span<float> { return c.p_buffer(4); });
+      sum([](PowerSgdCompressor& c) -> std::span<float> { return c.plain_buffer(4); });
       for (int r = 0; r < p; ++r) ranks[static_cast<std::size_t>(r)].compute_q(views[static_cast<std::size_t>(r)]);
-      sum([](PowerSgdCompressor& c) -> std::vector<float>& { return c.q_buffer(4); });
+      sum([](PowerSgdCompressor& c) -> std::span<float> { return c.q_buffer(4); });
       for (int r = 0; r < p; ++r) ranks[static_cast<std::size_t>(r)].decompress(views[static_cast<std::size_t>(r)], p);
       for (int r = 0; r < p; ++r) {
         out.push_back(data[static_cast<std::size_t>(r)]);
-        out.push_back(ranks[static_cast<std::size_t>(r)].q_buffer(4));
+        const std::span<float> q = ranks[static_cast<std::size_t>(r)].q_buffer(4);
+        out.emplace_back(q.begin(), q.end());
       }
     }
     outs.push_back(std::move(out));

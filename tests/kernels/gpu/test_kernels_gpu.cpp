@@ -4,6 +4,7 @@
 // "driver version is insufficient") or finds no device, every test skips with the reason.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -159,6 +160,85 @@ TEST_F(GpuKernels, Sign) {
     auto dout = upload(std::vector<float>(n, -1.f));
     gc::sign_decompress(dbits.as<std::uint8_t>(), dscale.as<float>(), n, dout.as<float>(), true, stream_);
     expect_same_bytes(download<float>(dout, n), dec, "sign decode");
+  }
+}
+
+TEST_F(GpuKernels, SignWithDeferredMemory) {
+  // Three steps of the one-pass error-feedback encoder against the CPU's: the same bits,
+  // scale and memory (the scale read and written in device memory).
+  for (std::size_t n : kSizes) {
+    std::vector<float> last(n, 0.f);
+    float scale = 0.f;
+    auto dlast = upload(last);
+    auto dscale = upload(std::vector<float>{0.f});
+    DeviceBuffer scratch;
+    for (std::uint32_t step = 0; step < 3; ++step) {
+      const auto x = random_floats(n, static_cast<std::uint32_t>(7 * n + step));
+      std::vector<std::uint8_t> bits(gk::sign_bytes(n));
+      scale = gk::sign_compress_ef(x.data(), last.data(), scale, n, bits.data());
+      auto dx = upload(x);
+      auto dbits = poisoned<std::uint8_t>(bits.size());
+      gc::sign_compress_ef(dx.as<float>(), dlast.as<float>(), dscale.as<float>(), n, dbits.as<std::uint8_t>(),
+                           scratch, stream_);
+      ASSERT_EQ(download<float>(dscale, 1)[0], scale) << "n=" << n << " step " << step;
+      expect_same_bytes(download<std::uint8_t>(dbits, bits.size()), bits, "sign_compress_ef bits");
+      expect_same_bytes(download<float>(dlast, n), last, "sign_compress_ef memory");
+    }
+  }
+}
+
+TEST_F(GpuKernels, OrthogonalizeGivesOrthonormalColumns) {
+  // Modified Gram-Schmidt against a double reference of the same steps; a zero column stays zero.
+  for (std::int64_t rows : {7, 1000, 4099}) {  // rows >= cols: no column cancels to rounding noise
+    for (int cols : {1, 2, 4}) {
+      auto p = random_floats(static_cast<std::size_t>(rows) * cols, static_cast<std::uint32_t>(rows + cols));
+      if (cols == 4) std::fill(p.begin() + rows, p.begin() + 2 * rows, 0.f);  // column 1 is zero
+      std::vector<double> want(p.begin(), p.end());
+      const auto ur = static_cast<std::size_t>(rows);
+      for (int i = 0; i < cols; ++i) {
+        double nn = 0;
+        for (std::size_t r = 0; r < ur; ++r) nn += want[i * ur + r] * want[i * ur + r];
+        const double norm = std::sqrt(nn);
+        for (std::size_t r = 0; r < ur; ++r) want[i * ur + r] = norm > 0 ? want[i * ur + r] / norm : 0.0;
+        for (int j = i + 1; j < cols; ++j) {
+          double d = 0;
+          for (std::size_t r = 0; r < ur; ++r) d += want[i * ur + r] * want[j * ur + r];
+          for (std::size_t r = 0; r < ur; ++r) want[j * ur + r] -= d * want[i * ur + r];
+        }
+      }
+      auto dp = upload(p);
+      gc::orthogonalize(dp.as<float>(), rows, cols, stream_);
+      const auto got = download<float>(dp, p.size());
+      for (std::size_t k = 0; k < got.size(); ++k)
+        ASSERT_NEAR(got[k], want[k], 1e-4 * std::max(1.0, std::abs(want[k]) * std::sqrt(static_cast<double>(rows))))
+            << "rows " << rows << " cols " << cols << " element " << k;
+      if (cols == 4) {
+        for (std::size_t r = 0; r < ur; ++r) ASSERT_EQ(got[ur + r], 0.f) << "zero column, row " << r;
+      }
+    }
+  }
+}
+
+TEST_F(GpuKernels, DivideAndAverageWithErrorFeedback) {
+  // Divisions (not reciprocal products), bit for bit with the scalar forms.
+  for (std::size_t n : kSizes) {
+    const auto x = random_floats(n, 11), sum = random_floats(n, 12);
+    auto want = x;
+    for (auto& v : want) v /= 3.f;
+    auto dx = upload(x);
+    gc::divide_inplace(dx.as<float>(), n, 3.f, stream_);
+    expect_same_bytes(download<float>(dx, n), want, "divide_inplace");
+
+    std::vector<float> avg(n), mem(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      avg[i] = sum[i] / 3.f;
+      mem[i] = gk::ef_residual(x[i], avg[i]);
+    }
+    auto dy = upload(x), dsum = upload(sum);
+    auto dmem = poisoned<float>(n);
+    gc::average_ef(dy.as<float>(), dmem.as<float>(), dsum.as<float>(), n, 3.f, stream_);
+    expect_same_bytes(download<float>(dy, n), avg, "average_ef value");
+    expect_same_bytes(download<float>(dmem, n), mem, "average_ef memory");
   }
 }
 
