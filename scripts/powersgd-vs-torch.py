@@ -105,31 +105,44 @@ def ours_ms(bindir, min_time, threads):
     return out
 
 
-def theirs_ms(shapes, rank, calls, threads):
+def theirs_ms(shapes, rank, calls, threads=None, device="cpu"):
+    """Times (ms) of powerSGD_hook calls on one bucket of `shapes` on `device` (cpu: at
+    `threads` torch intra-op threads; cuda: synchronised around each call)."""
     import torch
     from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as ps
     sys.path.insert(0, os.path.join(HERE, "gpu"))
     from compare_torch import Bucket  # the duck-typed GradBucket the torch comparison uses
-    torch.set_num_threads(threads)
+    if threads is not None:
+        torch.set_num_threads(threads)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     offsets, off = [], 0
     for s in shapes:
         offsets.append(off)
         off += int(torch.tensor(s).prod())
     g = torch.Generator().manual_seed(1)
-    fresh = (torch.rand(off, generator=g) * 2 - 1) * 1e-3
+    fresh = ((torch.rand(off, generator=g) * 2 - 1) * 1e-3).to(device)
     state = ps.PowerSGDState(process_group=None, matrix_approximation_rank=rank, start_powerSGD_iter=2,
                              min_compression_rate=2, use_error_feedback=True, warm_start=True)
     times = []
     for i in range(calls + 3):  # calls 0 and 1 are plain all-reduces (iter < start), call 2 warms up
         bucket = Bucket(0, fresh.clone(), shapes, offsets)
+        sync()
         t0 = time.perf_counter()
         out = ps.powerSGD_hook(state, bucket).wait()
+        sync()
         t1 = time.perf_counter()
         if not torch.isfinite(out).all():
             raise RuntimeError("powerSGD_hook returned non-finite values")
         if i >= 3:
             times.append((t1 - t0) * 1e3)
     return times
+
+
+def write_json(out_dir, name, res):
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+        with open(os.path.join(out_dir, name), "w") as f:
+            json.dump(res, f, indent=1)
 
 
 def ours_cuda_ms(bindir, rank, calls, tmp):
@@ -139,34 +152,6 @@ def ours_cuda_ms(bindir, rank, calls, tmp):
                    env=bin_env())
     with open(out) as f:
         return json.load(f)["powersgd_resnet50"]["ms_per_call"]
-
-
-def theirs_cuda_ms(shapes, rank, calls):
-    import torch
-    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as ps
-    sys.path.insert(0, os.path.join(HERE, "gpu"))
-    from compare_torch import Bucket
-    offsets, off = [], 0
-    for s in shapes:
-        offsets.append(off)
-        off += int(torch.tensor(s).prod())
-    g = torch.Generator().manual_seed(1)
-    fresh = ((torch.rand(off, generator=g) * 2 - 1) * 1e-3).cuda()
-    state = ps.PowerSGDState(process_group=None, matrix_approximation_rank=rank, start_powerSGD_iter=2,
-                             min_compression_rate=2, use_error_feedback=True, warm_start=True)
-    times = []
-    for i in range(calls + 3):
-        bucket = Bucket(0, fresh.clone(), shapes, offsets)
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        out = ps.powerSGD_hook(state, bucket).wait()
-        torch.cuda.synchronize()
-        t1 = time.perf_counter()
-        if not torch.isfinite(out).all():
-            raise RuntimeError("powerSGD_hook returned non-finite values")
-        if i >= 3:
-            times.append((t1 - t0) * 1e3)
-    return times
 
 
 def main_cuda(o, bindir):
@@ -185,7 +170,7 @@ def main_cuda(o, bindir):
         shapes = resnet50_shapes(bindir, tmp)
         for r in range(o.rounds):
             ours.append(ours_cuda_ms(bindir, o.rank, o.calls, tmp))
-            theirs += theirs_cuda_ms(shapes, o.rank, o.calls)
+            theirs += theirs_ms(shapes, o.rank, o.calls, device="cuda")
             print(f"round {r + 1}: gradsync {ours[-1]:.2f} ms, powerSGD_hook {np.median(theirs[-o.calls:]):.2f} ms",
                   flush=True)
     res = {"device": torch.cuda.get_device_name(0), "tensors": len(shapes),
@@ -196,10 +181,7 @@ def main_cuda(o, bindir):
           f"gradsync {res['gradsync_ms']:.2f} ms, powerSGD_hook {res['torch_ms']:.2f} ms = {res['speedup']:.2f}x")
     print(f"result powersgd_vs_torch_cuda gradsync_ms={res['gradsync_ms']:.4f} torch_ms={res['torch_ms']:.4f} "
           f"speedup={res['speedup']:.3f}")
-    if o.out:
-        os.makedirs(o.out, exist_ok=True)
-        with open(os.path.join(o.out, "powersgd-vs-torch-cuda.json"), "w") as f:
-            json.dump(res, f, indent=1)
+    write_json(o.out, "powersgd-vs-torch-cuda.json", res)
     dist.destroy_process_group()
 
 
@@ -257,10 +239,7 @@ def main():
           "; ".join(f"{k} thread(s): gradsync {res['gradsync_ms'][k]:.1f} ms, powerSGD_hook {v:.1f} ms = "
                     f"{res['speedup'][k]:.2f}x" for k, v in res["torch_ms"].items()) +
           f"; best of each: {best_ours:.1f} vs {best_theirs:.1f} ms = {res['speedup_best']:.2f}x")
-    if o.out:
-        os.makedirs(o.out, exist_ok=True)
-        with open(os.path.join(o.out, "powersgd-vs-torch.json"), "w") as f:
-            json.dump(res, f, indent=1)
+    write_json(o.out, "powersgd-vs-torch.json", res)
     dist.destroy_process_group()
 
 

@@ -169,31 +169,32 @@ __global__ void average_ef_kernel(float* x, float* mem, const float* sum, std::s
   }
 }
 
-// Modified Gram-Schmidt on the columns of one column-major rows x cols matrix, one block:
-// norms and dot products as double sums (block_sum), a zero column stays zero.
-__global__ void orthogonalize_kernel(float* p, std::int64_t rows, int cols) {
+// sum_r a[r] b[r] over n in double, the same value in every thread of the block (one
+// block; every thread calls it).
+__device__ double block_dot(const float* a, const float* b, std::size_t n) {
   __shared__ double total;
+  double s = 0;
+  for (std::size_t r = threadIdx.x; r < n; r += blockDim.x) s += static_cast<double>(a[r]) * b[r];
+  s = block_sum(s);
+  if (threadIdx.x == 0) total = s;
+  __syncthreads();
+  const double out = total;
+  __syncthreads();  // `total` and block_sum's scratch are free for the next call
+  return out;
+}
+
+// Modified Gram-Schmidt on the columns of one column-major rows x cols matrix, one block:
+// norms and dot products as double sums (block_dot), a zero column stays zero.
+__global__ void orthogonalize_kernel(float* p, std::int64_t rows, int cols) {
   const auto n = static_cast<std::size_t>(rows);
   for (int i = 0; i < cols; ++i) {
     float* ci = p + static_cast<std::size_t>(i) * n;
-    double s = 0;
-    for (std::size_t r = threadIdx.x; r < n; r += blockDim.x) s += static_cast<double>(ci[r]) * ci[r];
-    s = block_sum(s);
-    if (threadIdx.x == 0) total = s;
-    __syncthreads();
-    const float norm = static_cast<float>(sqrt(total));
-    __syncthreads();
+    const float norm = static_cast<float>(sqrt(block_dot(ci, ci, n)));
     for (std::size_t r = threadIdx.x; r < n; r += blockDim.x) ci[r] = norm > 0.f ? ci[r] / norm : 0.f;
     __syncthreads();
     for (int j = i + 1; j < cols; ++j) {
       float* cj = p + static_cast<std::size_t>(j) * n;
-      double d = 0;
-      for (std::size_t r = threadIdx.x; r < n; r += blockDim.x) d += static_cast<double>(ci[r]) * cj[r];
-      d = block_sum(d);
-      if (threadIdx.x == 0) total = d;
-      __syncthreads();
-      const float dot = static_cast<float>(total);
-      __syncthreads();
+      const float dot = static_cast<float>(block_dot(ci, cj, n));
       for (std::size_t r = threadIdx.x; r < n; r += blockDim.x) cj[r] -= dot * ci[r];
       __syncthreads();
     }
