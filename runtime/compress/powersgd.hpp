@@ -33,7 +33,8 @@
 // device's for buckets reduced in place on a GPU: cuBLAS products, Gram-Schmidt and the
 // element-wise passes on the device), and that state lives in the same memory
 // (BucketKernels::state), so accepts_device_memory() is true. Only the initial random Q
-// is drawn on the host and uploaded.
+// is drawn on the host and uploaded. On a GPU the products are summed in cuBLAS's orders
+// and Gram-Schmidt in double: the host's values within rounding.
 //
 // threads=T (default 1): the matrices of a bucket are independent in every phase, so each
 // phase splits them (contiguous runs of matrices, balanced by elements) over T threads: the
