@@ -9,9 +9,11 @@
 // 4n + 2n bytes) — so a kernel that needs two passes shows it as a lower figure. The
 // copy baseline is cudaMemcpyAsync device -> device of the same n floats, counted as
 // 2 * 4n bytes (read + write), as CUDA's bandwidthTest does. ratio = kernel GB/s / copy GB/s.
-// Targets (ratio): streaming kernels 0.5, two-pass ones (sign_compress, which reads x
-// for its norm first) 0.25; top-k (a radix sort) and scatter_add (k = n/100 scattered
-// updates) are reported without a target.
+// Targets (ratio): the casts and QSGD's passes 0.7 (issue 13: cast and quantisation
+// kernels >= 70% of the device-to-device copy), the other streaming kernels 0.5, two-pass
+// ones (sign_compress and sign_compress_ef, which read their input again for the norm)
+// 0.25; top-k (a radix sort) and scatter_add (k = n/100 scattered updates) are reported
+// without a target.
 // The casts are also checked bit for bit against the CPU kernels (verified = yes/no).
 // PowerSGD (--powersgd-rank R, 0 skips): gradsync's compressor on the device path
 // (compress/powersgd.hpp through the CUDA BucketKernels: cuBLAS products, Gram-Schmidt and
@@ -206,17 +208,17 @@ int run(const Options& o) {
   const double copy_gbps = rows[0].gbps;
 
   const float* xf = x.as<float>();
-  add("cast_to_half.f16", 6 * nf, 0.5, [&] { kc::cast_to_half(gs::DType::F16, xf, h.as<std::uint16_t>(), n, 0.5f, s); });
-  add("cast_from_half.f16", 6 * nf, 0.5,
+  add("cast_to_half.f16", 6 * nf, 0.7, [&] { kc::cast_to_half(gs::DType::F16, xf, h.as<std::uint16_t>(), n, 0.5f, s); });
+  add("cast_from_half.f16", 6 * nf, 0.7,
       [&] { kc::cast_from_half(gs::DType::F16, h.as<std::uint16_t>(), z.as<float>(), n, 2.f, s); });
-  add("cast_to_half.bf16", 6 * nf, 0.5,
+  add("cast_to_half.bf16", 6 * nf, 0.7,
       [&] { kc::cast_to_half(gs::DType::BF16, xf, h.as<std::uint16_t>(), n, 0.5f, s); });
-  add("cast_from_half.bf16", 6 * nf, 0.5,
+  add("cast_from_half.bf16", 6 * nf, 0.7,
       [&] { kc::cast_from_half(gs::DType::BF16, h.as<std::uint16_t>(), z.as<float>(), n, 2.f, s); });
-  add("qsgd_norms", 4 * nf, 0.5, [&] { kc::qsgd_norms(xf, n, block, norms.as<float>(), s); });
-  add("qsgd_quantize", 5 * nf, 0.5,
+  add("qsgd_norms", 4 * nf, 0.7, [&] { kc::qsgd_norms(xf, n, block, norms.as<float>(), s); });
+  add("qsgd_quantize", 5 * nf, 0.7,
       [&] { kc::qsgd_quantize(xf, n, block, norms.as<float>(), levels, key, codes.as<std::uint8_t>(), s); });
-  add("qsgd_dequantize", 5 * nf, 0.5, [&] {
+  add("qsgd_dequantize", 5 * nf, 0.7, [&] {
     kc::qsgd_dequantize(codes.as<std::uint8_t>(), norms.as<float>(), n, block, levels, z.as<float>(), false, s);
   });
   add("sign_compress", 4 * nf + nf / 8, 0.25,
