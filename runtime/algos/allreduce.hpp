@@ -46,6 +46,13 @@ class AllreduceAlgorithm {
   // construction. recvbuf == sendbuf means in place. Every rank calls with the same
   // count, type and op.
   virtual void run(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op) = 0;
+  // run(), ordered after a device event and returned as a request for the communicator's
+  // wait() (`after`: see Communicator::iallreduce). The library's own all-reduce ("mpi")
+  // hands the event to its communicator (NCCL: the collective follows the caller's kernels
+  // on the device); every other algorithm runs on the host, completes here and refuses an
+  // event.
+  virtual Request start(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op,
+                        const void* after);
 };
 
 // Names in registry order: ring, rd, rabenseifner, tree, hier, shm, mpi, auto.

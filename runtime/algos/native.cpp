@@ -25,6 +25,11 @@ class NativeAllreduce final : public AllreduceAlgorithm {
     if (count == 0) return;
     comm_.allreduce(sendbuf, recvbuf, count, t, op);
   }
+  Request start(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op,
+                const void* after) override {
+    if (count == 0) return {};
+    return comm_.iallreduce(sendbuf, recvbuf, count, t, op, after);
+  }
 
  private:
   Communicator& comm_;

@@ -69,6 +69,14 @@ std::unique_ptr<AllreduceAlgorithm> make_allreduce(const std::string& name, Comm
   return e.make(comm, opts);
 }
 
+Request AllreduceAlgorithm::start(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op,
+                                  const void* after) {
+  GS_CHECK(after == nullptr, "all-reduce '", name(),
+           "' runs on the host and cannot follow a device event: device memory takes the library's own (mpi)");
+  run(sendbuf, recvbuf, count, t, op);
+  return {};
+}
+
 void algos::check_options(const AlgoOptions& opts) {
   GS_USAGE_CHECK(opts.channels >= 1 && opts.channels <= kMaxChannels, "all-reduce channels (--channels) must be in 1..",
                  kMaxChannels, ", got ", opts.channels);

@@ -10,6 +10,7 @@
 
 #include "compress/powersgd.hpp"
 #include "core/error.hpp"
+#include "core/timer.hpp"
 #include "kernels/cpu_kernels.hpp"
 
 namespace gradsync {
@@ -132,6 +133,18 @@ void BucketKernels::topk_encode_ef(float* x, std::size_t n, std::size_t k, float
   copy(memory, x, n * sizeof(float));
   scatter_add(idx, vals, k, -1.f, memory);  // memory[idx] = x[idx] - x[idx] = 0: x - sparse(x)
 }
+
+std::size_t BucketKernels::mark() {
+  host_marks_.push_back(now_s());
+  return host_marks_.size() - 1;
+}
+
+double BucketKernels::seconds(std::size_t a, std::size_t b) const {
+  GS_CHECK(a < host_marks_.size() && b < host_marks_.size(), "BucketKernels: no marks ", a, " and ", b);
+  return host_marks_[b] - host_marks_[a];
+}
+
+void BucketKernels::clear_marks() { host_marks_.clear(); }
 
 std::unique_ptr<BucketKernels> make_host_bucket_kernels() { return std::make_unique<HostBucketKernels>(); }
 

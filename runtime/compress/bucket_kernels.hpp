@@ -1,22 +1,23 @@
 // gradsync/compress/bucket_kernels.hpp — the kernels a compressor runs on a bucket that
 // lives outside host memory (device/device.hpp), and the scratch memory they write.
 //
-// A BucketView with kernels == nullptr is host memory: compressors call the CPU kernels
-// (kernels/cpu_kernels.hpp) directly, as always. A bucket reduced in place on a device
-// (Compressor::accepts_device_memory) carries the device's BucketKernels: the same
-// operations on device memory (cuda: kernels/cuda_kernels.hpp on the communication
-// thread's stream). Ordering: kernels are asynchronous on the device; fence() completes
-// them before the compressor hands a buffer to a communicator (the NCCL communicator runs
-// on a stream of its own and returns only when its collective has completed).
-// make_host_bucket_kernels() is the host implementation of the same interface, so the
-// device-dispatch path of every compressor is exercised by host tests
-// (tests/train/test_device_reducer_mpi.cpp).
+// A BucketView with kernels == nullptr is host memory: compressors use their own host
+// BucketKernels (make_host_bucket_kernels: the CPU kernels of kernels/cpu_kernels.hpp). A
+// bucket reduced in place on a device (Compressor::accepts_device_memory) carries the
+// device's BucketKernels: the same operations on device memory (cuda:
+// kernels/cuda_kernels.hpp and cuBLAS on the communication thread's stream). Ordering:
+// kernels are asynchronous on the device; a collective is handed ready()'s event (the
+// NCCL communicator's stream waits for it) and returns once complete, and the compressor
+// fence()s once at the end of the bucket. The host implementation is the same interface,
+// so the device-dispatch path of every compressor is exercised by host tests
+// (tests/train/test_device_reducer_mpi.cpp, the event hand-off included).
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/dtype.hpp"
 #include "kernels/elementwise.hpp"
@@ -85,12 +86,29 @@ class BucketKernels {
   virtual void* state(std::uint64_t owner, int bucket, int slot, std::size_t bytes) = 0;
   // Completes every kernel launched so far.
   virtual void fence() = 0;
+
+  // ---- ordering and timing without waiting on the host -----------------------------------
+  // An event that follows every kernel launched so far, for a communicator's i* call
+  // (Communicator::iallreduce's `after`; cuda: a cudaEvent_t recorded on the stream, valid
+  // until the next ready()), so a collective follows the encode on the device while the
+  // host goes on; null when the kernels have completed (host).
+  virtual const void* ready() { return nullptr; }
+  // Marks in the kernels' timeline, for encode/decode times: mark() notes the point the
+  // launched kernels have reached (host: the clock; cuda: a timing event); seconds(a, b) is
+  // the time from mark a to mark b once both have passed (after fence()); clear_marks()
+  // recycles them (a compressor's reduce() starts with it).
+  virtual std::size_t mark();
+  virtual double seconds(std::size_t a, std::size_t b) const;
+  virtual void clear_marks();
   // Calls so far (tests: the device path was taken). Atomic: PowerSGD's threads=T calls
   // the host kernels from T threads at once.
   std::int64_t launches() const { return launches_.load(); }
 
  protected:
   std::atomic<std::int64_t> launches_{0};
+
+ private:
+  std::vector<double> host_marks_;  // the default marks: now_s() at each
 };
 
 std::unique_ptr<BucketKernels> make_host_bucket_kernels();

@@ -32,22 +32,22 @@ void CastCompressor::reduce(Communicator& comm, AllreduceAlgorithm& allreduce, B
   BucketKernels& k = bucket.kernels ? *bucket.kernels : *host_;
   auto* wire = static_cast<std::uint16_t*>(k.scratch(0, n * sizeof(std::uint16_t)));
 
-  const double t0 = now_s();
+  k.clear_marks();
+  const std::size_t t0 = k.mark();
   k.cast_to_half(type_, bucket.data, wire, n, prescale);
-  k.fence();
-  const double t1 = now_s();
-  if (n > 0) allreduce.run(wire, wire, n, type_, RedOp::Sum);
-  const double t2 = now_s();
+  const std::size_t t1 = k.mark();
+  allreduce_after(comm, allreduce, k, wire, n, type_, RedOp::Sum);  // follows the cast on a device
+  const std::size_t t2 = k.mark();
   k.cast_from_half(type_, wire, bucket.data, n, 1.f);
+  const std::size_t t3 = k.mark();
   k.fence();
-  const double t3 = now_s();
 
   const std::uint64_t half_bytes = static_cast<std::uint64_t>(n) * 2;
   stats.uncompressed_bytes += static_cast<std::uint64_t>(n) * 4;
   stats.compressed_bytes += half_bytes;
   stats.wire_bytes += allreduce_wire_bytes(allreduce, half_bytes, p);
-  stats.encode_s += t1 - t0;
-  stats.decode_s += t3 - t2;
+  stats.encode_s += k.seconds(t0, t1);
+  stats.decode_s += k.seconds(t2, t3);
   if (stats.collective.empty()) stats.collective = "allreduce";
 }
 

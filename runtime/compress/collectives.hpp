@@ -1,6 +1,6 @@
 // gradsync/compress/collectives.hpp — what the compressors need around the communicator:
-// byte-blob all-gather / all-to-all, and the estimates of bytes sent that CompressStats
-// records.
+// collectives ordered after their kernels, byte-blob all-gather / all-to-all, and the
+// estimates of bytes sent that CompressStats records.
 //
 // Blobs: the Communicator's native collectives are typed (F32/F16/BF16). Compressed
 // messages are bytes (codes, packed signs, int32 indices next to fp32 values), so they are
@@ -22,22 +22,46 @@
 
 #include "algos/allreduce.hpp"
 #include "comm/communicator.hpp"
+#include "compress/bucket_kernels.hpp"
 #include "core/error.hpp"
 
 namespace gradsync::compress_detail {
 
 inline std::size_t pad4(std::size_t bytes) { return (bytes + 3) & ~std::size_t{3}; }
 
+// Every collective of a compressor follows the kernels it launched on the bucket's memory
+// (BucketKernels::ready(): on a device an event the communicator orders its collective
+// after, so the host does not wait for the encode; on the host null, the kernels are done)
+// and returns once complete (Communicator::wait: the one wait loop and its time-out).
+
+// count elements of t per rank; recv holds p * count, block r from rank r.
+inline void allgather_after(Communicator& comm, BucketKernels& k, const void* send, void* recv, std::size_t count,
+                            DType t) {
+  Request r = comm.iallgather(send, recv, count, t, k.ready());
+  comm.wait(r);
+}
+
 // recv holds p * bytes_per_rank; block r comes from rank r. bytes_per_rank % 4 == 0.
-inline void allgather_bytes(Communicator& comm, const void* send, void* recv, std::size_t bytes_per_rank) {
+inline void allgather_bytes(Communicator& comm, BucketKernels& k, const void* send, void* recv,
+                            std::size_t bytes_per_rank) {
   GS_CHECK(bytes_per_rank % 4 == 0, "allgather_bytes needs whole 4-byte words, got ", bytes_per_rank);
-  comm.allgather(send, recv, bytes_per_rank / 4, DType::F32);
+  allgather_after(comm, k, send, recv, bytes_per_rank / 4, DType::F32);
 }
 
 // send and recv hold p * bytes_per_peer; send block j goes to rank j, recv block i came from rank i.
-inline void alltoall_bytes(Communicator& comm, const void* send, void* recv, std::size_t bytes_per_peer) {
+inline void alltoall_bytes(Communicator& comm, BucketKernels& k, const void* send, void* recv,
+                           std::size_t bytes_per_peer) {
   GS_CHECK(bytes_per_peer % 4 == 0, "alltoall_bytes needs whole 4-byte words, got ", bytes_per_peer);
-  comm.alltoall(send, recv, bytes_per_peer / 4, DType::F32);
+  Request r = comm.ialltoall(send, recv, bytes_per_peer / 4, DType::F32, k.ready());
+  comm.wait(r);
+}
+
+// In-place all-reduce of buf with the user's algorithm (AllreduceAlgorithm::start).
+inline void allreduce_after(Communicator& comm, AllreduceAlgorithm& algo, BucketKernels& k, void* buf,
+                            std::size_t count, DType t, RedOp op) {
+  if (count == 0) return;
+  Request r = algo.start(buf, buf, count, t, op, k.ready());
+  comm.wait(r);
 }
 
 inline std::uint64_t allreduce_wire_bytes(const AllreduceAlgorithm& algo, std::uint64_t bytes, int p) {

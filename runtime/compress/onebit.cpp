@@ -74,42 +74,40 @@ void OnebitCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduc
   auto* server_msg = static_cast<std::uint8_t*>(k.scratch(4, server_bytes));
   auto* all_server = static_cast<std::uint8_t*>(k.scratch(5, server_bytes * up));
 
-  // 1. worker (device kernels are asynchronous: fence() ends each phase before its clock)
-  const double t0 = now_s();
+  // 1. worker (on a device each collective follows the kernels before it: no host wait)
+  k.clear_marks();
+  const std::size_t t0 = k.mark();
   const SignMemory::View worker = SignMemory::memory(k, owner_, bucket.index, 0, n, up);
   worker_compress(k, bucket.data, lay, worker.last, send_signs, worker.scales);  // bucket.data only read
-  k.fence();
-  const double t1 = now_s();
-  if (cb > 0) alltoall_bytes(comm, send_signs, recv_signs, cb);
-  comm.allgather(worker.scales, all_scales, up, DType::F32);
+  const std::size_t t1 = k.mark();
+  if (cb > 0) alltoall_bytes(comm, k, send_signs, recv_signs, cb);
+  allgather_after(comm, k, worker.scales, all_scales, up, DType::F32);
 
   // 2. server of chunk r: decode + average (decode time), compress (encode time)
-  const double t2 = now_s();
+  const std::size_t t2 = k.mark();
   server_average(k, recv_signs, all_scales + r, up, lay, r, work);  // rank i's scale of chunk r: all_scales[i p + r]
-  k.fence();
-  const double t3 = now_s();
+  const std::size_t t3 = k.mark();
   const SignMemory::View server = SignMemory::memory(k, owner_, bucket.index, 2, lay.length(r), 1);
   server_compress(k, work, lay, r, server.last, server.scales, server_msg);
   k.copy(server_msg + cb, server.scales, sizeof(float));
-  k.fence();
-  const double t4 = now_s();
-  allgather_bytes(comm, server_msg, all_server, server_bytes);
+  const std::size_t t4 = k.mark();
+  allgather_bytes(comm, k, server_msg, all_server, server_bytes);
 
   // 3. decode every chunk
-  const double t5 = now_s();
+  const std::size_t t5 = k.mark();
   for (int j = 0; j < p; ++j) {
     const std::uint8_t* msg = all_server + server_bytes * static_cast<std::size_t>(j);
     decode_chunk(k, msg, reinterpret_cast<const float*>(msg + cb), lay, j, bucket.data);
   }
+  const std::size_t t6 = k.mark();
   k.fence();
-  const double t6 = now_s();
 
   stats.uncompressed_bytes += static_cast<std::uint64_t>(n) * 4;
   stats.compressed_bytes += cb * up + 4 * up + server_bytes;
   stats.wire_bytes +=
       alltoall_wire_bytes(cb, p) + allgather_wire_bytes(4 * up, p) + allgather_wire_bytes(server_bytes, p);
-  stats.encode_s += (t1 - t0) + (t4 - t3);
-  stats.decode_s += (t3 - t2) + (t6 - t5);
+  stats.encode_s += k.seconds(t0, t1) + k.seconds(t3, t4);
+  stats.decode_s += k.seconds(t2, t3) + k.seconds(t5, t6);
   if (stats.collective.empty()) stats.collective = "alltoall+allgather";
 }
 

@@ -350,31 +350,32 @@ void PowerSgdCompressor::reduce(Communicator& comm, AllreduceAlgorithm& allreduc
     return;
   }
 
-  // Device kernels are asynchronous: fence() ends each local phase before its clock.
-  const double t0 = now_s();
+  // On a device each all-reduce follows the phase before it (BucketKernels::ready): no host
+  // wait between the phases; marks time the kernels themselves.
+  BucketKernels& k = bucket.kernels != nullptr ? *bucket.kernels : *host_;
+  k.clear_marks();
+  const std::size_t t0 = k.mark();
   compute_p(bucket, step);
   State& s = state(bucket.index);
-  s.kernels->fence();
-  const double t1 = now_s();
+  const std::size_t t1 = k.mark();
   auto sum = [&](float* v, std::size_t count) {
-    if (count > 0) allreduce.run(v, v, count, DType::F32, RedOp::Sum);
+    allreduce_after(comm, allreduce, k, v, count, DType::F32, RedOp::Sum);
     stats.wire_bytes += allreduce_wire_bytes(allreduce, count * 4, p);
   };
   sum(s.plain, s.plan.plain_size);
   sum(s.p, s.plan.p_size);
-  const double t2 = now_s();
+  const std::size_t t2 = k.mark();
   compute_q(bucket);
-  s.kernels->fence();
-  const double t3 = now_s();
+  const std::size_t t3 = k.mark();
   sum(s.q, s.plan.q_size);
-  const double t4 = now_s();
+  const std::size_t t4 = k.mark();
   decompress(bucket, p);
-  s.kernels->fence();
-  const double t5 = now_s();
+  const std::size_t t5 = k.mark();
+  k.fence();
 
   stats.compressed_bytes += 4 * static_cast<std::uint64_t>(s.plan.p_size + s.plan.q_size + s.plan.plain_size);
-  stats.encode_s += (t1 - t0) + (t3 - t2);
-  stats.decode_s += t5 - t4;
+  stats.encode_s += k.seconds(t0, t1) + k.seconds(t2, t3);
+  stats.decode_s += k.seconds(t4, t5);
 }
 
 std::unique_ptr<Compressor> make_powersgd(const plan::CompressorSpec& spec, std::uint64_t seed, int /*rank*/) {

@@ -64,22 +64,22 @@ void QsgdCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduce*
   auto* mine = static_cast<std::uint8_t*>(k.scratch(0, mb));
   auto* all = static_cast<std::uint8_t*>(k.scratch(1, mb * static_cast<std::size_t>(p)));
 
-  const double t0 = now_s();
+  k.clear_marks();
+  const std::size_t t0 = k.mark();
   encode_on(k, bucket.data, n, key(step, bucket.index), mine);
-  k.fence();
-  const double t1 = now_s();
-  if (mb > 0) allgather_bytes(comm, mine, all, mb);
-  const double t2 = now_s();
+  const std::size_t t1 = k.mark();
+  if (mb > 0) allgather_bytes(comm, k, mine, all, mb);
+  const std::size_t t2 = k.mark();
   for (int r = 0; r < p; ++r) decode_on(k, all + static_cast<std::size_t>(r) * mb, n, bucket.data, r > 0);
   k.scale_inplace(bucket.data, n, 1.f / static_cast<float>(p));
+  const std::size_t t3 = k.mark();
   k.fence();
-  const double t3 = now_s();
 
   stats.uncompressed_bytes += static_cast<std::uint64_t>(n) * 4;
   stats.compressed_bytes += mb;
   stats.wire_bytes += allgather_wire_bytes(mb, p);
-  stats.encode_s += t1 - t0;
-  stats.decode_s += t3 - t2;
+  stats.encode_s += k.seconds(t0, t1);
+  stats.decode_s += k.seconds(t2, t3);
   if (stats.collective.empty()) stats.collective = "allgather";
 }
 

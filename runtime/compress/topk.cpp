@@ -59,26 +59,26 @@ void TopkCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduce*
   auto* memory = static_cast<float*>(kern.state(owner_, bucket.index, 0, n * sizeof(float)));
   float* vals = reinterpret_cast<float*>(mine + kk);
 
-  const double t0 = now_s();
+  kern.clear_marks();
+  const std::size_t t0 = kern.mark();
   encode_on(kern, bucket.data, n, kk, memory, mine, vals);
-  kern.fence();
-  const double t1 = now_s();
-  if (words > 0) allgather_bytes(comm, mine, all, words * 4);
-  const double t2 = now_s();
+  const std::size_t t1 = kern.mark();
+  if (words > 0) allgather_bytes(comm, kern, mine, all, words * 4);
+  const std::size_t t2 = kern.mark();
   kern.zero(bucket.data, n * sizeof(float));
   const float inv_p = 1.f / static_cast<float>(p);
   for (int r = 0; r < p; ++r) {
     const std::int32_t* block = all + static_cast<std::size_t>(r) * words;
     kern.scatter_add(block, reinterpret_cast<const float*>(block + kk), kk, inv_p, bucket.data);
   }
+  const std::size_t t3 = kern.mark();
   kern.fence();
-  const double t3 = now_s();
 
   stats.uncompressed_bytes += static_cast<std::uint64_t>(n) * 4;
   stats.compressed_bytes += words * 4;
   stats.wire_bytes += allgather_wire_bytes(words * 4, p);
-  stats.encode_s += t1 - t0;
-  stats.decode_s += t3 - t2;
+  stats.encode_s += kern.seconds(t0, t1);
+  stats.decode_s += kern.seconds(t2, t3);
   if (stats.collective.empty()) stats.collective = "allgather";
 }
 

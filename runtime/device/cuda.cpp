@@ -7,9 +7,11 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <memory>
 #include <tuple>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "comm/nccl_comm.hpp"
 #include "core/error.hpp"
@@ -238,6 +240,20 @@ class CudaBucketKernels final : public BucketKernels {
     return it->second.get();
   }
   void fence() override { GS_CUDA(cudaStreamSynchronize(stream_())); }
+  const void* ready() override {
+    ready_.record(stream_());
+    return static_cast<const void*>(ready_.get());  // NcclCommunicator: cudaStreamWaitEvent on it
+  }
+  std::size_t mark() override {
+    if (next_mark_ == marks_.size()) marks_.push_back(std::make_unique<Event>(/*timing=*/true));
+    marks_[next_mark_]->record(stream_());
+    return next_mark_++;
+  }
+  double seconds(std::size_t a, std::size_t b) const override {
+    GS_CHECK(a < next_mark_ && b < next_mark_, "BucketKernels: no marks ", a, " and ", b);
+    return static_cast<double>(Event::elapsed_ms(*marks_[a], *marks_[b])) * 1e-3;
+  }
+  void clear_marks() override { next_mark_ = 0; }  // the events are recorded again
 
  private:
   // C = alpha op(A) op(B) + beta C on the calling thread's stream (column-major, FP32).
@@ -260,6 +276,9 @@ class CudaBucketKernels final : public BucketKernels {
   std::function<cudaStream_t()> stream_;
   cublasHandle_t blas_ = nullptr;
   DeviceBuffer sign_scratch_;
+  Event ready_{/*timing=*/false};
+  std::vector<std::unique_ptr<Event>> marks_;  // timing events, reused from clear_marks() on
+  std::size_t next_mark_ = 0;
   std::map<int, DeviceBuffer> scratch_;
   std::map<std::tuple<std::uint64_t, int, int>, DeviceBuffer> state_;
   DeviceBuffer topk_scratch_;

@@ -53,9 +53,12 @@
 //     (Compressor::accepts_device_memory: all registered ones); a compressor that does not
 //     would be staged and reduced on the MPI communicator. cuda with --backend mpi: every
 //     bucket is staged.
-//   Still synchronous: a compressor fences its kernels (BucketKernels::fence, a stream
-//     synchronisation) before each collective instead of handing the communicator an event
-//     (the Communicator's i* calls take one: `after`).
+//   Stream order: a compressor hands each collective the event of the kernels before it
+//     (BucketKernels::ready -> the Communicator's i* `after`, AllreduceAlgorithm::start for
+//     the library's own all-reduce), so NCCL follows the encode on the device without a
+//     host wait; encode/decode times come from timing events (BucketKernels::mark), and the
+//     compressor fences once, at the end of the bucket. The bucket's production is still
+//     waited for on the host (wait_produced) before the compressor starts.
 #pragma once
 
 #include <cstddef>

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -65,8 +66,11 @@ struct DeviceCase {
 // relative tolerance of each element (0: bit-identical).
 // `in_place_algo_name` is the algorithm on the device communicator (the trainer's: "mpi", the
 // library's native call; a host-memory test device can use "ring" to match the host bits).
-inline void expect_device_matches_host(Communicator& world, device::Device& dev, const std::string& backend,
-                                       const DeviceCase& c, double tol, const std::string& in_place_algo_name = "mpi") {
+// `make_in_place_algo`, when given, builds that algorithm instead (tests of the event hand-off).
+inline void expect_device_matches_host(
+    Communicator& world, device::Device& dev, const std::string& backend, const DeviceCase& c, double tol,
+    const std::string& in_place_algo_name = "mpi",
+    const std::function<std::unique_ptr<AllreduceAlgorithm>(Communicator&)>& make_in_place_algo = {}) {
   SCOPED_TRACE("compressor " + c.spec + " on " + dev.name() + "/" + backend);
   const auto tensors = device_test_tensors();
   train::ReducerOptions ro;
@@ -82,7 +86,9 @@ inline void expect_device_matches_host(Communicator& world, device::Device& dev,
   auto dev_comm = world.split(0, world.rank());
   auto dev_algo = make_allreduce("ring", *dev_comm);
   std::unique_ptr<Communicator> in_place = dev.make_communicator(*dev_comm, backend);
-  std::unique_ptr<AllreduceAlgorithm> in_place_algo = in_place ? make_allreduce(in_place_algo_name, *in_place) : nullptr;
+  std::unique_ptr<AllreduceAlgorithm> in_place_algo;
+  if (in_place)
+    in_place_algo = make_in_place_algo ? make_in_place_algo(*in_place) : make_allreduce(in_place_algo_name, *in_place);
   auto dev_comp = make_compressor(c.spec, 7, world.rank());
   train::Reducer on_dev(dev, train::ReducerComms{dev_comm.get(), dev_algo.get(), in_place.get(), in_place_algo.get()},
                         *dev_comp, tensors, ro);
