@@ -25,11 +25,12 @@ reported on one line per operation and skipped; with --op all the others still r
 The file's `algo` is the gradsync algorithm that prices the backend's collective
 (recorder.BACKEND_ALGO: gloo and nccl -> ring, mpi -> mpi) and `backend` names the backend.
 """
-import argparse
 import os
 import re
 import sys
 import time
+
+from .launch import Parser
 
 OPS = {  # gradsync op name -> (torch name, bus factor(p), has reduction)
     "allreduce": ("all_reduce", lambda p: 2.0 * (p - 1) / p, True),
@@ -50,7 +51,7 @@ def parse_size(text, opt):
 
 
 def options(argv):
-    ap = argparse.ArgumentParser(prog="python -m gradsync_torch.bench", description=__doc__.split("\n\n")[1])
+    ap = Parser(prog="python -m gradsync_torch.bench", description=__doc__.split("\n\n")[1])
     ap.add_argument("--op", default="allreduce",
                     help="allreduce|allgather|reducescatter|broadcast|alltoall (or torch's all_reduce, ...), "
                          "a comma list, or all (default allreduce)")

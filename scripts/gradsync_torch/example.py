@@ -16,12 +16,13 @@ Cost: about 1.15 M parameters (4.6 MB of fp32 gradients) at the default --width 
 --no-record runs the same loop without the recorder (for measuring its overhead); both
 modes print the median step time measured by the loop itself.
 """
-import argparse
 import json
 import os
 import statistics
 import sys
 import time
+
+from .launch import Parser
 
 
 def parse_hook(text):
@@ -50,7 +51,7 @@ def parse_hook(text):
 
 
 def options(argv):
-    ap = argparse.ArgumentParser(prog="python -m gradsync_torch.example", description=__doc__.split("\n\n")[0])
+    ap = Parser(prog="python -m gradsync_torch.example", description=__doc__.split("\n\n")[0])
     ap.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb (default 25)")
     ap.add_argument("--hook", default="none", help="none | fp16 | bf16 | powersgd:rank=R[,start=K] (default none)")
     ap.add_argument("--no-overlap", action="store_true", help="all-reduce the buckets after backward")

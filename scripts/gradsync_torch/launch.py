@@ -11,9 +11,12 @@ Under `srun -n N scripts/torch-python -m gradsync_torch.example ...` (one task p
                                 concurrent job steps on one node do not collide; else 29500
 Variables already set are left alone.
 """
+import argparse
 import os
 import re
 import subprocess
+import sys
+import time
 
 
 def _first_node(nodelist):
@@ -25,6 +28,30 @@ def _first_node(nodelist):
     except (OSError, subprocess.SubprocessError):
         pass
     return re.split(r"[\[,]", nodelist)[0]
+
+
+def launcher_rank(env=os.environ):
+    """This process's rank as its launcher numbers it, before torch.distributed starts
+    (torchrun's RANK, Slurm's SLURM_PROCID, Open MPI's OMPI_COMM_WORLD_RANK); 0 without one."""
+    for var in ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
+        if env.get(var, "").strip().isdigit():
+            return int(env[var])
+    return 0
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with the programs' one-line usage errors: every rank finds the same bad
+    option, so rank 0 alone prints `<prog>: error: <why>` and every rank exits 2; the other
+    ranks wait 2 s first, so that a launcher tearing the job down on the first failed
+    process cannot lose rank 0's line (as gradsync-bench and gradsync-train do)."""
+
+    def error(self, message):
+        if launcher_rank() == 0:
+            sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
+            sys.stderr.flush()
+        else:
+            time.sleep(2)
+        sys.exit(2)
 
 
 def env_from_launcher(env=os.environ):

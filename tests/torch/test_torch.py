@@ -18,7 +18,8 @@
               non-zoo model); compare --json and --trace on the fitted fabric
   killed      a rank killed (SIGKILL) mid-run leaves no result file; an exception inside the
               atomic writer leaves neither the file nor its temp file; a writer killed
-              mid-write leaves no file under the final name
+              mid-write leaves no file under the final name; a bad option under torchrun
+              prints one line (rank 0's) and writes nothing
 GRADSYNC_BIN names the build's bin folder (gradsync-model). The PyTorch venv is
 $GRADSYNC_TORCH_VENV or <repo>/.venv-torch; without it the test exits 77 (skipped) with a
 line saying how to install it.
@@ -269,6 +270,14 @@ def case_killed(tmp):
     names = os.listdir(tmp)
     check("w.h5" not in names and not any(n.startswith("w.h5.tmp") for n in names), f"exception left {names}")
     check("w.h5.2" not in names, "a writer killed mid-write left a file under the final name")
+    # A bad option under torchrun: one line, from rank 0 only (every rank finds it), no file.
+    for mod, bad in (("gradsync_torch.example", ["--hook", "bogus"]), ("gradsync_torch.bench", ["-n", "0"])):
+        p = subprocess.run([TORCHRUN, "--nproc-per-node", "2", "-m", mod, *bad, "--out", os.path.join(tmp, "bad.h5")],
+                           cwd=tmp, capture_output=True, text=True, timeout=120)
+        ours = [ln for ln in (p.stdout + p.stderr).splitlines() if ln.startswith(f"python -m {mod}: error:")]
+        check(p.returncode != 0 and len(ours) == 1, f"{mod} {' '.join(bad)}: rc {p.returncode}, error lines {ours}")
+        check("usage:" not in p.stderr, f"{mod} {' '.join(bad)} printed argparse's usage block")
+    check(not os.path.exists(os.path.join(tmp, "bad.h5")), "a refused run wrote its result file")
 
 
 def main():
