@@ -65,11 +65,16 @@ class AutoAllreduce final : public AllreduceAlgorithm {
   void run(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op) override {
     if (count == 0) return;
     const std::size_t bytes = count * dtype_size(t);
-    AllreduceAlgorithm& algo = pick(bytes);
-    if (log_level() >= LogLevel::Info && comm_.rank() == 0 && logged_.insert(bytes).second) {
-      GS_LOG(INFO) << "auto: " << bytes << " bytes on " << comm_.size() << " ranks -> " << algo.name();
+    // The last size's choice is kept: a benchmark or a training step repeats its sizes, and
+    // at 8 bytes the rule's string compare was measurable (0.68 vs 0.56 us for mpi itself).
+    if (bytes != last_bytes_) {
+      last_algo_ = &pick(bytes);
+      last_bytes_ = bytes;
+      if (log_level() >= LogLevel::Info && comm_.rank() == 0 && logged_.insert(bytes).second) {
+        GS_LOG(INFO) << "auto: " << bytes << " bytes on " << comm_.size() << " ranks -> " << last_algo_->name();
+      }
     }
-    algo.run(sendbuf, recvbuf, count, t, op);
+    last_algo_->run(sendbuf, recvbuf, count, t, op);
   }
 
  private:
@@ -89,6 +94,8 @@ class AutoAllreduce final : public AllreduceAlgorithm {
   std::unique_ptr<AllreduceAlgorithm> rd_, rabenseifner_, ring_, hier_;
   std::unique_ptr<AllreduceAlgorithm> shm_, native_;  // one node only
   std::set<std::size_t> logged_;  // sizes whose choice was logged
+  std::size_t last_bytes_ = 0;     // run()'s last size (0: none yet) and its algorithm
+  AllreduceAlgorithm* last_algo_ = nullptr;
 };
 
 }  // namespace
