@@ -19,6 +19,7 @@
 #include "cuda/memory.hpp"
 #include "cuda/stream.hpp"
 #include "kernels/cuda_kernels.hpp"
+#include "kernels/powersgd_gemm.hpp"
 #include "train/gpu_kernels.hpp"
 #include "train/gpu_mlp.hpp"
 #include "train/rng.hpp"
@@ -143,15 +144,13 @@ class CudaBucketKernels final : public BucketKernels {
     ++launches_;
     kernels::cuda::sign_decompress(bits, scale, n, out, accumulate, stream_());
   }
-  // PowerSGD's products on cuBLAS (column-major): the row-major rows x cols matrix A is the
-  // column-major cols x rows matrix A^T (leading dimension cols); P is rows x rank, Q
-  // cols x rank, both column-major. FP32 GEMM (CUBLAS_DEFAULT_MATH: no TF32).
+  // PowerSGD's products on cuBLAS, laid out by kernels/powersgd_gemm.hpp (tested on the CPU
+  // against the CPU kernels). FP32 GEMM (CUBLAS_DEFAULT_MATH: no TF32).
   void powersgd_project(float* a, const float* mem, std::int64_t rows, std::int64_t cols, const float* q, int rank,
                         float* p) override {
     ++launches_;
     if (mem != nullptr) kernels::cuda::add_inplace(a, mem, static_cast<std::size_t>(rows * cols), stream_());
-    // P = A Q = op_T(A^T) Q
-    gemm(CUBLAS_OP_T, CUBLAS_OP_N, rows, rank, cols, 1.f, a, cols, q, cols, 0.f, p, rows);
+    gemm(kernels::powersgd_p_gemm(a, rows, cols, q, rank, p));
   }
   void orthogonalize(float* p, std::int64_t rows, int rank) override {
     ++launches_;
@@ -160,17 +159,17 @@ class CudaBucketKernels final : public BucketKernels {
   void powersgd_back_project(const float* a, std::int64_t rows, std::int64_t cols, const float* p, int rank,
                              float* q) override {
     ++launches_;
-    gemm(CUBLAS_OP_N, CUBLAS_OP_N, cols, rank, rows, 1.f, a, cols, p, rows, 0.f, q, cols);  // Q = A^T P
+    gemm(kernels::powersgd_q_gemm(a, rows, cols, p, rank, q));
   }
   void powersgd_expand(float* a, float* mem, std::int64_t rows, std::int64_t cols, const float* p, const float* q,
                        int rank) override {
     ++launches_;
-    // D = P Q^T, stored row-major: D^T = Q P^T (cols x rows). mem = A - D, then A = D.
+    // D = P Q^T: mem = A - D (a copy of A, then -1 x D added), then A = D.
     if (mem != nullptr) {
       copy(mem, a, static_cast<std::size_t>(rows * cols) * sizeof(float));
-      gemm(CUBLAS_OP_N, CUBLAS_OP_T, cols, rows, rank, -1.f, q, cols, p, rows, 1.f, mem, cols);
+      gemm(kernels::powersgd_d_gemm(p, q, rows, cols, rank, -1.f, 1.f, mem));
     }
-    gemm(CUBLAS_OP_N, CUBLAS_OP_T, cols, rows, rank, 1.f, q, cols, p, rows, 0.f, a, cols);
+    gemm(kernels::powersgd_d_gemm(p, q, rows, cols, rank, 1.f, 0.f, a));
   }
   void divide_inplace(float* x, std::size_t n, float d) override {
     ++launches_;
@@ -256,21 +255,21 @@ class CudaBucketKernels final : public BucketKernels {
   void clear_marks() override { next_mark_ = 0; }  // the events are recorded again
 
  private:
-  // C = alpha op(A) op(B) + beta C on the calling thread's stream (column-major, FP32).
-  void gemm(cublasOperation_t ta, cublasOperation_t tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
-            const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
-            std::int64_t ldc) {
+  // One column-major GEMM (kernels::GemmCall) on the calling thread's stream, FP32.
+  void gemm(const kernels::GemmCall& g) {
     constexpr std::int64_t kMax = std::numeric_limits<int>::max();
-    GS_CHECK(m <= kMax && n <= kMax && k <= kMax && lda <= kMax && ldb <= kMax && ldc <= kMax,
-             "PowerSGD matrix too large for cuBLAS's 32-bit dimensions: ", m, " x ", n, " x ", k);
-    if (m == 0 || n == 0) return;
+    GS_CHECK(g.m <= kMax && g.n <= kMax && g.k <= kMax && g.lda <= kMax && g.ldb <= kMax && g.ldc <= kMax,
+             "PowerSGD matrix too large for cuBLAS's 32-bit dimensions: ", g.m, " x ", g.n, " x ", g.k);
+    if (g.m == 0 || g.n == 0) return;
     if (!blas_) {  // made by the first caller (the communication thread: its device is current)
       GS_CUBLAS(cublasCreate(&blas_));
       GS_CUBLAS(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
     }
     GS_CUBLAS(cublasSetStream(blas_, stream_()));
-    GS_CUBLAS(cublasSgemm(blas_, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), &alpha, a,
-                          static_cast<int>(lda), b, static_cast<int>(ldb), &beta, c, static_cast<int>(ldc)));
+    auto op = [](bool t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; };
+    GS_CUBLAS(cublasSgemm(blas_, op(g.trans_a), op(g.trans_b), static_cast<int>(g.m), static_cast<int>(g.n),
+                          static_cast<int>(g.k), &g.alpha, g.a, static_cast<int>(g.lda), g.b, static_cast<int>(g.ldb),
+                          &g.beta, g.c, static_cast<int>(g.ldc)));
   }
 
   std::function<cudaStream_t()> stream_;

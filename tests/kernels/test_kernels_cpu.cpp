@@ -10,10 +10,13 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/dtype.hpp"
 #include "kernels/cpu_kernels.hpp"
+#include "kernels/powersgd_gemm.hpp"
 #include "kernels/elementwise.hpp"
 
 namespace gk = gradsync::kernels;
@@ -646,6 +649,70 @@ TEST(KernelsCpu, QsgdOfSpecialValuesMatchesScalar) {
         }
       }
     }
+  }
+}
+
+namespace {
+
+// BLAS sgemm's semantics in double: C = alpha op(A) op(B) + beta C, column-major (C is not
+// read when beta is 0). The reference the GPU's calls are checked with below.
+void gemm_reference(const gk::GemmCall& g) {
+  for (std::int64_t j = 0; j < g.n; ++j)
+    for (std::int64_t i = 0; i < g.m; ++i) {
+      double s = 0;
+      for (std::int64_t l = 0; l < g.k; ++l) {
+        const double a = g.trans_a ? g.a[l + i * g.lda] : g.a[i + l * g.lda];
+        const double b = g.trans_b ? g.b[j + l * g.ldb] : g.b[l + j * g.ldb];
+        s += a * b;
+      }
+      float& c = g.c[i + j * g.ldc];
+      c = static_cast<float>(g.alpha * s + (g.beta != 0.f ? g.beta * static_cast<double>(c) : 0.0));
+    }
+}
+
+}  // namespace
+
+TEST(KernelsCpu, PowerSgdGemmLayoutsGiveTheCpuKernelsProducts) {
+  // The column-major calls the CUDA path hands to cuBLAS (kernels/powersgd_gemm.hpp), run
+  // through a reference GEMM, against the CPU kernels on the bucket's row-major matrices:
+  // P = A Q, Q = A^T P, and D = P Q^T with memory = A - D.
+  std::mt19937 rng(21);
+  std::normal_distribution<float> d;
+  auto fill = [&](std::size_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = d(rng);
+    return v;
+  };
+  auto expect_near = [](const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-4f * (1.f + std::fabs(want[i]))) << what << " element " << i;
+  };
+  for (const auto& [rows, cols, rank] : std::vector<std::tuple<std::int64_t, std::int64_t, int>>{
+           {1, 9, 1}, {7, 5, 1}, {33, 17, 2}, {64, 300, 4}, {300, 64, 3}}) {
+    SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols) + ", rank " + std::to_string(rank));
+    const auto n = static_cast<std::size_t>(rows * cols);
+    const std::vector<float> a = fill(n), q0 = fill(static_cast<std::size_t>(cols * rank));
+    const auto np = static_cast<std::size_t>(rows * rank);
+
+    std::vector<float> a_cpu = a, p_cpu(np);
+    gk::powersgd_project(a_cpu.data(), nullptr, rows, cols, q0.data(), rank, p_cpu.data());
+    std::vector<float> p_gemm(np, NAN);
+    gemm_reference(gk::powersgd_p_gemm(a.data(), rows, cols, q0.data(), rank, p_gemm.data()));
+    expect_near(p_gemm, p_cpu, "P = A Q");
+
+    std::vector<float> q_cpu(q0.size()), q_gemm(q0.size(), NAN);
+    gk::powersgd_back_project(a.data(), rows, cols, p_cpu.data(), rank, q_cpu.data());
+    gemm_reference(gk::powersgd_q_gemm(a.data(), rows, cols, p_cpu.data(), rank, q_gemm.data()));
+    expect_near(q_gemm, q_cpu, "Q = A^T P");
+
+    std::vector<float> d_cpu = a, m_cpu(n);
+    gk::powersgd_expand(d_cpu.data(), m_cpu.data(), rows, cols, p_cpu.data(), q_cpu.data(), rank);
+    std::vector<float> m_gemm = a, d_gemm(n, NAN);  // as the CUDA path: mem = copy of A, then -= D; A = D
+    gemm_reference(gk::powersgd_d_gemm(p_cpu.data(), q_cpu.data(), rows, cols, rank, -1.f, 1.f, m_gemm.data()));
+    gemm_reference(gk::powersgd_d_gemm(p_cpu.data(), q_cpu.data(), rows, cols, rank, 1.f, 0.f, d_gemm.data()));
+    expect_near(d_gemm, d_cpu, "D = P Q^T");
+    expect_near(m_gemm, m_cpu, "memory = A - D");
   }
 }
 
