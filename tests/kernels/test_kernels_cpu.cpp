@@ -670,6 +670,14 @@ void gemm_reference(const gk::GemmCall& g) {
     }
 }
 
+// n standard normal floats.
+std::vector<float> normals(std::mt19937& rng, std::size_t n) {
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
 }  // namespace
 
 TEST(KernelsCpu, PowerSgdGemmLayoutsGiveTheCpuKernelsProducts) {
@@ -677,12 +685,7 @@ TEST(KernelsCpu, PowerSgdGemmLayoutsGiveTheCpuKernelsProducts) {
   // through a reference GEMM, against the CPU kernels on the bucket's row-major matrices:
   // P = A Q, Q = A^T P, and D = P Q^T with memory = A - D.
   std::mt19937 rng(21);
-  std::normal_distribution<float> d;
-  auto fill = [&](std::size_t n) {
-    std::vector<float> v(n);
-    for (float& x : v) x = d(rng);
-    return v;
-  };
+  auto fill = [&](std::size_t n) { return normals(rng, n); };
   auto expect_near = [](const std::vector<float>& got, const std::vector<float>& want, const char* what) {
     ASSERT_EQ(got.size(), want.size());
     for (std::size_t i = 0; i < got.size(); ++i)
@@ -720,12 +723,7 @@ TEST(KernelsCpu, PowerSgdProductsMatchScalarBitForBitAndDouble) {
   // Odd shapes (row blocks of 4 and 16-lane blocks with tails) and ranks around the
   // 4-column blocking; every ISA against the scalar path and a double-precision product.
   std::mt19937 rng(11);
-  std::normal_distribution<float> d;
-  auto fill = [&](std::size_t n) {
-    std::vector<float> v(n);
-    for (float& x : v) x = d(rng);
-    return v;
-  };
+  auto fill = [&](std::size_t n) { return normals(rng, n); };
   for (std::int64_t rows : {1, 3, 5, 17})
     for (std::int64_t cols : {1, 7, 16, 17, 33, 100})
       for (int rank : {1, 3, 4, 5, 9}) {
