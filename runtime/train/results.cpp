@@ -55,6 +55,8 @@ std::string write_train_results(const std::string& path, const TrainOptions& o, 
   w.attr("/", "accumulate", static_cast<I>(o.accumulate));
   w.attr("/", "algo", r.backend == "nccl" ? std::string("nccl") : o.algo);  // NCCL picks its own algorithm
   w.attr("/", "chunk_bytes", static_cast<I>(o.chunk_bytes));  // 0: auto, by transport
+  w.attr("/", "chunk_bytes_used", static_cast<I>(r.chunk_bytes_used));  // what the all-reduce ran with
+  w.attr("/", "chunk_reason", r.chunk_reason);
   // --tune: the fabric the model tuned for, the options it applied, its predicted step
   // (and the default configuration's), and what bounds it ("" / 0 without --tune).
   w.attr("/", "tune_fabric", o.tune);

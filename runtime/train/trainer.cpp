@@ -337,6 +337,9 @@ struct Trainer::Impl {
     res.samples_per_epoch = samples_per_epoch;
     res.steps_per_epoch = steps_per_epoch;
     res.backend = o.backend;
+    const ChunkChoice chunk = allreduce->chunk();
+    res.chunk_bytes_used = static_cast<std::int64_t>(chunk.bytes);
+    res.chunk_reason = chunk.reason;
     res.device = dev.name();
     res.gpu_name = dev.gpu_name();
 

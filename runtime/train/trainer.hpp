@@ -107,6 +107,11 @@ struct RunResult {
   // cpu) and its device memory in use at the end of the run (cudaMemGetInfo, -1 on cpu).
   std::string device = "cpu";
   std::string backend = "mpi";
+  // The chunk the host all-reduce pipelined with and why (AllreduceAlgorithm::chunk():
+  // --chunk-bytes, or the transport-aware choice of `auto`; 0 and "" when it does not
+  // pipeline), as gradsync-bench records it.
+  std::int64_t chunk_bytes_used = 0;
+  std::string chunk_reason;
   std::string gpu_name;
   std::int64_t gpu_memory_used_bytes = -1;
   // Bytes per rank and network interface during Trainer::run (group /net; set by main).

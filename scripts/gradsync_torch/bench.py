@@ -270,7 +270,8 @@ def main(argv=None):
                 attrs = {"source": "pytorch", "torch_version": torch.__version__, "backend": o.backend,
                          "op": op, "algo": algo, "device": o.device, "dtype": o.datatype,
                          "redop": "sum" if reduces else "none", "root": o.root if op == "broadcast" else -1,
-                         "ranks_per_node": rpn, "chunk_bytes": 0, "channels": 1, "iters": o.iters,
+                         "ranks_per_node": rpn, "chunk_bytes": 0, "chunk_bytes_used": 0, "chunk_reason": "",
+                         "channels": 1, "iters": o.iters,
                          "warmup": o.warmup_iters, "check": o.check, "min_bytes": o.min_bytes,
                          "max_bytes": o.max_bytes, "step_factor": o.stepfactor, "step_bytes": 0,
                          "bus_factor": busf(p), "timing": "barrier, then one blocking torch.distributed call "

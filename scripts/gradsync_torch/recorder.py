@@ -403,7 +403,8 @@ class Recorder:
             "topology": f"{nnodes}x{rpn}", "batch_per_rank": int(self.batch_per_rank or 0),
             "bucket_mb": cap_mb, "bucket_cap_mb": cap_mb, "first_bucket_mb": first_mb,
             "overlap": int(self.overlap), "serial_buckets": int(self.serial), "accumulate": 1, "algo": BACKEND_ALGO.get(self.backend, "ring"),
-            "chunk_bytes": 0, "channels": 1, "hook": self.hook_name, "hook_params": json.dumps(self.hook_params),
+            "chunk_bytes": 0, "chunk_bytes_used": 0, "chunk_reason": "",  # the backend pipelines on its own
+            "channels": 1, "hook": self.hook_name, "hook_params": json.dumps(self.hook_params),
             "compress": self.compress, "compress_effective": self.compress, "precision": "fp32",
             "amp": self.amp, "loss_scale_mode": "none", "loss_scale_spec": "",
             "loader_workers": int(self.loader_workers), "prefetch": 0, "data_time_s": 0.0,

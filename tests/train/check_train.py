@@ -260,7 +260,8 @@ def case_usage(r):
 ROOT_ATTRS = {
     "model": str, "compute": str, "compute_profile": str, "device": str, "nranks": int, "nnodes": int,
     "ranks_per_node": int, "batch_per_rank": int, "bucket_mb": float, "first_bucket_mb": float, "overlap": int,
-    "accumulate": int, "algo": str, "chunk_bytes": int, "channels": int, "compress": str, "precision": str,
+    "accumulate": int, "algo": str, "chunk_bytes": int, "chunk_bytes_used": int, "chunk_reason": str,
+    "channels": int, "compress": str, "precision": str,
     "loader_workers": int, "prefetch": int, "data_time_s": float, "optimizer": str, "lr": float, "seed": int,
     "steps": int, "epochs": int, "samples_per_epoch": int, "warmup_steps": int, "num_buckets": int,
     "bucket_bytes": list, "final_param_norm": float, "final_eval_accuracy": float, "compression_ratio": float,
@@ -366,8 +367,15 @@ def case_schema(r):
     check_schema(f, real=True)
     check(int(f.attrs["num_buckets"]) == 3, "0.01 MiB buckets should split the mlp in 3")
     check(int(f.attrs["epochs"]) == 0 or len(f["epochs/epoch"]) == int(f.attrs["epochs"]), "epochs")
-    e = r.train_file(3, "emu", ["--model", "mlp", "--compute", "emulated", "--steps", "4", "--bucket-mb", "0.1"])
+    # The chunk the all-reduce ran with: auto's transport choice (one node: the ring's round
+    # on shared memory), and --chunk-bytes as given.
+    check(int(f.attrs["chunk_bytes"]) == 0 and int(f.attrs["chunk_bytes_used"]) > 0 and f.attrs["chunk_reason"],
+          f"auto chunk: used {f.attrs['chunk_bytes_used']} ({f.attrs['chunk_reason']!r})")
+    e = r.train_file(3, "emu", ["--model", "mlp", "--compute", "emulated", "--steps", "4", "--bucket-mb", "0.1",
+                                "--algo", "ring", "--chunk-bytes", "64K"])
     check_schema(e, real=False)
+    check(int(e.attrs["chunk_bytes"]) == 65536 and int(e.attrs["chunk_bytes_used"]) == 65536,
+          f"--chunk-bytes 64K: chunk_bytes {e.attrs['chunk_bytes']}, used {e.attrs['chunk_bytes_used']}")
     check(e.attrs["compute_profile"] == "h200", "emulated default profile")
     # compression_ratio counts compressed steps only (results/README.md): PowerSGD rank 1
     # from step 2 on resnet18-cifar sends 183,740 of 44,695,848 bytes per compressed step;
