@@ -809,10 +809,11 @@ run() {
   # ---- f (last, after g: a speed row must not take g's budget). PowerSGD rank 4 on ResNet-50
   # shapes on the GPU: our device path (cuBLAS, Gram-Schmidt and error feedback on the GPU)
   # against torch's powerSGD_hook on the same GPU (issue 13's target).
+  local prow="f.PowerSGD r4 ResNet-50 GPU vs hook" ptgt="faster than the hook"
   if [ ! -x "$BIN/gradsync-gpu-kernels-bench" ]; then
-    add_row "f.PowerSGD r4 ResNet-50 GPU vs hook" SKIP "gradsync-gpu-kernels-bench not built" "faster than the hook"
+    add_row "$prow" SKIP "gradsync-gpu-kernels-bench not built" "$ptgt"
   elif [ "$gpu_n" = 0 ]; then
-    add_row "f.PowerSGD r4 ResNet-50 GPU vs hook" SKIP "$nogpu" "faster than the hook"
+    add_row "$prow" SKIP "$nogpu" "$ptgt"
   else
     step "f.powersgd-gpu" 150 "$W/f.powersgd-gpu.log" env PATH="$ORIG_PATH" LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH" \
       GRADSYNC_BIN="$BIN" GRADSYNC_BIN_PATH="$PATH" GRADSYNC_BIN_LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" \
@@ -820,16 +821,16 @@ run() {
     local pline
     pline=$(grep '^result powersgd_vs_torch_cuda ' "$W/f.powersgd-gpu.log" | tail -1)
     if [ "$STEP_RC" = 77 ]; then
-      add_row "f.PowerSGD r4 ResNet-50 GPU vs hook" SKIP "$(sed -n 's/^SKIP: //p' "$W/f.powersgd-gpu.log" | head -1 | cut -c1-64)" "faster than the hook"
+      add_row "$prow" SKIP "$(sed -n 's/^SKIP: //p' "$W/f.powersgd-gpu.log" | head -1 | cut -c1-64)" "$ptgt"
     elif [ "$STEP_RC" != 0 ] || [ -z "$pline" ]; then
-      add_row "f.PowerSGD r4 ResNet-50 GPU vs hook" FAIL "$(why_failed "$W/f.powersgd-gpu.log")" "faster than the hook"
+      add_row "$prow" FAIL "$(why_failed "$W/f.powersgd-gpu.log")" "$ptgt"
     else
       local pg pt px
       pg=$(sed -n 's/.*gradsync_ms=\([^ ]*\).*/\1/p' <<<"$pline")
       pt=$(sed -n 's/.*torch_ms=\([^ ]*\).*/\1/p' <<<"$pline")
       px=$(sed -n 's/.*speedup=\([^ ]*\).*/\1/p' <<<"$pline")
-      add_row "f.PowerSGD r4 ResNet-50 GPU vs hook" "$(awk -v x="$px" 'BEGIN { print (x + 0 > 1 ? "PASS" : "WARN") }')" \
-        "gradsync $pg ms, hook $pt ms = ${px}x" "faster than the hook"
+      add_row "$prow" "$(awk -v x="$px" 'BEGIN { print (x + 0 > 1 ? "PASS" : "WARN") }')" \
+        "gradsync $pg ms, hook $pt ms = ${px}x" "$ptgt"
     fi
   fi
 

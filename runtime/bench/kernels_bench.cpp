@@ -60,13 +60,13 @@
 #include <string>
 #include <vector>
 
+#include "bench/model_bucket.hpp"
 #include "compress/cast.hpp"
 #include "compress/onebit.hpp"
 #include "compress/powersgd.hpp"
 #include "compress/qsgd.hpp"
 #include "compress/topk.hpp"
 #include "kernels/cpu_kernels.hpp"
-#include "models/zoo.hpp"
 
 namespace gk = gradsync::kernels;
 using namespace gradsync::compress_detail;
@@ -241,12 +241,9 @@ struct PowerSgdCase {
   BucketView bucket;
   std::unique_ptr<PowerSgdCompressor> c;
 
+  // `tensors` packed from offset 0 (bench/model_bucket.hpp).
   void init(std::vector<gradsync::TensorView> tensors, int rank, int threads = 1) {
-    std::size_t count = 0;
-    for (auto& t : tensors) {
-      t.offset = count;
-      count += t.count;
-    }
+    const std::size_t count = gradsync::bench::bucket_elements(tensors);
     fresh = input(count);
     data = fresh;
     bucket.index = 0;
@@ -305,12 +302,7 @@ void bm_powersgd_square(benchmark::State& state, bool encode) {
 void bm_powersgd_resnet50(benchmark::State& state, int which) {
   const int threads = which == 2 ? static_cast<int>(state.range(0)) : 1;
   PowerSgdCase pc;
-  std::vector<gradsync::TensorView> tensors;
-  for (const auto& t : gradsync::models::zoo_model("resnet50").tensors())
-    tensors.push_back({t.name, t.shape, 0, static_cast<std::size_t>(t.numel())});
-  // Backward produces gradients in reverse order; the bucket holds them that way.
-  std::reverse(tensors.begin(), tensors.end());
-  pc.init(std::move(tensors), 4, threads);
+  pc.init(gradsync::bench::model_bucket_tensors("resnet50"), 4, threads);  // backward's order
   if (!pc.sane()) return state.SkipWithError("powersgd produced non-finite values");
   const auto& plan = pc.c->plan(0);
   for (auto _ : state) {

@@ -29,7 +29,7 @@ void CastCompressor::reduce(Communicator& comm, AllreduceAlgorithm& allreduce, B
   const int p = comm.size();
   const float prescale = 1.f / static_cast<float>(p);
   // One path for every memory: the bucket's device kernels, or the host ones.
-  BucketKernels& k = bucket.kernels ? *bucket.kernels : *host_;
+  BucketKernels& k = bucket.kernels_or(*host_);
   auto* wire = static_cast<std::uint16_t*>(k.scratch(0, n * sizeof(std::uint16_t)));
 
   k.clear_marks();

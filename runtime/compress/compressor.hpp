@@ -38,6 +38,9 @@ struct BucketView {
   // Null: `data` is host memory. Else the kernels of the device memory `data` lives in
   // (only for compressors that accept device memory).
   BucketKernels* kernels = nullptr;
+  // The kernels that reach `data`: the device's, else the caller's host kernels (each
+  // compressor owns a make_host_bucket_kernels()).
+  BucketKernels& kernels_or(BucketKernels& host) const { return kernels != nullptr ? *kernels : host; }
 };
 
 // What one reduce() did, for the results file and the cost model.

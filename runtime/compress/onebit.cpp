@@ -66,7 +66,7 @@ void OnebitCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduc
   const std::size_t server_bytes = cb + sizeof(float);  // [signs][scale]; cb is a multiple of 4
   // One path for every memory: the bucket's device kernels, or the host ones. Messages,
   // scales and memories all live in that memory.
-  BucketKernels& k = bucket.kernels != nullptr ? *bucket.kernels : *host_;
+  BucketKernels& k = bucket.kernels_or(*host_);
   auto* send_signs = static_cast<std::uint8_t*>(k.scratch(0, cb * up));
   auto* recv_signs = static_cast<std::uint8_t*>(k.scratch(1, cb * up));
   auto* all_scales = static_cast<float*>(k.scratch(2, up * up * sizeof(float)));  // row i: rank i's p scales

@@ -227,7 +227,7 @@ PowerSgdCompressor::State& PowerSgdCompressor::state(int bucket) {
 }
 
 PowerSgdCompressor::State& PowerSgdCompressor::state_for(const BucketView& bucket) {
-  BucketKernels& k = bucket.kernels != nullptr ? *bucket.kernels : *host_;
+  BucketKernels& k = bucket.kernels_or(*host_);
   auto [it, fresh] = states_.try_emplace(bucket.index);
   State& s = it->second;
   if (fresh) {
@@ -352,7 +352,7 @@ void PowerSgdCompressor::reduce(Communicator& comm, AllreduceAlgorithm& allreduc
 
   // On a device each all-reduce follows the phase before it (BucketKernels::ready): no host
   // wait between the phases; marks time the kernels themselves.
-  BucketKernels& k = bucket.kernels != nullptr ? *bucket.kernels : *host_;
+  BucketKernels& k = bucket.kernels_or(*host_);
   k.clear_marks();
   const std::size_t t0 = k.mark();
   compute_p(bucket, step);

@@ -60,7 +60,7 @@ void QsgdCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduce*
   const int p = comm.size();
   const std::size_t mb = message_bytes(n);
   // One path for every memory: the bucket's device kernels, or the host ones.
-  BucketKernels& k = bucket.kernels ? *bucket.kernels : *host_;
+  BucketKernels& k = bucket.kernels_or(*host_);
   auto* mine = static_cast<std::uint8_t*>(k.scratch(0, mb));
   auto* all = static_cast<std::uint8_t*>(k.scratch(1, mb * static_cast<std::size_t>(p)));
 

@@ -53,7 +53,7 @@ void TopkCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduce*
   const std::size_t kk = k(n);
   const std::size_t words = 2 * kk;  // k int32 indices, then k fp32 values (same size)
   // One path for every memory: the bucket's device kernels, or the host ones.
-  BucketKernels& kern = bucket.kernels ? *bucket.kernels : *host_;
+  BucketKernels& kern = bucket.kernels_or(*host_);
   auto* mine = static_cast<std::int32_t*>(kern.scratch(0, words * 4));
   auto* all = static_cast<std::int32_t*>(kern.scratch(1, words * 4 * static_cast<std::size_t>(p)));
   auto* memory = static_cast<float*>(kern.state(owner_, bucket.index, 0, n * sizeof(float)));

@@ -17,8 +17,8 @@
 // The casts are also checked bit for bit against the CPU kernels (verified = yes/no).
 // PowerSGD (--powersgd-rank R, 0 skips): gradsync's compressor on the device path
 // (compress/powersgd.hpp through the CUDA BucketKernels: cuBLAS products, Gram-Schmidt and
-// error feedback on the GPU) over all ResNet-50 gradient tensors (models/zoo.hpp) as one
-// bucket, reverse order, rank R, world size 1: compute_p + compute_q + decompress per call,
+// error feedback on the GPU) over all ResNet-50 gradient tensors as one bucket
+// (bench/model_bucket.hpp, as gradsync-kernels-bench), rank R, world size 1: compute_p + compute_q + decompress per call,
 // a fresh gradient copied in before each call outside the timed events, as the CPU case
 // of gradsync-kernels-bench and the hook's fresh clone in scripts/powersgd-vs-torch.py
 // (--device cuda compares it with torch's powerSGD_hook on the same GPU).
@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/model_bucket.hpp"
 #include "compress/powersgd.hpp"
 #include "core/error.hpp"
 #include "core/json.hpp"
@@ -44,7 +45,6 @@
 #include "kernels/cpu_kernels.hpp"
 #include "device/cuda.hpp"
 #include "kernels/cuda_kernels.hpp"
-#include "models/zoo.hpp"
 
 namespace gs = gradsync;
 namespace kc = gradsync::kernels::cuda;
@@ -106,15 +106,8 @@ struct PowerSgdTiming {
 
 // gradsync's PowerSGD on device memory over ResNet-50's gradients (see the header).
 PowerSgdTiming time_powersgd_resnet50(int rank, int iters, cudaStream_t s) {
-  std::vector<gs::TensorView> tensors;
-  std::size_t count = 0;
-  for (const auto& t : gs::models::zoo_model("resnet50").tensors())
-    tensors.push_back({t.name, t.shape, 0, static_cast<std::size_t>(t.numel())});
-  std::reverse(tensors.begin(), tensors.end());  // backward's order, as DDP's buckets
-  for (auto& t : tensors) {
-    t.offset = count;
-    count += t.count;
-  }
+  const std::vector<gs::TensorView> tensors = gs::bench::model_bucket_tensors("resnet50");
+  const std::size_t count = gs::bench::bucket_elements(tensors);
   std::vector<float> host(count);
   const gs::kernels::RngKey key = gs::kernels::rng_key(1, 2, 3, 4);
   for (std::size_t i = 0; i < count; ++i)
