@@ -138,6 +138,13 @@ def theirs_ms(shapes, rank, calls, threads=None, device="cpu"):
     return times
 
 
+def init_world_of_one(dist, backend):
+    """The hook's process group: this process alone (its all-reduces are local copies)."""
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+    dist.init_process_group(backend, rank=0, world_size=1)
+
+
 def write_json(out_dir, name, res):
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)
@@ -162,9 +169,7 @@ def main_cuda(o, bindir):
         print("SKIP: powersgd-vs-torch.py: --device cuda: torch sees no CUDA device", flush=True)
         sys.exit(77)
     torch.cuda.set_device(0)
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
-    dist.init_process_group("nccl", rank=0, world_size=1)
+    init_world_of_one(dist, "nccl")
     ours, theirs = [], []
     with tempfile.TemporaryDirectory() as tmp:
         shapes = resnet50_shapes(bindir, tmp)
@@ -213,9 +218,7 @@ def main():
         sys.exit("powersgd-vs-torch.py: --rank: gradsync-kernels-bench's ResNet-50 case is rank 4")
     import numpy as np
     import torch.distributed as dist
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
-    dist.init_process_group("gloo", rank=0, world_size=1)
+    init_world_of_one(dist, "gloo")
     threads = [int(t) for t in o.threads.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         shapes = resnet50_shapes(bindir, tmp)
