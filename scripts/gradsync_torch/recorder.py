@@ -107,6 +107,35 @@ def _wire_bytes(bucket_bytes, spec, p):
     return 2.0 * (p - 1) / p * scale * float(sum(bucket_bytes))
 
 
+
+class _StampedWork:
+    """A collective's Work whose future completes only after the collective's end time is
+    stamped (span[1]). A done-callback on the Work's own future would run after its waiters
+    woke: the hook, DDP and the optimizer step could all finish first, and the last step's
+    span would still be open when the recorder writes (seen as decode_s NaN in CI)."""
+
+    def __init__(self, work, span):
+        self._work = work
+
+        def stamp(f):
+            span[1] = now()
+            return f.value()
+        self._fut = work.get_future().then(stamp)
+
+    def get_future(self):
+        return self._fut
+
+    def wait(self, *args, **kwargs):
+        self._work.wait(*args, **kwargs)
+        self._fut.wait()
+        return True
+
+    def is_completed(self):
+        return self._fut.done()
+
+    def __getattr__(self, name):
+        return getattr(self._work, name)
+
 class Recorder:
     """See the module docstring. Create with record(); call close() once, on every rank."""
 
@@ -224,7 +253,7 @@ class Recorder:
         if work is not None and kwargs.get("async_op", False):
             span = [t, math.nan]
             self.cur["colls"].append(span)
-            work.get_future().add_done_callback(lambda f, span=span: span.__setitem__(1, now()))
+            return _StampedWork(work, span)
         return work
 
     def _launch(self, bucket):
