@@ -30,11 +30,12 @@ bool in_zoo(const std::string& model) {
 // launches; for PyTorch DDP the time from the end of communication to the optimizer), and
 // the compressor's encode/decode kernels (the modelled per-bucket codec
 // times are scaled so that their step total equals the measured encode_s + decode_s; where
-// only encode_s was measured -- the PyTorch recorder times a hook's synchronous part, the
-// work before its first collective, while the rest runs in future callbacks -- the scale is
-// encode_s over the modelled work before each bucket's first collective, and the codec's
-// later work is priced at the same ratio; without those columns the device-rate estimates
-// stay).
+// decode_s was not measured -- the PyTorch recorder with overlapping buckets, whose hooks
+// decode in future callbacks -- the step total of the buckets' measured codec time
+// (/buckets/codec_s: rank 0's time in the bucket outside its collectives), else the scale
+// is encode_s (the hooks' synchronous part) over the modelled work before each bucket's
+// first collective, and the codec's later work is priced at the same ratio; without those
+// columns the device-rate estimates stay).
 //
 // Replay: every recorded step after warmup is simulated with that step's own compute and
 // bucket ready times, and the prediction is the step whose predicted time is the median
@@ -50,6 +51,7 @@ bool in_zoo(const std::string& model) {
 struct MeasuredStep {
   double data_s = 0, forward_s = 0, backward_s = 0, bwd_start_s = 0, optimizer_s = 0, reducer_s = 0;
   double encode_s = 0, decode_s = 0;  // measured codec time (NaN: not measured)
+  double codec_s = 0;  // rank 0's buckets' codec time (/buckets/codec_s; NaN: not measured)
   std::vector<double> ready_s;  // per bucket, relative to the step start (NaN: take the end of backward)
 };
 
@@ -63,6 +65,7 @@ MeasuredStep measured_step(const TrainStepRow& row, const TrainRun& run) {
   m.optimizer_s = or0(row.optimizer_s);
   m.encode_s = row.encode_s;
   m.decode_s = row.decode_s;
+  m.codec_s = row.codec_s;
   m.ready_s = row.bucket_ready_s;
   const double bwd_all = or0(row.backward_s);
   if (row.rank_pre_s.empty()) {
@@ -185,7 +188,8 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
     std::vector<Bucket> buckets = planned;
     double f = 1.0;
     const double enc = or0(m.encode_s), dec = or0(m.decode_s);
-    if (std::isnan(m.decode_s) && enc > 0 && codec_before_first > 0) f = enc / codec_before_first;
+    if (std::isnan(m.decode_s) && m.codec_s > 0 && codec_model > 0) f = m.codec_s / codec_model;
+    else if (std::isnan(m.decode_s) && enc > 0 && codec_before_first > 0) f = enc / codec_before_first;
     else if (enc + dec > 0 && codec_model > 0) f = (enc + dec) / codec_model;
     for (std::size_t i = 0; i < nb; ++i) {
       auto& b = buckets[i];
@@ -296,6 +300,12 @@ Json compare_json(const CompareReport& r) {
         .set("measured_bytes_sent", num_or_null(row.run.bytes_sent))
         .set("predicted_bytes_sent", row.predicted.bytes_sent)
         .set("steps_used", static_cast<long long>(row.run.steps_used));
+    // Codec time per step, summed over buckets: measured from /buckets/codec_s (null when
+    // absent or not attributed), predicted from the compressor's plan and kernel rates.
+    double measured_codec = row.run.bucket_codec_s.empty() ? std::nan("") : 0.0, predicted_codec = 0;
+    for (double c : row.run.bucket_codec_s) measured_codec += c;
+    for (const auto& b : row.predicted.buckets) predicted_codec += b.codec_s;
+    j.set("measured_codec_s", num_or_null(measured_codec)).set("predicted_codec_s", predicted_codec);
     j.set("predicted_buckets", bucket_timings_json(row.predicted.buckets));
     runs.push(j);
   }

@@ -70,8 +70,15 @@ Json compare_trace(const CompareReport& r) {
       Json a = Json::object();
       a.set("bucket", static_cast<long long>(b)).set("bytes", finite(m.bucket_bytes[b]));
       a.set("ready_ms", finite(m.bucket_ready_s[b]) * 1e3);
-      ev.push(complete("all-reduce bucket " + std::to_string(b), "comm", mp, 1, base + finite(m.bucket_start_s[b]),
-                       base + finite(m.bucket_end_s[b]), std::move(a)));
+      // As the predicted side draws it: the bucket's measured codec time first, then the rest.
+      const double start = finite(m.bucket_start_s[b]), end = finite(m.bucket_end_s[b]);
+      const double codec = b < m.bucket_codec_s.size() ? finite(m.bucket_codec_s[b]) : 0.0;
+      const double codec_end = std::min(end, start + codec);
+      if (codec > 0) {
+        a.set("codec_ms", codec * 1e3);
+        ev.push(complete("codec bucket " + std::to_string(b), "codec", mp, 1, base + start, base + codec_end, a));
+      }
+      ev.push(complete("all-reduce bucket " + std::to_string(b), "comm", mp, 1, base + codec_end, base + end, std::move(a)));
     }
     compute_events(ev, pp, base, p.data_s, p.forward_s, p.backward_s, p.optimizer_s, p.step_time_s);
     for (std::size_t b = 0; b < p.buckets.size(); ++b) {

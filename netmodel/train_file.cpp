@@ -173,14 +173,18 @@ TrainRun read_train_file(const std::string& path) {
     const auto bucket = r.read_int("/buckets/bucket");
     const auto steps = r.read_int("/steps/step");
     const int64_t first_step = skip < steps.size() ? steps[skip] : 0;
-    std::map<int64_t, std::vector<double>> bytes, ready, start, end;
+    std::map<int64_t, std::vector<double>> bytes, ready, start, end, codec;
     const auto b = r.read_double("/buckets/bytes");
     const auto rd = r.read_double("/buckets/ready_s");
     const auto st = r.read_double("/buckets/start_s");
     const auto en = r.read_double("/buckets/end_s");
+    const auto cd = r.exists("/buckets/codec_s") ? r.read_double("/buckets/codec_s") : std::vector<double>(bucket.size(), nan);
+    GS_USAGE_CHECK(cd.size() == bucket.size(), path, ": /buckets/codec_s has ", cd.size(), " rows, /buckets/bucket ",
+                   bucket.size());
     for (std::size_t i = 0; i < bucket.size(); ++i) {
       if (step[i] < first_step) continue;
       bytes[bucket[i]].push_back(b[i]);
+      codec[bucket[i]].push_back(cd[i]);
       ready[bucket[i]].push_back(rd[i]);
       start[bucket[i]].push_back(st[i]);
       end[bucket[i]].push_back(en[i]);
@@ -188,11 +192,17 @@ TrainRun read_train_file(const std::string& path) {
     // Row by row: rank 0's ready time of each bucket index, per step after warmup.
     std::map<int64_t, std::size_t> index;
     for (const auto& [k, v] : bytes) index.emplace(k, index.size());
-    for (auto& row : run.rows) row.bucket_ready_s.assign(index.size(), nan);
+    const bool has_codec = r.exists("/buckets/codec_s");
+    for (auto& row : run.rows) {
+      row.bucket_ready_s.assign(index.size(), nan);
+      row.codec_s = has_codec ? 0.0 : nan;
+    }
     for (std::size_t i = 0; i < bucket.size(); ++i) {
       const int64_t row = step[i] - first_step;
       if (step[i] < first_step || row >= static_cast<int64_t>(run.rows.size())) continue;
-      run.rows[static_cast<std::size_t>(row)].bucket_ready_s[index[bucket[i]]] = rd[i];
+      auto& to = run.rows[static_cast<std::size_t>(row)];
+      to.bucket_ready_s[index[bucket[i]]] = rd[i];
+      to.codec_s += cd[i];  // a NaN bucket makes the step's NaN
     }
     for (auto& [k, v] : bytes) {
       run.bucket_bytes.push_back(median(v));
@@ -202,6 +212,9 @@ TrainRun read_train_file(const std::string& path) {
       std::vector<double> d(end[k].size());
       for (std::size_t i = 0; i < d.size(); ++i) d[i] = end[k][i] - start[k][i];
       run.bucket_comm_s.push_back(median(d));
+      // NaN rows (a step the recorder could not attribute) make the bucket's median NaN.
+      const auto& c = codec[k];
+      run.bucket_codec_s.push_back(std::any_of(c.begin(), c.end(), [](double x) { return std::isnan(x); }) ? nan : median(c));
     }
   }
   if (r.exists("/model/tensor_numel") && r.exists("/model/tensor_ndim") && r.exists("/model/tensor_shape")) {

@@ -38,6 +38,9 @@ struct TrainStepRow {
   double step_time_s = 0, data_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0, reducer_s = 0;
   double encode_s = 0, decode_s = 0;
   std::vector<double> bucket_ready_s;  // per bucket index, rank 0's (NaN where the step has no row)
+  // Rank 0's codec time this step: /buckets/codec_s summed over its buckets (NaN when the
+  // file has no such column or a bucket's codec was not measured).
+  double codec_s = std::numeric_limits<double>::quiet_NaN();
   // From /ranks (empty without it): per rank, data + forward + backward of this step (what
   // comes before its last bucket is handed over), optimizer + reducer of this step and of
   // the step before (what follows the communication; the previous step's delays this
@@ -68,6 +71,10 @@ struct TrainRun {
   // Per bucket index, medians over steps after warmup.
   std::vector<double> bucket_bytes, bucket_ready_s, bucket_start_s, bucket_end_s;
   std::vector<double> bucket_comm_s;  // median over steps of end - start (not end median - start median)
+  // Median over steps of the bucket's codec time inside [start, end] (/buckets/codec_s: the
+  // compressor's encode + decode; 0 for none). NaN per bucket when absent (older files) or
+  // not measured (a PyTorch hook whose collectives the recorder could not attribute).
+  std::vector<double> bucket_codec_s;
   // /model (files written since the group was added; empty for older files): the model's
   // parameter tensors in forward order, with the bucket each went to.
   std::vector<TrainTensor> tensors;

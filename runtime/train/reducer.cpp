@@ -160,7 +160,7 @@ void Reducer::begin_backward(double t0, std::int64_t step, bool sync, float inv_
     found_inf_ = false;
     unscale_s_ = 0;
     for (std::size_t b = 0; b < views_.size(); ++b) {
-      records_[b] = BucketRecord{static_cast<std::int64_t>(views_[b].count * sizeof(float)), 0, 0, 0};
+      records_[b] = BucketRecord{static_cast<std::int64_t>(views_[b].count * sizeof(float)), 0, 0, 0, 0};
       stats_[b] = CompressStats{};
     }
   }
@@ -312,6 +312,7 @@ void Reducer::comm_loop() {
       std::lock_guard<std::mutex> lock(mu_);
       records_[b].start_s = start - t0;
       records_[b].end_s = end - t0;
+      records_[b].codec_s = st.encode_s + st.decode_s;
       stats_[b] = st;
       found_inf_ = found_inf_ || bad;
       unscale_s_ += unscale_s;

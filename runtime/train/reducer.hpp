@@ -115,6 +115,7 @@ struct ReducerOptions {
 struct BucketRecord {
   std::int64_t bytes = 0;
   double ready_s = 0, start_s = 0, end_s = 0;
+  double codec_s = 0;  // the compressor's encode + decode time inside [start_s, end_s] (0 for none)
 };
 
 // What the communication of one synchronized step did.

@@ -142,7 +142,7 @@ std::string write_train_results(const std::string& path, const TrainOptions& o, 
 
   // ---- /buckets -----------------------------------------------------------------------------
   std::vector<I> bstep, bidx, bbytes;
-  std::vector<double> ready, start, end;
+  std::vector<double> ready, start, end, codec;
   for (const auto& b : r.buckets) {
     bstep.push_back(b.step);
     bidx.push_back(b.bucket);
@@ -150,6 +150,7 @@ std::string write_train_results(const std::string& path, const TrainOptions& o, 
     ready.push_back(b.rec.ready_s);
     start.push_back(b.rec.start_s);
     end.push_back(b.rec.end_s);
+    codec.push_back(b.rec.codec_s);
   }
   w.group("/buckets");
   w.write("/buckets/step", bstep);
@@ -158,6 +159,7 @@ std::string write_train_results(const std::string& path, const TrainOptions& o, 
   w.write("/buckets/ready_s", ready);
   w.write("/buckets/start_s", start);
   w.write("/buckets/end_s", end);
+  w.write("/buckets/codec_s", codec);
   w.attr("/buckets", "timeline", std::string("rank 0; seconds from the start of the step"));
 
   // ---- /model: the parameter tensors, forward (registration) order --------------------------

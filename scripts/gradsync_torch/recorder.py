@@ -35,6 +35,12 @@ Approach (nothing in the user's loop changes; everything comes from hooks):
     feedback and P = M Q); decode_s (serial buckets only: PowerSGD on gloo) = the buckets'
     time less their collectives (torch.distributed.all_reduce is wrapped while recording,
     launch -> future completion) less encode_s: the work in the hook's callbacks.
+  * per bucket, codec_s (/buckets/codec_s) = the bucket's time (hook call -> its future's
+    completion) not covered by its own collectives: a collective belongs to the bucket whose
+    hook call launched it or, with serial buckets, to the one bucket in flight. 0 without a
+    compressing hook; NaN where a collective of the step could not be attributed (a hook
+    that launches collectives from its callbacks while buckets overlap: PowerSGD on NCCL).
+    The trace draws the collectives as "all-reduce bucket k" and the rest as "codec bucket k".
   * bucket membership (/model/tensor_bucket): GradBucket.parameters() of each bucket at the
     last recorded step, i.e. DDP's own assignment after its rebuild at step 1.
   * close() gathers every rank's table (all_gather_object on the default group) and rank 0
@@ -55,6 +61,7 @@ all_gather_object of the tables (O(steps x buckets) floats per rank).
 import json
 import math
 import os
+import threading
 import time
 
 import torch
@@ -172,10 +179,12 @@ class Recorder:
         # bucket's time splits into collectives and codec work; decode_s is the codec work
         # after the hook call returned (its callbacks: PowerSGD's Q = M^T P,
         # orthogonalisation, M = P Q^T and error feedback).
-        self._orig_all_reduce = None
-        if self.serial:
-            self._orig_all_reduce = dist.all_reduce
-            dist.all_reduce = self._timed_all_reduce
+        # Every hook's collectives are timed the same way and attributed to their bucket
+        # (_launching: the bucket whose hook call is running; _in_flight: with serial buckets,
+        # the one bucket not yet completed); per-bucket codec_s is the rest of its time.
+        self._launching, self._in_flight = None, None
+        self._orig_all_reduce = dist.all_reduce
+        dist.all_reduce = self._timed_all_reduce
 
         # Parameter names in registration (forward) order, keyed by storage address.
         self.names = [n for n, p in model.module.named_parameters() if p.requires_grad]
@@ -199,7 +208,8 @@ class Recorder:
 
     def _new_step(self, t):
         self.cur = {"start": t, "fwd": math.nan, "bwd": math.nan, "bwd_end": math.nan,
-                    "bwd_done": math.nan, "opt": math.nan, "end": math.nan, "encode": 0.0, "colls": []}
+                    "bwd_done": math.nan, "opt": math.nan, "end": math.nan, "encode": 0.0, "colls": [],
+                    "unattributed": 0}
         self.cur_buckets = []
 
     def _fwd_pre(self, module, args):
@@ -253,15 +263,28 @@ class Recorder:
         if work is not None and kwargs.get("async_op", False):
             span = [t, math.nan]
             self.cur["colls"].append(span)
+            # The hook call's own launches (same thread), else the one bucket in flight.
+            launching = self._launching
+            owner = launching[0] if launching is not None and launching[1] == threading.get_ident() else self._in_flight
+            if owner is not None:
+                owner[5].append(span)
+            else:
+                self.cur["unattributed"] += 1
             return _StampedWork(work, span)
         return work
 
-    def _launch(self, bucket):
+    def _launch(self, bucket, row):
         """Runs the user's hook (or a plain all-reduce); the time its call takes is the
         synchronous part of the hook (a cast hook's cast, PowerSGD's P = M Q and the
         launches), counted as encode_s for compressing hooks."""
         t0 = now()
-        fut = self._launch_inner(bucket)
+        self._launching = (row, threading.get_ident())
+        try:
+            fut = self._launch_inner(bucket)
+        finally:
+            self._launching = None
+        if self.serial or not self.overlap:  # one bucket at a time: its callbacks' collectives are its own
+            self._in_flight = row
         if self.compress != "none":
             self.cur["encode"] += now() - t0
         return fut
@@ -278,7 +301,7 @@ class Recorder:
             i = self.by_ptr.get(p.data_ptr())
             if i is not None:
                 self.membership[i] = idx
-        row = [idx, int(bucket.buffer().numel()) * 4, now(), math.nan, math.nan]
+        row = [idx, int(bucket.buffer().numel()) * 4, now(), math.nan, math.nan, []]  # 5: its collectives
         self.cur_buckets.append(row)
         return row
 
@@ -294,10 +317,12 @@ class Recorder:
             if self.serial and self._prev_fut is not None and bucket.index() > 0:
                 self._prev_fut.wait()
             row[3] = now()
-            fut = self._launch(bucket)
+            fut = self._launch(bucket, row)
 
             def done(f, row=row):
                 row[4] = now()
+                if self._in_flight is row:
+                    self._in_flight = None
                 return f.value()
             self._prev_fut = fut.then(done)
             return self._prev_fut
@@ -310,8 +335,9 @@ class Recorder:
         pending, self._pending = self._pending, []
         for b, r, ph in pending:
             r[3] = now()
-            value = self._launch(b).wait()
+            value = self._launch(b, r).wait()
             r[4] = now()
+            self._in_flight = None
             ph.set_result(value)
         return placeholder
 
@@ -334,7 +360,10 @@ class Recorder:
             for b in sorted(bs, key=lambda r: r[0]):
                 start = max(b[3], prev_end) if prev_end <= b[4] else b[3]
                 prev_end = max(prev_end, b[4])
-                brows.append([b[0], b[1], b[2] - t0, start - t0, b[4] - t0])
+                codec, spans = self._bucket_codec(s, b)
+                # 5: codec_s, 6: its collectives and 7: the hook call (trace.py), from the step start
+                brows.append([b[0], b[1], b[2] - t0, start - t0, b[4] - t0, codec,
+                              [[t - t0, e - t0] for t, e in spans], b[3] - t0])
             rows.append({
                 "step_time_s": s["end"] - t0,
                 "data_s": s["fwd"] - t0,
@@ -353,6 +382,21 @@ class Recorder:
                 "abs": [s["start"], s["fwd"], s["bwd"], bwd_end, s["opt"], s["end"]],
             })
         return rows
+
+    def _bucket_codec(self, s, b):
+        """(codec_s, collective spans clipped to the bucket) of one bucket row; codec_s is
+        0 without a compressing hook, NaN when some collective of the step has no bucket or
+        did not complete (spans then empty)."""
+        if self.compress == "none":
+            return 0.0, []
+        if s["unattributed"] or math.isnan(b[3]) or math.isnan(b[4]) or any(math.isnan(e) for _, e in b[5]):
+            return math.nan, []
+        spans = sorted([max(t, b[3]), min(e, b[4])] for t, e in b[5] if min(e, b[4]) > max(t, b[3]))
+        covered, reach = 0.0, b[3]
+        for t, e in spans:
+            covered += max(0.0, e - max(t, reach))
+            reach = max(reach, e)
+        return max(0.0, b[4] - b[3] - covered), spans
 
     def _decode_s(self, s, bs):
         """Serial buckets: the codec work after the hook call returned = the buckets' time
@@ -468,6 +512,7 @@ class Recorder:
             h5out.write_dataset(f, "buckets/ready_s", [b[2] for _, b in brows], "float")
             h5out.write_dataset(f, "buckets/start_s", [b[3] for _, b in brows], "float")
             h5out.write_dataset(f, "buckets/end_s", [b[4] for _, b in brows], "float")
+            h5out.write_dataset(f, "buckets/codec_s", [b[5] for _, b in brows], "float")
             shapes = [list(p.shape) for p in self.params]
             h5out.write_dataset(f, "model/tensor_names", self.names, "str")
             h5out.write_dataset(f, "model/tensor_numel", [p.numel() for p in self.params], "int")

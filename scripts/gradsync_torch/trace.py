@@ -5,10 +5,15 @@ Event Format: complete events ("ph": "X", "ts"/"dur" in microseconds, "pid", "ti
 "cat", "args") plus metadata events ("ph": "M") naming processes and threads.
 Layout, the same as `gradsync-model compare --trace` (netmodel/trace.cpp): process 0
 "measured" (process 1 is "predicted" there); per rank r two threads: tid 2r "rank r
-compute" (data, forward, backward, optimizer) and tid 2r+1 "rank r comm" (one event per
-bucket all-reduce). Each rank's times are relative to its own first recorded step, so ranks
-on different hosts (unsynchronised clocks) line up at step 0.
+compute" (data, forward, backward, optimizer) and tid 2r+1 "rank r comm": per bucket, its
+hook's collectives as "all-reduce bucket k" and the rest of its time (hook call -> future
+completion) as "codec bucket k" where the recorder attributed them (recorder.py, codec_s),
+else one "all-reduce bucket k" event for the whole bucket. Each rank's times are relative
+to its own first recorded step, so ranks on different hosts (unsynchronised clocks) line
+up at step 0.
 """
+
+import math
 
 
 def _x(name, cat, pid, tid, t0, t1, args=None):
@@ -38,7 +43,20 @@ def measured_trace(gathered, pid=0):
             ev.append(_x("backward", "compute", pid, 2 * rank, bwd, bwd_end, a))
             ev.append(_x("optimizer", "compute", pid, 2 * rank, opt, end, a))
             for b in r["buckets"]:
-                idx, nbytes, ready, s, e = b
-                ev.append(_x(f"all-reduce bucket {idx}", "comm", pid, 2 * rank + 1, start + s, start + e,
-                             {"step": step, "bucket": idx, "bytes": nbytes, "ready_ms": round(ready * 1e3, 4)}))
+                idx, nbytes, ready, s, e = b[:5]
+                a = {"step": step, "bucket": idx, "bytes": nbytes, "ready_ms": round(ready * 1e3, 4)}
+                spans = b[6] if len(b) > 7 and b[6] and math.isfinite(b[5]) else []
+                if not spans:
+                    ev.append(_x(f"all-reduce bucket {idx}", "comm", pid, 2 * rank + 1, start + s, start + e, a))
+                    continue
+                a["codec_ms"] = round(b[5] * 1e3, 4)
+                reach = b[7]  # the hook call
+                for i, (t, te) in enumerate(spans):
+                    if t > reach:
+                        ev.append(_x(f"codec bucket {idx}", "codec", pid, 2 * rank + 1, start + reach, start + t, a))
+                    ev.append(_x(f"all-reduce bucket {idx}", "comm", pid, 2 * rank + 1, start + max(t, reach),
+                                 start + te, dict(a, collective=i)))
+                    reach = max(reach, te)
+                if e > reach:
+                    ev.append(_x(f"codec bucket {idx}", "codec", pid, 2 * rank + 1, start + reach, start + e, a))
     return {"traceEvents": ev, "displayTimeUnit": "ms"}

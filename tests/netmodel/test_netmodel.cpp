@@ -1256,11 +1256,22 @@ TEST(Compare, RealComputeScalesTheCodecByWhatWasMeasured) {
     for (const auto& b : r.buckets) t += b.codec_s;
     return t;
   };
+  // Only encode_s, and each bucket's measured codec (/buckets/codec_s: the recorder's time in
+  // the bucket outside its collectives, callbacks included): the step's codec is their sum.
+  const double y = 3e-3;
+  const std::size_t nb = truth.buckets.size();
+  auto per_bucket = [&](h5::Writer& w) {
+    codec(false)(w);
+    w.write("/buckets/codec_s", std::vector<double>(30 * nb, y / static_cast<double>(nb)));
+  };
   const CompareReport rep = compare_runs({train_file("codec-both.h5", c, "real", truth, 0.0, 9, codec(true)),
-                                          train_file("codec-enc.h5", c, "real", truth, 0.0, 9, codec(false))},
+                                          train_file("codec-enc.h5", c, "real", truth, 0.0, 9, codec(false)),
+                                          train_file("codec-buckets.h5", c, "real", truth, 0.0, 9, per_bucket)},
                                          "shm-local", "", "");
   EXPECT_NEAR(total(rep.rows[0].predicted), 2 * x, 1e-9);
   EXPECT_GT(total(rep.rows[1].predicted), 1.5 * x);
+  ASSERT_GE(nb, 1u);
+  EXPECT_NEAR(total(rep.rows[2].predicted), y, 1e-9);
 }
 
 TEST(Compare, RealComputeWaitsForTheSlowestRank) {
@@ -1530,6 +1541,12 @@ TEST(Compare, RealComputeUsesRecordedTensorShapes) {
     w.write("/model/tensor_ndim", nd);
     w.write("/model/tensor_shape", sh);
     w.write("/model/tensor_bucket", bk);
+    // Per bucket codec time, step-major rows (30 steps x 2 buckets): (b + 1) x 0.1 ms x
+    // (1 + step % 3), NaN in warmup step 3 (dropped with the warmup).
+    std::vector<double> codec;
+    for (int i = 0; i < 30; ++i)
+      for (int b = 0; b < 2; ++b) codec.push_back(i == 3 ? std::nan("") : (b + 1) * 1e-4 * (1 + i % 3));
+    w.write("/buckets/codec_s", codec);
   });
   const std::string without = train_file("nomodel.h5", c, "real", truth, 0.0, 3);
 
@@ -1539,6 +1556,13 @@ TEST(Compare, RealComputeUsesRecordedTensorShapes) {
   EXPECT_EQ(run.tensors[0].shape, (std::vector<int64_t>{16, 3, 3, 3}));
   EXPECT_EQ(run.tensors[5].bucket, 0);
   EXPECT_TRUE(read_train_file(without).tensors.empty());
+  // /buckets/codec_s: medians per bucket after warmup; NaN per bucket when absent.
+  ASSERT_EQ(run.bucket_codec_s.size(), 2u);
+  EXPECT_DOUBLE_EQ(run.bucket_codec_s[0], 2e-4);
+  EXPECT_DOUBLE_EQ(run.bucket_codec_s[1], 4e-4);
+  const TrainRun bare = read_train_file(without);
+  ASSERT_EQ(bare.bucket_codec_s.size(), 2u);
+  EXPECT_TRUE(std::isnan(bare.bucket_codec_s[0]) && std::isnan(bare.bucket_codec_s[1]));
 
   const CompareReport rep = compare_runs({with, without}, "shm-local", "", "");
   ASSERT_EQ(rep.rows.size(), 2u);
@@ -1547,4 +1571,11 @@ TEST(Compare, RealComputeUsesRecordedTensorShapes) {
   // Without /model each bucket is one 1-D tensor: PowerSGD sends it uncompressed.
   EXPECT_DOUBLE_EQ(rep.rows[1].predicted.bytes_sent, sent(4 * numel[0]) + sent(4 * numel[1]));
   EXPECT_LT(rep.rows[0].predicted.bytes_sent, 0.1 * rep.rows[1].predicted.bytes_sent);
+  // compare --json: the measured codec per step (sum over buckets; null when absent) next to
+  // the predicted one.
+  const Json js = compare_json(rep);
+  const std::string d = js.dump();
+  EXPECT_NE(d.find("\"measured_codec_s\":0.0006"), std::string::npos) << d;
+  EXPECT_NE(d.find("\"measured_codec_s\":null"), std::string::npos) << d;
+  EXPECT_NE(d.find("\"predicted_codec_s\":"), std::string::npos) << d;
 }

@@ -66,6 +66,21 @@ TEST(Trace, MeasuredAndPredictedProcessesWithPhasesAndBuckets) {
   EXPECT_NE(s.find("\"displayTimeUnit\":\"ms\""), std::string::npos);
 }
 
+TEST(Trace, MeasuredCodecIsDrawnBeforeTheCollective) {
+  CompareReport r = one_run();
+  // /buckets/codec_s read: bucket 0 spent 3 ms in its codec; bucket 1's was not measured.
+  r.rows[0].run.bucket_codec_s = {0.003, std::nan("")};
+  const std::string s = compare_trace(r).dump();
+  EXPECT_EQ(s.find("NaN"), std::string::npos);
+  EXPECT_EQ(count(s, "\"codec bucket 0\""), 2);  // measured and predicted
+  EXPECT_EQ(count(s, "\"codec bucket 1\""), 0);
+  // Measured bucket 0: 50 .. 60 ms -> codec 50..53 ms, all-reduce 53..60 ms; bucket 1 whole.
+  EXPECT_NE(s.find("\"ts\":50000,\"dur\":3000"), std::string::npos) << s;
+  EXPECT_NE(s.find("\"ts\":53000,\"dur\":7000"), std::string::npos) << s;
+  EXPECT_NE(s.find("\"ts\":72000,\"dur\":18000"), std::string::npos) << s;
+  EXPECT_NE(s.find("\"codec_ms\":3"), std::string::npos) << s;
+}
+
 TEST(Trace, RunsFollowOneAnotherOnTheTimeAxis) {
   CompareReport r = one_run();
   r.rows.push_back(r.rows[0]);

@@ -134,11 +134,20 @@ def case_recorder(tmp):
         check(j["compute"] == "real" and j["measured_step_time_s"] > 0 and j["predicted_step_time_s"] > 0,
               "compare reads the recorder file")
         check(len(j["predicted_buckets"]) == int(a["num_buckets"]), "compare plans the recorded buckets")
+        check(j["measured_codec_s"] is not None and j["measured_codec_s"] > 0,
+              f"compare reads the fp16 buckets' codec time ({j['measured_codec_s']})")
     with open(trace) as f:
         t = json.load(f)
     ev = t["traceEvents"]
     names = {e["name"] for e in ev}
-    check({"forward", "backward", "optimizer", "data wait", "all-reduce bucket 0"} <= names, f"trace events {names}")
+    check({"forward", "backward", "optimizer", "data wait", "all-reduce bucket 0", "codec bucket 0"} <= names,
+          f"trace events {names}")
+    # Per bucket, the fp16 hook's collective and its codec (the cast, and the cast back in
+    # the callback) do not overlap, and lie inside the bucket's hook call .. completion.
+    with h5py.File(out, "r") as f:
+        codec, ready, end = f["buckets/codec_s"][:], f["buckets/ready_s"][:], f["buckets/end_s"][:]
+    check(np.all(np.isfinite(codec)) and np.all(codec > 0) and np.all(codec <= end - ready + 1e-9),
+          f"fp16: per-bucket codec_s measured and within the bucket ({codec})")
     check({e["tid"] for e in ev if e["ph"] == "X"} == {0, 1, 2, 3}, "trace has both ranks' compute and comm")
     check(all(e["dur"] >= 0 and "ts" in e and "pid" in e for e in ev if e["ph"] == "X"), "trace X events well formed")
 
@@ -159,6 +168,7 @@ def case_membership(tmp):
             got_bytes = [int(b) for _, b in sorted(zip(f["buckets/bucket"][:][last], f["buckets/bytes"][:][last]))]
             overlap_attr = int(f.attrs["overlap"])
             dec, serial = f["steps/decode_s"][:], int(f.attrs["serial_buckets"])
+            codec = f["buckets/codec_s"][:]
         # PowerSGD on gloo (serial buckets): the hook's collectives are timed, and the work in
         # its callbacks is decode_s; elsewhere the buckets overlap and decode_s is absent.
         if hook == "powersgd":
@@ -166,6 +176,10 @@ def case_membership(tmp):
                   f"{hook}: decode_s measured ({dec})")
         else:
             check(serial == 0 and np.all(np.isnan(dec)), f"{hook}: decode_s absent ({dec})")
+        # Per-bucket codec: 0 without a hook; measured (every collective attributed) for the
+        # fp16 hook without overlap and PowerSGD's serial buckets.
+        check(np.all(codec == 0) if hook == "none" else (np.all(np.isfinite(codec)) and np.all(codec > 0)),
+              f"{hook}: /buckets/codec_s {codec}")
         recorded = [sorted(i for i, b in enumerate(tb) if b == k) for k in range(max(tb) + 1)]
         check(len(ddp["reducer"]) >= 2, f"{hook}: the case has several buckets ({ddp['reducer']})")
         check(recorded == [sorted(b) for b in ddp["reducer"]], f"{hook}: recorded {recorded} != reducer {ddp['reducer']}")

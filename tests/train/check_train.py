@@ -271,7 +271,7 @@ ROOT_ATTRS = {
 }
 STEP_COLS = ["step", "loss", "step_time_s", "data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s",
              "bytes_sent", "comm_total_s", "encode_s", "decode_s", "unscale_s", "loss_scale", "skipped"]
-BUCKET_COLS = ["step", "bucket", "bytes", "ready_s", "start_s", "end_s"]
+BUCKET_COLS = ["step", "bucket", "bytes", "ready_s", "start_s", "end_s", "codec_s"]
 EPOCH_COLS = ["epoch", "epoch_time_s", "loss", "eval_accuracy"]
 
 
@@ -324,6 +324,7 @@ def check_schema(f, real):
     check(np.all(b["ready_s"][:] <= b["start_s"][:] + 1e-9) and np.all(b["start_s"][:] <= b["end_s"][:]),
           "bucket timeline out of order")
     check(f.attrs["compress"] == "none" and f.attrs["compression_ratio"] == 1.0, "compress attributes")
+    check(np.all(b["codec_s"][:] == 0), "no compressor: /buckets/codec_s all 0")
     check(f.attrs["precision"] == "fp32" and f.attrs["device"] == "cpu", "precision/device")
     check(f.attrs["loss_scale_mode"] == "none" and f.attrs["skipped_steps"] == 0 and f.attrs["compress_effective"] == "none",
           "fp32: no loss scaling, nothing skipped")
@@ -385,6 +386,13 @@ def case_schema(r):
     ratio = float(c.attrs["compression_ratio"])
     check(abs(ratio - 44695848 / 183740) < 0.005, f"powersgd:rank=1,start=2 compression_ratio {ratio:.4f}, "
           f"expected {44695848 / 183740:.2f}")
+    # /buckets/codec_s (rank 0's buckets) splits rank 0's encode + decode of each step: PowerSGD
+    # encodes from step 2 on, every bucket (its plain steps before that pass through the codec too).
+    step, codec = c["buckets/step"][:], c["buckets/codec_s"][:]
+    rank0 = c["ranks/encode_s"][:, 0] + c["ranks/decode_s"][:, 0]
+    per_step = np.array([codec[step == s].sum() for s in range(int(c.attrs["steps"]))])
+    check(np.allclose(per_step, rank0, rtol=1e-9, atol=0), f"codec_s per step {per_step} != rank 0's encode+decode {rank0}")
+    check(np.all(codec[step >= 2] > 0), f"powersgd: every compressed bucket has codec time ({codec[step >= 2]})")
     # --json summary.
     p = r.run(1, ["--model", "cnn", "--steps", "3", "--json", "--out", os.path.join(r.workdir, "j.h5")])
     j = json.loads(p.stdout)
