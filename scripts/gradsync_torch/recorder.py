@@ -55,7 +55,8 @@ of that name, PowerSGD is powersgd:rank=R,start=K (gradsync's spec, netmodel/com
 Limits: one backward per optimizer step (accumulate = 1), the default process group.
 PowerSGD on gloo runs its buckets one at a time (serial_buckets = 1; see __init__).
 
-Cost: two perf_counter() reads per hook call and one Python list append; at close one
+Cost: two perf_counter() reads per hook call and one Python list append; per async
+all_reduce while recording, one more future callback (the end stamp); at close one
 all_gather_object of the tables (O(steps x buckets) floats per rank).
 """
 import json
@@ -174,14 +175,13 @@ class Recorder:
             self.compress.startswith("powersgd") and self.backend == "gloo")
         self._prev_fut = None
         self.closed = False
-        # Serial buckets: the hook's own collectives are timed (launch -> its future's
-        # completion) by wrapping torch.distributed.all_reduce while recording, so that a
-        # bucket's time splits into collectives and codec work; decode_s is the codec work
-        # after the hook call returned (its callbacks: PowerSGD's Q = M^T P,
-        # orthogonalisation, M = P Q^T and error feedback).
-        # Every hook's collectives are timed the same way and attributed to their bucket
-        # (_launching: the bucket whose hook call is running; _in_flight: with serial buckets,
-        # the one bucket not yet completed); per-bucket codec_s is the rest of its time.
+        # The hooks' collectives are timed (launch -> its future's completion) by wrapping
+        # torch.distributed.all_reduce while recording, and attributed to their bucket
+        # (_launching: the bucket whose hook call is running, on that thread; _in_flight:
+        # with buckets one at a time, the one not yet completed), so that a bucket's time
+        # splits into collectives and codec work (codec_s). With serial buckets, decode_s is
+        # the codec work after the hook calls returned (their callbacks: PowerSGD's
+        # Q = M^T P, orthogonalisation, M = P Q^T and error feedback).
         self._launching, self._in_flight = None, None
         self._orig_all_reduce = dist.all_reduce
         dist.all_reduce = self._timed_all_reduce
