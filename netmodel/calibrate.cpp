@@ -38,6 +38,13 @@ std::vector<BenchPoint> read_bench_file(const std::string& path) {
   proto.file = path;
   proto.op = parse_op(r.attr_string("/", "op"));
   proto.algo = r.has_attr("/", "algo") ? r.attr_string("/", "algo") : "ring";
+  // The element type the sums ran on (-d half / bfloat16 sweeps fit the level's 16-bit rates).
+  if (proto.op != Op::Pingpong && r.has_attr("/", "dtype")) {
+    const std::string dt = r.attr_string("/", "dtype");
+    GS_USAGE_CHECK(dt == "float" || dt == "half" || dt == "bfloat16", path, ": attribute dtype '", dt,
+                   "' is not float, half or bfloat16");
+    proto.opt.reduce_dtype = parse_dtype(dt);
+  }
   const auto geti = [&](const char* n, int64_t def) { return r.has_attr("/", n) ? r.attr_int("/", n) : def; };
   const int64_t nranks = geti("nranks", 2);
   proto.topo.nodes = static_cast<int>(geti("nnodes", 1));
@@ -590,6 +597,41 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
 // robust spread (1.4826 MAD)) from the median residual are excluded and the fit (with its
 // regime search) is redone, up to 3 rounds and never more than a third of the points;
 // every excluded point is named in the warnings.
+// 16-bit sums (fabric.hpp): the level's other terms as fitted to its fp32 points; the one
+// unknown, dtype t's reduction rate, minimises the sum of |relative residuals| of t's points
+// (robust to a descheduled point): a log-spaced scan from 1 MB/s to 100 TB/s, then a
+// golden-section search around the best. 0 when the best is the scan's top (the sums cost
+// nothing the points can see). `median_abs` gets the median |relative residual|.
+double fit_gamma16(const std::vector<BenchPoint>& pts, Level l, DType t, double& median_abs) {
+  auto set = [&](double lg) { (t == DType::F16 ? l.gamma_fp16_Bps : l.gamma_bf16_Bps) = std::pow(10.0, lg); };
+  auto cost = [&](double lg) {
+    set(lg);
+    double s = 0;
+    for (const auto& p : pts) s += std::abs(eval(p, l) - p.time_s) / p.time_s;
+    return s;
+  };
+  const double lo = 6, hi = 14, step = 0.05;
+  double best = lo, best_c = cost(lo);
+  for (double lg = lo + step; lg <= hi + 1e-9; lg += step) {
+    const double c = cost(lg);
+    if (c < best_c) best = lg, best_c = c;
+  }
+  if (best >= hi - step / 2) return 0;
+  double a = std::max(lo, best - step), b = std::min(hi, best + step);
+  const double phi = (std::sqrt(5.0) - 1) / 2;
+  for (int i = 0; i < 40; ++i) {
+    const double x1 = b - phi * (b - a), x2 = a + phi * (b - a);
+    if (cost(x1) < cost(x2)) b = x2;
+    else a = x1;
+  }
+  const double lg = (a + b) / 2;
+  set(lg);
+  std::vector<double> res;
+  for (const auto& p : pts) res.push_back(std::abs(eval(p, l) - p.time_s) / p.time_s);
+  median_abs = median(res);
+  return std::pow(10.0, lg);
+}
+
 LevelFit fit_level(const std::string& level, const std::vector<BenchPoint>& pts) {
   LevelFit fit = fit_level_once(level, pts);
   std::vector<BenchPoint> kept = pts;
@@ -705,6 +747,25 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
                             std::to_string(p.topo.ranks_per_node) + " ranks with algo " + p.algo +
                             " mixes levels (only ring and nccl runs fit the inter level from such a shape)");
   }
+  // Sums of 16-bit elements are fitted after the level (fit_gamma16), not with it.
+  std::vector<BenchPoint> intra16, inter16;
+  auto split16 = [](std::vector<BenchPoint>& all, std::vector<BenchPoint>& half) {
+    std::vector<BenchPoint> keep;
+    for (auto& p : all)
+      ((p.opt.reduce_dtype != DType::F32 && (p.op == Op::Allreduce || p.op == Op::ReduceScatter)) ? half : keep)
+          .push_back(std::move(p));
+    all = std::move(keep);
+  };
+  split16(intra, intra16);
+  split16(inter, inter16);
+  for (auto* l16 : {&intra16, &inter16})
+    if (!l16->empty() && (l16 == &intra16 ? intra : inter).empty()) {
+      for (const auto& p : *l16)
+        out.skipped.push_back(p.file + ": " + op_name(p.op) + " of " + dtype_name(p.opt.reduce_dtype) +
+                              " elements: a 16-bit reduction rate is fitted on top of the level's fp32 points, and "
+                              "this level has none (add a -d float sweep)");
+      l16->clear();
+    }
   if (intra.empty() && inter.empty())
     throw CalibrationError("no usable points: need runs on one node (intra level), with one rank per node, or ring/nccl "
                            "runs on several nodes (inter level)");
@@ -741,6 +802,40 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
     set_nccl_scales(intra, f1);
     set_nccl_scales(inter, f1);
     fit_all();
+  }
+  for (auto* l16 : {&intra16, &inter16}) {
+    if (l16->empty()) continue;
+    const bool is_intra = l16 == &intra16;
+    Level& lvl = is_intra ? f.intra : f.inter;
+    LevelFit* lf = nullptr;
+    for (auto& l : out.levels)
+      if (l.level == (is_intra ? "intra" : "inter")) lf = &l;
+    for (DType t : {DType::F16, DType::BF16}) {
+      std::vector<BenchPoint> pts;
+      for (const auto& p : *l16)
+        if (p.opt.reduce_dtype == t) pts.push_back(p);
+      if (pts.empty()) continue;
+      double med = 0;
+      const double g = fit_gamma16(pts, lvl, t, med);
+      (t == DType::F16 ? lvl.gamma_fp16_Bps : lvl.gamma_bf16_Bps) = g;
+      if (lf == nullptr) continue;
+      (t == DType::F16 ? lf->params.gamma_fp16_Bps : lf->params.gamma_bf16_Bps) = g;
+      std::ostringstream os;
+      os.precision(3);
+      os << dtype_name(t) << " sums: ";
+      if (g > 0) {
+        os << "reduced at " << g / 1e9 << " GB/s per byte against fp32's "
+           << (std::isfinite(lvl.gamma_Bps) ? fmt(lvl.gamma_Bps / 1e9) + " GB/s" : std::string("none (no gamma fitted: fp32 sums are inside bw)"))
+           << " (fitted to " << pts.size() << " points of that type with the level's other terms fixed; median |residual| "
+           << 100 * med << "%); ";
+      } else {
+        os << "not slower than free in " << pts.size() << " points (no 16-bit rate written: gamma applies); ";
+      }
+      lf->notes += os.str();
+      if (g > 0 && med > kPoorResidual)
+        lf->warnings.push_back("poor fit of the " + std::string(dtype_name(t)) + " reduction rate on level " + lf->level +
+                               ": median |relative residual| " + std::to_string(100 * med) + "%");
+    }
   }
   if (!intra_given.empty()) desc += "; intra level from " + intra_given;
   if (mixed) desc += "; inter level from runs with several ranks per node (inter-bound ring steps)";

@@ -392,6 +392,14 @@ double collective_time(const Fabric& f, Op op, const std::string& algo_in, const
   GS_USAGE_CHECK(n >= 0, "collective: bytes must be >= 0");
   const int p = t.ranks();
   if (n == 0) return 0;
+  if (o.reduce_dtype != DType::F32) {  // 16-bit sums: the levels at that type's reduction rate
+    Fabric g = f;
+    g.intra.gamma_Bps = f.intra.gamma(o.reduce_dtype);
+    g.inter.gamma_Bps = f.inter.gamma(o.reduce_dtype);
+    CollOptions o32 = o;
+    o32.reduce_dtype = DType::F32;
+    return collective_time(g, op, algo_in, t, n, o32);
+  }
   if (algo_in == "nccl") return nccl_collective_time(f, op, t, n, o);
   switch (op) {
     case Op::Allreduce: return allreduce(f, resolve_algo(algo_in, op, n, t), t, n, o);

@@ -89,6 +89,7 @@ struct Topology {
 struct CollOptions {
   double chunk_bytes = 0;  // 0: no pipelining (ring/hier); dbtree uses 128 KiB then
   int channels = 1;
+  DType reduce_dtype = DType::F32;  // element type of the sums (Level::gamma)
 };
 
 // Algorithm names: the runtime's (ring, rd, rabenseifner, tree, hier, shm, mpi, auto) plus the

@@ -72,6 +72,8 @@ BucketPlan Compressor::plan(const std::vector<GradShape>& tensors, int wire_elem
       const bool cast = spec_.kind != plan::CompressKind::None || wire_elem_bytes == 2;
       const std::string k = spec_.kind == plan::CompressKind::None ? cast_kernel : name;
       bp.phases[0].compute_s = cast ? kernel_s(rt, k + "_encode", n, n * 6.0 / mem) : 0.0;
+      // The all-reduce sums 16-bit elements (precision fp16/bf16 through "none": fp16's rate).
+      if (cast) bp.phases[0].dtype = spec_.kind == plan::CompressKind::Bf16 ? DType::BF16 : DType::F16;
       bp.tail_s = cast ? kernel_s(rt, k + "_decode", n, n * 6.0 / mem) : 0.0;
       return bp;
     }

@@ -73,6 +73,7 @@ struct Phase {
   double compute_s = 0;  // local work before the collective
   Op op = Op::Allreduce;
   double bytes = 0;      // collective size (nccl-tests convention, see collectives.hpp)
+  DType dtype = DType::F32;  // element type its all-reduce sums (the casts: fp16/bf16)
 };
 
 struct BucketPlan {

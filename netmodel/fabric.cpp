@@ -45,6 +45,12 @@ double Level::bw(double m) const {
   return r ? r->bw_Bps : bw_Bps;
 }
 
+double Level::gamma(DType t) const {
+  if (t == DType::F16 && gamma_fp16_Bps > 0) return gamma_fp16_Bps;
+  if (t == DType::BF16 && gamma_bf16_Bps > 0) return gamma_bf16_Bps;
+  return gamma_Bps;
+}
+
 double Level::duplex_bw(double m) const {
   const Regime* r = regime_for(*this, m);
   if (r) return r->duplex_bw_Bps > 0 ? r->duplex_bw_Bps : r->bw_Bps;
@@ -288,6 +294,8 @@ std::pair<std::string, std::string> level_problem(const Level& l) {
   if (!(std::isfinite(l.alpha_s) && l.alpha_s >= 0)) return {"alpha_us", "must be a finite number >= 0, got " + num(l.alpha_s / us)};
   if (!positive(l.bw_Bps)) return {"bw_GBps", "must be a finite number > 0, got " + num(l.bw_Bps / GBps)};
   if (!(l.gamma_Bps > 0) || std::isnan(l.gamma_Bps)) return {"gamma_GBps", "must be > 0, got " + num(l.gamma_Bps / GBps)};
+  if (!(l.gamma_fp16_Bps >= 0)) return {"gamma_fp16_GBps", "must be > 0, got " + num(l.gamma_fp16_Bps / GBps)};
+  if (!(l.gamma_bf16_Bps >= 0)) return {"gamma_bf16_GBps", "must be > 0, got " + num(l.gamma_bf16_Bps / GBps)};
   if (!(l.conn_bw_Bps > 0) || std::isnan(l.conn_bw_Bps)) return {"conn_bw_GBps", "must be > 0, got " + num(l.conn_bw_Bps / GBps)};
   if (l.connections < 1) return {"connections", "must be an integer >= 1, got " + std::to_string(l.connections)};
   if (l.nics_per_node < 1) return {"nics_per_node", "must be an integer >= 1, got " + std::to_string(l.nics_per_node)};
@@ -414,7 +422,7 @@ class FabricReader {
   Level read_level(const toml::node& node, const std::string& name) const {
     if (!node.is_table()) fail(line_of(node), name, "must be a table ([" + name + "]), got " + type_name(node));
     const toml::table& t = *node.as_table();
-    check_keys(t, name + ".", {"alpha_us", "bw_GBps", "gamma_GBps", "conn_bw_GBps", "connections", "burst_bytes", "peak_bw_GBps",
+    check_keys(t, name + ".", {"alpha_us", "bw_GBps", "gamma_GBps", "gamma_fp16_GBps", "gamma_bf16_GBps", "conn_bw_GBps", "connections", "burst_bytes", "peak_bw_GBps",
                            "nics_per_node", "duplex", "contention", "cores_per_node", "source", "regime"});
     Level l;
     l.source = get_string(t, "source", false);
@@ -423,6 +431,8 @@ class FabricReader {
     l.bw_Bps = get_number(t, "bw_GBps", name + ".bw_GBps", !has_regimes, 0, positive, "a finite number > 0") * GBps;
     const double g = get_number(t, "gamma_GBps", name + ".gamma_GBps", false, 0, positive, "a finite number > 0");
     l.gamma_Bps = g > 0 ? g * GBps : kInf;
+    l.gamma_fp16_Bps = get_number(t, "gamma_fp16_GBps", name + ".gamma_fp16_GBps", false, 0, positive, "a finite number > 0") * GBps;
+    l.gamma_bf16_Bps = get_number(t, "gamma_bf16_GBps", name + ".gamma_bf16_GBps", false, 0, positive, "a finite number > 0") * GBps;
     const double c = get_number(t, "conn_bw_GBps", name + ".conn_bw_GBps", false, 0, positive, "a finite number > 0");
     l.conn_bw_Bps = c > 0 ? c * GBps : kInf;
     l.connections = static_cast<int>(get_number(t, "connections", name + ".connections", false, 1, at_least_one, "an integer >= 1"));
@@ -493,6 +503,8 @@ void level_toml(std::ostringstream& os, const std::string& name, const Level& l)
   os << "alpha_us = " << toml_num(l.alpha_s / us) << "\n";
   os << "bw_GBps = " << toml_num(l.bw_Bps / GBps) << "\n";
   if (std::isfinite(l.gamma_Bps)) os << "gamma_GBps = " << toml_num(l.gamma_Bps / GBps) << "\n";
+  if (l.gamma_fp16_Bps > 0) os << "gamma_fp16_GBps = " << toml_num(l.gamma_fp16_Bps / GBps) << "\n";
+  if (l.gamma_bf16_Bps > 0) os << "gamma_bf16_GBps = " << toml_num(l.gamma_bf16_Bps / GBps) << "\n";
   if (std::isfinite(l.conn_bw_Bps)) os << "conn_bw_GBps = " << toml_num(l.conn_bw_Bps / GBps) << "\n";
   if (l.connections != 1) os << "connections = " << l.connections << "\n";
   if (l.burst_bytes > 0) os << "burst_bytes = " << toml_num(l.burst_bytes) << "\n";

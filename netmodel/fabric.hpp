@@ -17,6 +17,10 @@
 // gamma is the reduction throughput (bytes of input reduced per second, the memory
 // traffic of reading two operands and writing one): reducing r bytes costs r / gamma.
 // gamma = +inf (0 in files means "absent") makes the model the plain Hockney formula.
+// gamma is for fp32 elements; sums of 16-bit elements may run at their own rate per byte
+// (gamma_fp16_GBps, gamma_bf16_GBps; absent: gamma's). A CPU that adds halves converts each
+// element: gloo's all-reduce of 4 MiB of fp16 took 1.5x the time of 4 MiB of fp32 here
+// (2026-12-02). Collectives take the element type from CollOptions::reduce_dtype.
 //
 // Token-bucket shaping (burst_bytes > 0; inter level only): the link is a shaper, as a
 // Linux tbf qdisc, a cloud VM's burstable network allowance or a policed port. bw is
@@ -87,6 +91,8 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.hpp"
+
 namespace gradsync::netmodel {
 
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -103,6 +109,8 @@ struct Level {
   double alpha_s = 0;            // per-message latency
   double bw_Bps = 0;             // link bandwidth, bytes/s
   double gamma_Bps = kInf;       // reduction throughput, bytes/s (inf: free)
+  double gamma_fp16_Bps = 0;     // fp16 reductions, bytes/s (0: gamma_Bps)
+  double gamma_bf16_Bps = 0;     // bf16 reductions, bytes/s (0: gamma_Bps)
   double conn_bw_Bps = kInf;     // per-connection cap (inf: none)
   int connections = 1;           // connections per peer stream
   double burst_bytes = 0;        // token-bucket burst (0: the link is not a shaper)
@@ -129,6 +137,8 @@ struct Level {
   // alpha + m / flow_bw
   double p2p_s(double m, int sharing = 1, int channels = 1) const;
   double reduce_s(double bytes) const { return bytes / gamma_Bps; }
+  // The reduction throughput for elements of type t (gamma_Bps unless a 16-bit rate is set).
+  double gamma(DType t) const;
   // How much longer a rank's CPU work takes when `active` ranks of a node are busy at once:
   // active / cores_per_node when that is above 1, else 1.
   double cpu_share(double active) const {

@@ -672,6 +672,8 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       Json j = Json::object();
       j.set("level", l.level).set("alpha_us", l.params.alpha_s * 1e6).set("bw_GBps", l.params.bw_Bps / 1e9);
       j.set("gamma_GBps", l.gamma_fitted ? Json(l.params.gamma_Bps / 1e9) : Json(nullptr));
+      j.set("gamma_fp16_GBps", l.params.gamma_fp16_Bps > 0 ? Json(l.params.gamma_fp16_Bps / 1e9) : Json(nullptr));
+      j.set("gamma_bf16_GBps", l.params.gamma_bf16_Bps > 0 ? Json(l.params.gamma_bf16_Bps / 1e9) : Json(nullptr));
       j.set("duplex", l.params.duplex(kInf));
       Json regs = Json::array();
       for (const auto& r : l.params.regimes) {
@@ -720,6 +722,8 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       std::printf(" ");
     }
     if (l.gamma_fitted) std::printf(", gamma %.4f GB/s", l.params.gamma_Bps / 1e9);
+    if (l.params.gamma_fp16_Bps > 0) std::printf(", fp16 sums %.4f GB/s", l.params.gamma_fp16_Bps / 1e9);
+    if (l.params.gamma_bf16_Bps > 0) std::printf(", bf16 sums %.4f GB/s", l.params.gamma_bf16_Bps / 1e9);
     std::printf("\n");
     if (!l.notes.empty()) std::printf("  note: %s\n", l.notes.c_str());
     std::printf("  %-28s %-13s %-12s %12s %12s %12s %9s\n", "file", "op", "algo", "bytes", "measured_us", "predicted_us",

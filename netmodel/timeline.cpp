@@ -88,7 +88,7 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
   GS_USAGE_CHECK(st.loader_workers >= 0, "option --loader-workers must be >= 0, got ", st.loader_workers);
   GS_USAGE_CHECK(st.data_time_s >= 0, "option --data-time-us must be >= 0");
   const Topology topo{net.nodes, net.ranks_per_node};
-  const CollOptions copt{net.chunk_bytes, net.channels};
+  const CollOptions copt32{net.chunk_bytes, net.channels};
   const double k = st.accumulate;
   // Micro-steps before the synchronized one: forward + backward without communication.
   const double bwd_start = (k - 1) * (w.forward_s + w.backward_s) + w.forward_s;
@@ -110,6 +110,8 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
     return d * slow <= busy ? d * slow : busy + (d - busy / slow);
   };
   auto collective = [&](const Phase& ph, double t, Tokens& tok) {
+    CollOptions copt = copt32;
+    copt.reduce_dtype = ph.dtype;
     const double sustained = collective_time(fabric, ph.op, net.algo, topo, ph.bytes, copt);
     const double x = busbw_factor(ph.op, topo.ranks()) * ph.bytes;
     if (!shaped || x <= 0) return sustained;

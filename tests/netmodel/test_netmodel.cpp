@@ -696,7 +696,7 @@ namespace {
 // times come from `fabric` with multiplicative noise.
 std::string bench_file(const std::string& name, const std::string& op, const std::string& algo, int nodes, int rpn,
                        const std::vector<int64_t>& sizes, const Fabric& fabric, double noise, unsigned seed,
-                       const std::function<void(h5::Writer&)>& extra = {}) {
+                       const std::function<void(h5::Writer&)>& extra = {}, const std::string& dtype = "float") {
   const std::string path = tmp_path(name);
   h5::Writer w(path);
   Provenance prov;
@@ -715,7 +715,9 @@ std::string bench_file(const std::string& name, const std::string& op, const std
   std::vector<int64_t> count, nwrong;
   std::vector<std::string> used;
   for (int64_t s : sizes) {
-    const double base = collective_time(fabric, o, algo, t, static_cast<double>(s)) * 1e6;
+    CollOptions co;
+    if (op != "pingpong") co.reduce_dtype = parse_dtype(dtype);
+    const double base = collective_time(fabric, o, algo, t, static_cast<double>(s), co) * 1e6;
     double sum = 0;
     for (int i = 0; i < iters; ++i) {
       const double v = base * (1 + nd(rng));
@@ -747,7 +749,7 @@ std::string bench_file(const std::string& name, const std::string& op, const std
   }
   w.attr("/", "op", op);
   w.attr("/", "algo", algo);
-  w.attr("/", "dtype", std::string("float"));
+  w.attr("/", "dtype", dtype);
   w.attr("/", "redop", std::string("sum"));
   w.attr("/", "ranks_per_node", static_cast<int64_t>(rpn));
   w.attr("/", "chunk_bytes", static_cast<int64_t>(0));
@@ -795,6 +797,78 @@ TEST(Calibrate, RecoversAlphaBetaGammaWithinOnePercent) {
   const std::string out = tmp_path("fitted.toml");
   save_fabric(fit.fabric, out);
   EXPECT_NEAR(load_fabric(out).inter.bw_Bps / 3.0e9, 1.0, 0.01);
+}
+
+TEST(Calibrate, SixteenBitSumsGetTheirOwnRate) {
+  // fp32 sums at 2 GB/s, fp16 sums at 0.5 GB/s per byte (a CPU converting each half),
+  // bf16 sums as fp32's. The float sweeps fit alpha, bw and gamma; each 16-bit sweep then
+  // its own rate, with the rest fixed.
+  Fabric planted = simple_fabric(12e-6, 3.0e9, 2.0e9);
+  planted.inter.gamma_fp16_Bps = 0.5e9;
+  planted.intra.gamma_fp16_Bps = 0.5e9;
+  const auto sizes = pow2_sizes(1024, 64 << 20);
+  std::vector<BenchPoint> pts;
+  for (const auto& f : {bench_file("pp16.h5", "pingpong", "ring", 2, 1, sizes, planted, 0.01, 1),
+                        bench_file("rd16.h5", "allreduce", "rd", 4, 1, sizes, planted, 0.01, 2),
+                        bench_file("ring16.h5", "allreduce", "ring", 4, 1, sizes, planted, 0.01, 3),
+                        bench_file("ring-half.h5", "allreduce", "ring", 4, 1, sizes, planted, 0.01, 4, {}, "half"),
+                        bench_file("ring-bf16.h5", "allreduce", "ring", 4, 1, sizes, planted, 0.01, 5, {}, "bfloat16")}) {
+    auto v = read_bench_file(f);
+    pts.insert(pts.end(), v.begin(), v.end());
+  }
+  const FabricFit fit = calibrate_fabric(pts, "fitted16");
+  ASSERT_EQ(fit.levels.size(), 1u);
+  const LevelFit& l = fit.levels[0];
+  ASSERT_TRUE(l.gamma_fitted) << l.notes;
+  EXPECT_NEAR(l.params.gamma_Bps / 2.0e9, 1.0, 0.02);
+  EXPECT_NEAR(l.params.gamma_fp16_Bps / 0.5e9, 1.0, 0.02) << l.notes;
+  EXPECT_NEAR(l.params.gamma_bf16_Bps / 2.0e9, 1.0, 0.05) << l.notes;
+  EXPECT_NE(l.notes.find("half sums: reduced at"), std::string::npos) << l.notes;
+  EXPECT_EQ(l.points.size(), 3 * sizes.size()) << "the 16-bit points are not in the fp32 fit";
+  // The fitted fabric prices an fp16 all-reduce at its own rate; a written file keeps it.
+  CollOptions h;
+  h.reduce_dtype = DType::F16;
+  const Topology t{4, 1};
+  const double n = 16 << 20;
+  EXPECT_NEAR(collective_time(fit.fabric, Op::Allreduce, "ring", t, n, h) /
+                  collective_time(planted, Op::Allreduce, "ring", t, n, h), 1.0, 0.02);
+  EXPECT_GT(collective_time(fit.fabric, Op::Allreduce, "ring", t, n, h),
+            1.2 * collective_time(fit.fabric, Op::Allreduce, "ring", t, n));
+  const std::string out = tmp_path("fitted16.toml");
+  save_fabric(fit.fabric, out);
+  EXPECT_DOUBLE_EQ(load_fabric(out).inter.gamma_fp16_Bps, fit.fabric.inter.gamma_fp16_Bps);
+  // Ring all-reduce of n bytes on 4 ranks sums 3/4 n: the fp16 rate adds exactly that.
+  Fabric g = simple_fabric(12e-6, 3.0e9, 2.0e9);
+  const double t32 = collective_time(g, Op::Allreduce, "ring", t, n);
+  EXPECT_DOUBLE_EQ(collective_time(g, Op::Allreduce, "ring", t, n, h), t32) << "no 16-bit rate: gamma applies";
+  g.inter.gamma_fp16_Bps = 0.5e9;
+  EXPECT_NEAR(collective_time(g, Op::Allreduce, "ring", t, n, h) - t32, 0.75 * n * (1 / 0.5e9 - 1 / 2.0e9), 1e-9);
+  // A level with only 16-bit sums (here intra: one node of 4 ranks) cannot fit them: named
+  // as skipped, while the inter level fits from its float points.
+  std::vector<BenchPoint> mixed;
+  for (const auto& p : pts)
+    if (p.opt.reduce_dtype == DType::F32) mixed.push_back(p);
+  for (const auto& p : read_bench_file(bench_file("intra-half.h5", "allreduce", "ring", 1, 4, sizes, planted, 0.01, 6,
+                                                  {}, "half")))
+    mixed.push_back(p);
+  const FabricFit f2 = calibrate_fabric(mixed, "mixed16");
+  ASSERT_EQ(f2.levels.size(), 1u);
+  EXPECT_EQ(f2.levels[0].level, "inter");
+  int named = 0;
+  for (const auto& sk : f2.skipped) named += sk.find("half elements") != std::string::npos ? 1 : 0;
+  EXPECT_EQ(named, static_cast<int>(sizes.size())) << "every intra half point is named as skipped";
+}
+
+TEST(Compress, CastPlansSumSixteenBitElements) {
+  // The casts' all-reduce sums fp16/bf16 elements (Phase::dtype, priced at Level::gamma(t));
+  // fp16 precision through "none" sums halves; PowerSGD's collectives are fp32.
+  const std::vector<GradShape> g = {{4096, 64, 2}, {64, 64, 1}};
+  EXPECT_EQ(Compressor("fp16").plan(g, 4, 2, DeviceRates{}).phases.at(0).dtype, DType::F16);
+  EXPECT_EQ(Compressor("bf16").plan(g, 4, 2, DeviceRates{}).phases.at(0).dtype, DType::BF16);
+  EXPECT_EQ(Compressor("none").plan(g, 4, 2, DeviceRates{}).phases.at(0).dtype, DType::F32);
+  EXPECT_EQ(Compressor("none").plan(g, 2, 2, DeviceRates{}).phases.at(0).dtype, DType::F16);
+  for (const auto& ph : Compressor("powersgd:rank=2,start=0").plan(g, 4, 2, DeviceRates{}).phases)
+    EXPECT_EQ(ph.dtype, DType::F32);
 }
 
 TEST(Calibrate, StatesTheInterRateOnTheWire) {
