@@ -807,6 +807,7 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
     if (l16->empty()) continue;
     const bool is_intra = l16 == &intra16;
     Level& lvl = is_intra ? f.intra : f.inter;
+    if (any_nccl) set_nccl_scales(*l16, f);  // as the level's own "nccl" points
     LevelFit* lf = nullptr;
     for (auto& l : out.levels)
       if (l.level == (is_intra ? "intra" : "inter")) lf = &l;

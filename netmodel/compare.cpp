@@ -13,6 +13,7 @@
 #include "models/compute_profile.hpp"
 #include "netmodel/grid.hpp"
 #include "models/zoo.hpp"
+#include "plan/precision.hpp"
 
 namespace gradsync::netmodel {
 
@@ -161,7 +162,7 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
       b.tensors.push_back(g);
     }
     for (const auto& g : b.tensors) b.grad_bytes += g.numel * 4;
-    b.plan = comp.plan(b.tensors, e, c.nodes * c.ranks_per_node, rates);
+    b.plan = comp.plan(b.tensors, e, c.nodes * c.ranks_per_node, rates, plan::parse_precision(c.precision));
     planned.push_back(std::move(b));
   }
   double codec_model = 0, codec_before_first = 0;  // all of it; up to the first collective

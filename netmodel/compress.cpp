@@ -47,7 +47,7 @@ double kernel_s(const DeviceRates& rt, const std::string& kernel, double elems, 
 // The wire (phases, their collectives and sizes, payload and wire bytes) is the runtime's
 // plan (plan::wire_plan); this adds the local work before each phase and the decode after.
 BucketPlan Compressor::plan(const std::vector<GradShape>& tensors, int wire_elem_bytes, int p,
-                            const DeviceRates& rt) const {
+                            const DeviceRates& rt, DType precision) const {
   std::vector<plan::TensorShape> shapes;
   shapes.reserve(tensors.size());
   for (const auto& t : tensors) shapes.push_back({t.numel, t.rows, t.ndim});
@@ -72,8 +72,12 @@ BucketPlan Compressor::plan(const std::vector<GradShape>& tensors, int wire_elem
       const bool cast = spec_.kind != plan::CompressKind::None || wire_elem_bytes == 2;
       const std::string k = spec_.kind == plan::CompressKind::None ? cast_kernel : name;
       bp.phases[0].compute_s = cast ? kernel_s(rt, k + "_encode", n, n * 6.0 / mem) : 0.0;
-      // The all-reduce sums 16-bit elements (precision fp16/bf16 through "none": fp16's rate).
-      if (cast) bp.phases[0].dtype = spec_.kind == plan::CompressKind::Bf16 ? DType::BF16 : DType::F16;
+      // The all-reduce sums 16-bit elements: the cast's type, or the run's precision.
+      if (cast)
+        bp.phases[0].dtype = spec_.kind == plan::CompressKind::Bf16 ||
+                                     (spec_.kind == plan::CompressKind::None && precision == DType::BF16)
+                                 ? DType::BF16
+                                 : DType::F16;
       bp.tail_s = cast ? kernel_s(rt, k + "_decode", n, n * 6.0 / mem) : 0.0;
       return bp;
     }

@@ -142,9 +142,10 @@ class Compressor {
   const std::string& name() const { return spec_.kind_name; }
   std::string spec() const { return spec_.spec.str(); }
 
-  // Plan for a bucket of tensors; wire_elem_bytes is 4 (fp32) or 2 (fp16/bf16 precision).
+  // Plan for a bucket of tensors; wire_elem_bytes is 4 (fp32) or 2 (fp16/bf16 precision),
+  // precision the run's element type (which 16-bit type "none" sums at 2 bytes; default fp16).
   BucketPlan plan(const std::vector<GradShape>& tensors, int wire_elem_bytes, int nranks,
-                  const DeviceRates& rates) const;
+                  const DeviceRates& rates, DType precision = DType::F32) const;
 
  private:
   plan::CompressorSpec spec_;

@@ -4,6 +4,7 @@
 #include "core/error.hpp"
 #include "models/compute_profile.hpp"
 #include "models/zoo.hpp"
+#include "plan/precision.hpp"
 
 namespace gradsync::netmodel {
 
@@ -100,7 +101,7 @@ const std::vector<Bucket>& Predictor::buckets(const PredictConfig& c, int nranks
   const int e = precision_bytes(c.precision);
   // Wire bytes depend on the rank count for every compressor (2(p-1)/p for all-reduce).
   planned_ = it->second;
-  for (auto& b : planned_) b.plan = comp.plan(b.tensors, e, nranks, rates);
+  for (auto& b : planned_) b.plan = comp.plan(b.tensors, e, nranks, rates, plan::parse_precision(c.precision));
   return planned_;
 }
 

@@ -867,6 +867,7 @@ TEST(Compress, CastPlansSumSixteenBitElements) {
   EXPECT_EQ(Compressor("bf16").plan(g, 4, 2, DeviceRates{}).phases.at(0).dtype, DType::BF16);
   EXPECT_EQ(Compressor("none").plan(g, 4, 2, DeviceRates{}).phases.at(0).dtype, DType::F32);
   EXPECT_EQ(Compressor("none").plan(g, 2, 2, DeviceRates{}).phases.at(0).dtype, DType::F16);
+  EXPECT_EQ(Compressor("none").plan(g, 2, 2, DeviceRates{}, DType::BF16).phases.at(0).dtype, DType::BF16);
   for (const auto& ph : Compressor("powersgd:rank=2,start=0").plan(g, 4, 2, DeviceRates{}).phases)
     EXPECT_EQ(ph.dtype, DType::F32);
 }
