@@ -356,6 +356,7 @@ OutsideLog parse_nccl_tests_text(const std::string& text, const std::string& ori
       first_bytes = r.bytes;
       first_count = second_num;
       first_tsize = L.type >= 0 ? type_size(t[static_cast<std::size_t>(L.type)]) : 0;
+      if (L.type >= 0) log.type = t[static_cast<std::size_t>(L.type)];
       first_redop = L.redop >= 0 ? t[static_cast<std::size_t>(L.redop)] : "";
       long long root = -1;
       if (L.root >= 0) parse_int(t[static_cast<std::size_t>(L.root)], root);
@@ -483,7 +484,8 @@ OutsideLog parse_nccl_tests_json(const std::string& text, const std::string& ori
     if (first_bytes == 0 && row.bytes > 0) {
       first_bytes = row.bytes;
       first_count = r.get<double>("count", 0);
-      first_tsize = type_size(r.get<std::string>("type", ""));
+      log.type = r.get<std::string>("type", "");
+      first_tsize = type_size(log.type);
       first_redop = r.get<std::string>("redop", "");
       long long rt = -1;
       const auto rs = tokens(r.get<std::string>("root", "-1"));
@@ -530,6 +532,8 @@ std::vector<BenchPoint> outside_points(const OutsideLog& log) {
     p.op = log.op;
     p.topo = Topology{log.nodes, log.ranks_per_node};
     p.bytes = r.bytes;
+    // 16-bit sums fit their own rate (calibrate.hpp); other types are read as fp32's.
+    p.opt.reduce_dtype = log.type == "half" ? DType::F16 : log.type == "bfloat16" ? DType::BF16 : DType::F32;
     // "nccl": NCCL chose; gradsync-bench: the algorithm it ran at this size (as the HDF5 reader).
     p.algo = log.algo == "nccl" ? log.algo : resolve_algo(r.algo.empty() ? log.algo : r.algo, log.op, r.bytes, p.topo);
     // The faster of out-of-place and in-place: the same collective on the same sizes; when

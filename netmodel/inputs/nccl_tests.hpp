@@ -59,6 +59,7 @@ struct OutsideLog {
   int nics_per_node = 0;     // 0: not stated
   std::string nics_from;
   std::string algo = "nccl";  // gradsync-bench: its --algo
+  std::string type;           // the first data row's element type ("float", "half", ...; "" if none)
   std::vector<OutsideRow> rows;
   std::vector<std::string> notes;  // what was inferred, dropped or merged
 };

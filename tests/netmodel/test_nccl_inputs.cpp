@@ -221,6 +221,28 @@ TEST(NcclTestsText, RealLogsParse) {
 
 // ---- JSON --------------------------------------------------------------------------------
 
+TEST(NcclTestsText, HalfAndBfloat16RowsSumSixteenBitElements) {
+  // The type column sets the element type the points sum (calibrate fits 16-bit sums their
+  // own rate); float and other types stay fp32.
+  const std::string head =
+      "# Using devices\n#  Rank  0 Group  0 Pid   1 on  node-a device  0 [0x1b] NVIDIA H100\n"
+      "#  Rank  1 Group  0 Pid   2 on  node-a device  1 [0x1c] NVIDIA H100\n"
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n";
+  for (const auto& [type, want] : {std::pair<std::string, DType>{"half", DType::F16}, {"bfloat16", DType::BF16},
+                                   {"float", DType::F32}}) {
+    const int esz = type == "float" ? 4 : 2;
+    std::string text = head;
+    for (int s : {1024, 4096, 16384})
+      text += "  " + std::to_string(s) + "  " + std::to_string(s / esz) + "  " + type +
+              "  sum  -1  20.0  0.05  0.05  0  20.0  0.05  0.05  0\n";
+    const OutsideLog log = parse_nccl_tests_text(text, "all_reduce_perf.log");
+    EXPECT_EQ(log.type, type);
+    const auto pts = outside_points(log);
+    ASSERT_EQ(pts.size(), 3u);
+    for (const auto& p : pts) EXPECT_EQ(p.opt.reduce_dtype, want) << type;
+  }
+}
+
 TEST(NcclTestsJson, ReadsVersion2) {
   const OutsideLog log = read_outside_log(layout("all_reduce_perf.json"));
   EXPECT_EQ(log.format, "nccl-tests json");
