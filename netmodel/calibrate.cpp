@@ -592,18 +592,13 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
   return fit;
 }
 
-// Robust wrapper: on a loaded host single sizes can be off by 100x (a rank descheduled in
-// most iterations). Points whose relative residual is further than max(30%, 4 x the
-// robust spread (1.4826 MAD)) from the median residual are excluded and the fit (with its
-// regime search) is redone, up to 3 rounds and never more than a third of the points;
-// every excluded point is named in the warnings.
 // 16-bit sums (fabric.hpp): the level's other terms as fitted to its fp32 points; the one
 // unknown, dtype t's reduction rate, minimises the sum of |relative residuals| of t's points
 // (robust to a descheduled point): a log-spaced scan from 1 MB/s to 100 TB/s, then a
 // golden-section search around the best. 0 when the best is the scan's top (the sums cost
 // nothing the points can see). `median_abs` gets the median |relative residual|.
 double fit_gamma16(const std::vector<BenchPoint>& pts, Level l, DType t, double& median_abs) {
-  auto set = [&](double lg) { (t == DType::F16 ? l.gamma_fp16_Bps : l.gamma_bf16_Bps) = std::pow(10.0, lg); };
+  auto set = [&](double lg) { l.set_gamma16(t, std::pow(10.0, lg)); };
   auto cost = [&](double lg) {
     set(lg);
     double s = 0;
@@ -632,6 +627,11 @@ double fit_gamma16(const std::vector<BenchPoint>& pts, Level l, DType t, double&
   return std::pow(10.0, lg);
 }
 
+// Robust wrapper: on a loaded host single sizes can be off by 100x (a rank descheduled in
+// most iterations). Points whose relative residual is further than max(30%, 4 x the
+// robust spread (1.4826 MAD)) from the median residual are excluded and the fit (with its
+// regime search) is redone, up to 3 rounds and never more than a third of the points;
+// every excluded point is named in the warnings.
 LevelFit fit_level(const std::string& level, const std::vector<BenchPoint>& pts) {
   LevelFit fit = fit_level_once(level, pts);
   std::vector<BenchPoint> kept = pts;
@@ -818,9 +818,9 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
       if (pts.empty()) continue;
       double med = 0;
       const double g = fit_gamma16(pts, lvl, t, med);
-      (t == DType::F16 ? lvl.gamma_fp16_Bps : lvl.gamma_bf16_Bps) = g;
+      lvl.set_gamma16(t, g);
       if (lf == nullptr) continue;
-      (t == DType::F16 ? lf->params.gamma_fp16_Bps : lf->params.gamma_bf16_Bps) = g;
+      lf->params.set_gamma16(t, g);
       std::ostringstream os;
       os.precision(3);
       os << dtype_name(t) << " sums: ";

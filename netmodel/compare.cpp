@@ -116,7 +116,8 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
                  ": compute=real needs /steps/forward_s and /steps/backward_s");
   GS_USAGE_CHECK(!run.bucket_bytes.empty(), run.path, ": compute=real needs /buckets (sizes and ready times)");
   const Compressor comp(c.compress);
-  const int e = precision_bytes(c.precision);
+  const DType precision = plan::parse_precision(c.precision);
+  const int e = static_cast<int>(dtype_size(precision));
   models::ComputeProfile prof;
   try {
     prof = models::load_profile(c.compute_profile);
@@ -125,7 +126,7 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
   }
   DeviceRates rates{prof.peak_flops * prof.efficiency, prof.optimizer_bytes_per_s, predictor.kernels(c.kernels)};
   double params = 0;
-  for (double b : run.bucket_bytes) params += b / precision_bytes(c.precision);
+  for (double b : run.bucket_bytes) params += b / e;
   try {
     rates.working_set_bytes = working_set_bytes(params, c.optimizer, c.ranks_per_node);
   } catch (const UsageError&) {  // a PyTorch optimizer gradsync has no byte count for: SGD's
@@ -162,7 +163,7 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
       b.tensors.push_back(g);
     }
     for (const auto& g : b.tensors) b.grad_bytes += g.numel * 4;
-    b.plan = comp.plan(b.tensors, e, c.nodes * c.ranks_per_node, rates, plan::parse_precision(c.precision));
+    b.plan = comp.plan(b.tensors, e, c.nodes * c.ranks_per_node, rates, precision);
     planned.push_back(std::move(b));
   }
   double codec_model = 0, codec_before_first = 0;  // all of it; up to the first collective

@@ -139,6 +139,8 @@ struct Level {
   double reduce_s(double bytes) const { return bytes / gamma_Bps; }
   // The reduction throughput for elements of type t (gamma_Bps unless a 16-bit rate is set).
   double gamma(DType t) const;
+  // Sets the 16-bit type t's rate (F16 or BF16; 0: as gamma_Bps).
+  void set_gamma16(DType t, double Bps) { (t == DType::BF16 ? gamma_bf16_Bps : gamma_fp16_Bps) = Bps; }
   // How much longer a rank's CPU work takes when `active` ranks of a node are busy at once:
   // active / cores_per_node when that is above 1, else 1.
   double cpu_share(double active) const {

@@ -98,10 +98,11 @@ const std::vector<Bucket>& Predictor::buckets(const PredictConfig& c, int nranks
   DeviceRates rates = device_rates(profile(c.compute_profile));
   rates.kernels = kernels(c.kernels);
   rates.working_set_bytes = working_set_bytes(w.parameters, c.optimizer, c.ranks_per_node);
-  const int e = precision_bytes(c.precision);
+  const DType precision = plan::parse_precision(c.precision);
+  const int e = static_cast<int>(dtype_size(precision));
   // Wire bytes depend on the rank count for every compressor (2(p-1)/p for all-reduce).
   planned_ = it->second;
-  for (auto& b : planned_) b.plan = comp.plan(b.tensors, e, nranks, rates, plan::parse_precision(c.precision));
+  for (auto& b : planned_) b.plan = comp.plan(b.tensors, e, nranks, rates, precision);
   return planned_;
 }
 

@@ -178,7 +178,8 @@ TrainRun read_train_file(const std::string& path) {
     const auto rd = r.read_double("/buckets/ready_s");
     const auto st = r.read_double("/buckets/start_s");
     const auto en = r.read_double("/buckets/end_s");
-    const auto cd = r.exists("/buckets/codec_s") ? r.read_double("/buckets/codec_s") : std::vector<double>(bucket.size(), nan);
+    const bool has_codec = r.exists("/buckets/codec_s");
+    const auto cd = has_codec ? r.read_double("/buckets/codec_s") : std::vector<double>(bucket.size(), nan);
     GS_USAGE_CHECK(cd.size() == bucket.size(), path, ": /buckets/codec_s has ", cd.size(), " rows, /buckets/bucket ",
                    bucket.size());
     for (std::size_t i = 0; i < bucket.size(); ++i) {
@@ -192,7 +193,6 @@ TrainRun read_train_file(const std::string& path) {
     // Row by row: rank 0's ready time of each bucket index, per step after warmup.
     std::map<int64_t, std::size_t> index;
     for (const auto& [k, v] : bytes) index.emplace(k, index.size());
-    const bool has_codec = r.exists("/buckets/codec_s");
     for (auto& row : run.rows) {
       row.bucket_ready_s.assign(index.size(), nan);
       row.codec_s = has_codec ? 0.0 : nan;
