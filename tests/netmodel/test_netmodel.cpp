@@ -27,13 +27,20 @@ using namespace gradsync::netmodel;
 
 namespace {
 
+// This process's scratch folder: made on first use, removed when the test program exits.
+struct ScratchDir {
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("gs_netmodel_test." + std::to_string(::getpid()));
+  ScratchDir() { std::filesystem::create_directories(path); }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
 std::string tmp_path(const std::string& name) {
-  static const std::string dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("gs_netmodel_test." + std::to_string(::getpid()));
-    std::filesystem::create_directories(d);
-    return d.string();
-  }();
-  return dir + "/" + name;
+  static const ScratchDir dir;
+  return (dir.path / name).string();
 }
 
 template <typename F>

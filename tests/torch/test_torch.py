@@ -19,7 +19,8 @@
   killed      a rank killed (SIGKILL) mid-run leaves no result file; an exception inside the
               atomic writer leaves neither the file nor its temp file; a writer killed
               mid-write leaves no file under the final name; a bad option under torchrun
-              prints one line (rank 0's) and writes nothing
+              prints one line (rank 0's) and writes nothing; none of these launches leaves
+              torchrun's log folder behind
 GRADSYNC_BIN names the build's bin folder (gradsync-model). The PyTorch venv is
 $GRADSYNC_TORCH_VENV or <repo>/.venv-torch; without it the test exits 77 (skipped) with a
 line saying how to install it.
@@ -238,7 +239,7 @@ def case_killed(tmp):
     mark = f"GS_TORCH_TEST_MARK={tmp}"
     log = open(os.path.join(tmp, "torchrun.log"), "w")
     proc = subprocess.Popen(cmd, cwd=tmp, stdout=log, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, env=dict(os.environ, GS_TORCH_TEST_MARK=tmp))
+                            start_new_session=True, env=dict(os.environ, GS_TORCH_TEST_MARK=tmp, TMPDIR=tmp))
 
     def rank1_worker():
         for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -287,11 +288,14 @@ def case_killed(tmp):
     # A bad option under torchrun: one line, from rank 0 only (every rank finds it), no file.
     for mod, bad in (("gradsync_torch.example", ["--hook", "bogus"]), ("gradsync_torch.bench", ["-n", "0"])):
         p = subprocess.run([TORCHRUN, "--nproc-per-node", "2", "-m", mod, *bad, "--out", os.path.join(tmp, "bad.h5")],
-                           cwd=tmp, capture_output=True, text=True, timeout=120)
+                           cwd=tmp, capture_output=True, text=True, timeout=120, env=dict(os.environ, TMPDIR=tmp))
         ours = [ln for ln in (p.stdout + p.stderr).splitlines() if ln.startswith(f"python -m {mod}: error:")]
         check(p.returncode != 0 and len(ours) == 1, f"{mod} {' '.join(bad)}: rc {p.returncode}, error lines {ours}")
         check("usage:" not in p.stderr, f"{mod} {' '.join(bad)} printed argparse's usage block")
     check(not os.path.exists(os.path.join(tmp, "bad.h5")), "a refused run wrote its result file")
+    # torchrun's per-launch log folders (under $TMPDIR = tmp here) went with the launches.
+    logs = [n for n in os.listdir(tmp) if n.startswith(("gs-torchrun.", "torchelastic_"))]
+    check(logs == [], f"torchrun left its log folders {logs}")
 
 
 def main():
