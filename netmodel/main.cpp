@@ -500,7 +500,10 @@ int cmd_calibrate(const std::vector<std::string>& args) {
               << "\nInputs: gradsync-bench / gradsync-train HDF5 files, nccl-tests text logs (all_reduce_perf & co., any\n"
                  "launcher prefix) or nccl-tests -J JSON, gradsync-bench's stdout table. What was inferred from each\n"
                  "log (op, nodes x ranks per node, NICs) is printed; --nodes/--ranks-per-node/--nics-per-node/--op\n"
-                 "override it.\n";
+                 "override it.\n"
+                 "All-reduce / reduce-scatter sweeps of 16-bit elements (gradsync-bench or the torch bench with\n"
+                 "-d half|bfloat16, nccl-tests with -d half|bfloat16) fit that type's reduction rate\n"
+                 "(gamma_fp16_GBps / gamma_bf16_GBps) on top of the fp32 fit; the casts' all-reduces use it.\n";
     return 0;
   }
   GS_USAGE_CHECK(vm.count("files"), "calibrate: no input files given");
