@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 
+#include "bench/busy.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/timer.hpp"
@@ -214,6 +215,9 @@ class Harness {
 std::vector<SizeResult> run_collective(const BenchOptions& o, Communicator& comm, Collective& coll,
                                        const RowCallback& on_row, DeviceContext* device) {
   Harness h(o, comm, coll, device);
+  // --busy-threads: from the first warm-up to the end of the last size; stopped and joined
+  // when this returns or throws.
+  const BusyThreads busy(o.busy_threads);
   std::vector<SizeResult> rows;
   for (std::int64_t bytes : size_sweep(o)) {
     rows.push_back(h.run_size(bytes));

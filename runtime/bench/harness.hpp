@@ -12,6 +12,9 @@
 // Timing each call between barriers (instead of back to back as nccl-tests) gives raw
 // per-iteration values for the cost model; the barrier's exit skew (a few us) is included.
 //
+// With --busy-threads N, N threads per rank spin on the CPU from the first size's warm-up
+// to the end of the last size (busy.hpp), in run_collective and run_pingpong alike.
+//
 // With a DeviceContext (--device cuda) the calls get device buffers of the same sizes: the
 // host buffers are still filled and checked, and copied to / from the device around the
 // timed loop; the in-place input is restored by a device-to-device copy (untimed).

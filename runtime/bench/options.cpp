@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "algos/detail.hpp"
+#include "bench/busy.hpp"
 #include "bench/collective.hpp"
 #include "core/error.hpp"
 #include "core/params.hpp"
@@ -52,6 +53,7 @@ po::options_description describe_options() {
       ("warmup_iters,w", po::value<std::string>(), "warm-up iterations")
       ("check,c", po::value<std::string>(), "check results")
       ("off-cache", po::value<std::string>(), "evict the caches before every iteration")
+      ("busy-threads", po::value<std::string>(), "threads per rank spinning during the sweep")
       ("datatype,d", po::value<std::string>(), "element type")
       ("redop,o", po::value<std::string>(), "reduction")
       ("chunk-bytes", po::value<std::string>(), "ring chunk")
@@ -144,6 +146,9 @@ BenchOptions parse_options(int argc, char** argv) {
     GS_USAGE_CHECK(o.off_cache_bytes >= 0 && o.off_cache_bytes <= (std::int64_t{64} << 30),
                    "option --off-cache: must be between 0 and 64G bytes (got ", t, ")");
   }
+  if (vm.count("busy-threads"))
+    o.busy_threads = parse_int_in(text_of(vm, "busy-threads"), "--busy-threads", 0, kMaxBusyThreads,
+                                  "must be an integer between 0 and " + std::to_string(kMaxBusyThreads));
   if (vm.count("datatype")) {
     try {
       o.dtype = parse_dtype(text_of(vm, "datatype"));
@@ -208,6 +213,7 @@ std::vector<std::pair<std::string, std::string>> same_on_all_ranks_items(const B
           {"-w", i(o.warmup)},
           {"-c", o.check ? "1" : "0"},
           {"--off-cache", i(o.off_cache_bytes)},
+          {"--busy-threads", i(o.busy_threads)},
           {"-d", dtype_name(o.dtype)},
           {"-o", redop_name(o.redop)},
           {"--chunk-bytes", i(o.chunk_bytes)},
@@ -279,6 +285,12 @@ std::string usage_text() {
         "                       (e.g. 256M, past the last-level cache), so the call finds its\n"
         "                       buffers out of cache, as a training step finds its gradient\n"
         "                       buckets (Intel MPI Benchmarks' -off_cache; default 0: off)\n"
+        "      --busy-threads N during the sweep, N threads per rank spin on the CPU, as\n"
+        "                       backward's compute does while DDP's buckets all-reduce: what\n"
+        "                       a collective costs while the host computes (gradsync-model\n"
+        "                       calibrate fits the level's contention from such sweeps).\n"
+        "                       0.." << kMaxBusyThreads << ", default 0; they share the rank's CPU\n"
+        "                       binding (mpirun --bind-to)\n"
         "  -d, --datatype T     float (default), half, bfloat16 (pingpong moves bytes)\n"
         "  -o, --redop OP       sum (default), avg (allreduce and reducescatter; other\n"
         "                       operations refuse avg)\n"

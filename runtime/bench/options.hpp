@@ -28,6 +28,7 @@ struct BenchOptions {
   int warmup = 5;
   bool check = true;
   std::int64_t off_cache_bytes = 0;  // > 0: each rank writes this many bytes before every iteration
+  int busy_threads = 0;              // threads per rank spinning on the CPU during the sweep (busy.hpp)
   DType dtype = DType::F32;
   RedOp redop = RedOp::Sum;
   std::int64_t chunk_bytes = 0;  // default from GRADSYNC_CHUNK_BYTES; 0: auto, by transport

@@ -5,6 +5,8 @@
 // --off-cache B: before every round trip both ranks write B bytes of their own and meet at a
 // barrier, so the transfer finds its buffers out of cache.
 //
+// --busy-threads N: N threads per rank spin on the CPU through the whole sweep (busy.hpp).
+//
 // Checking: rank 0 sends a byte pattern, rank 1 echoes what it received; after the timed
 // loop both ranks compare their receive buffers (filled with the pattern's complement
 // beforehand) with the pattern.
@@ -16,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "bench/busy.hpp"
 #include "bench/harness.hpp"
 #include "bench/p2p_algos.hpp"
 #include "core/log.hpp"
@@ -45,6 +48,9 @@ std::vector<SizeResult> run_pingpong(const BenchOptions& o, Communicator& comm, 
   void* dr = device ? device->alloc(max_bytes) : recv.data();
   Buffer flush;  // --off-cache
   if (o.off_cache_bytes > 0) flush = Buffer(static_cast<std::size_t>(o.off_cache_bytes));
+  // --busy-threads: from the first warm-up to the end of the last size; stopped and joined
+  // when this returns or throws.
+  const BusyThreads busy(o.busy_threads);
 
   std::vector<SizeResult> rows;
   for (std::int64_t size : sizes) {

@@ -85,6 +85,8 @@ void Table::header() const {
   else
     std::fprintf(f, "# time: barrier, then one call; the slowest rank's time, mean over iterations; busbw factor %g\n",
                  info_.bus_factor);
+  if (o.busy_threads > 0)  // only then: the header of a plain run stays nccl-tests' own
+    std::fprintf(f, "# busy threads: %d per rank spinning on the CPU during the sweep\n", o.busy_threads);
   for (const std::string& line : info_.device_lines) std::fprintf(f, "# %s\n", line.c_str());
   std::fprintf(f, "#\n# Using ranks\n");
   for (int r = 0; r < info_.nranks; ++r)
@@ -166,6 +168,7 @@ std::string to_json(const RunInfo& info, const std::vector<SizeResult>& rows) {
       .set("warmup", o.warmup)
       .set("check", o.check ? 1 : 0)
       .set("off_cache_bytes", o.off_cache_bytes)
+      .set("busy_threads", o.busy_threads)
       .set("bus_factor", info.bus_factor);
   Json list = Json::array();
   for (const auto& r : rows) {
@@ -259,7 +262,7 @@ std::string to_nccl_tests_json(const RunInfo& info, const std::vector<SizeResult
   avg.set("bandwidth", avg_busbw(info, rows)).set("okay", "unchecked");
   Json ours = Json::object();
   ours.set("op", o.op).set("algo", o.algo).set("nranks", info.nranks).set("nnodes", info.nnodes);
-  ours.set("ranks_per_node", info.ranks_per_node).set("h5", info.out_path);
+  ours.set("ranks_per_node", info.ranks_per_node).set("h5", info.out_path).set("busy_threads", o.busy_threads);
   Json j = Json::object();
   j.set("version", 2).set("start_time", now_text()).set("args", args).set("env", env).set("nccl_version", 0);
   j.set("config", config).set("results", results).set("out_of_bounds", oob).set("average_bus_bandwidth", avg);
@@ -307,6 +310,7 @@ void write_results(h5::Writer& w, const RunInfo& info, const std::vector<SizeRes
   w.attr("/", "warmup", static_cast<std::int64_t>(o.warmup));
   w.attr("/", "check", static_cast<std::int64_t>(o.check ? 1 : 0));
   w.attr("/", "off_cache_bytes", o.off_cache_bytes);
+  w.attr("/", "busy_threads", static_cast<std::int64_t>(o.busy_threads));
   w.attr("/", "root", static_cast<std::int64_t>(info.root_value()));
   w.attr("/", "bus_factor", info.bus_factor);
   w.attr("/", "min_bytes", static_cast<std::int64_t>(o.min_bytes));

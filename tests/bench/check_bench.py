@@ -57,6 +57,7 @@ class Bench:
 
     def run_ok(self, np_, args):
         p = self.run(np_, args)
+        self.last_stderr = p.stderr  # for cases that read the log (GRADSYNC_DEBUG=INFO)
         if p.returncode != 0:
             raise Failure(f"exit status {p.returncode} for np={np_} {' '.join(args)}\n"
                           f"--- stdout\n{p.stdout}\n--- stderr\n{p.stderr}")
@@ -307,6 +308,31 @@ def case_pingpong(bench):
         check(int(fh.attrs["off_cache_bytes"]) == 256 << 10, f"off_cache_bytes {fh.attrs['off_cache_bytes']}")
 
 
+def case_busy(bench):
+    """--busy-threads: the sweep runs while each rank's threads spin; the results are right,
+    recorded, and every spinning thread is stopped and joined when the sweep ends (else the
+    run would hang or spin on past its end: the launch's timeout and the log catch it)."""
+    debug = os.environ.get("GRADSYNC_DEBUG")
+    os.environ["GRADSYNC_DEBUG"] = "INFO"  # the bench logs each rank's join
+    try:
+        path = measure(bench, 2, "allreduce", b="1K", e="64K", f=4, n=5, w=1, extra=["--busy-threads", "1"])
+        err = bench.last_stderr
+        pp = measure(bench, 2, "pingpong", b="8", e="512", f=8, n=2, extra=["--busy-threads", "1"])
+        err_pp = bench.last_stderr
+    finally:
+        if debug is None:
+            os.environ.pop("GRADSYNC_DEBUG", None)
+        else:
+            os.environ["GRADSYNC_DEBUG"] = debug
+    for p, log in ((path, err), (pp, err_pp)):
+        with h5py.File(p, "r") as fh:
+            check(int(fh.attrs["busy_threads"]) == 1, f"{p}: busy_threads {fh.attrs['busy_threads']}")
+        joins = re.findall(r"busy threads stopped and joined: (\d+) threads?, (\d+) xorshift steps", log)
+        check(len(joins) == 2, f"{p}: want one 'stopped and joined' line per rank, got {joins}\n{log}")
+        check(all(int(n) == 1 and int(steps) > 0 for n, steps in joins), f"{p}: joins {joins}")
+    print("ok   --busy-threads 1: allreduce and pingpong right, recorded, every thread joined")
+
+
 def case_net(bench):
     """/net: per-rank, per-interface bytes of the sweep. Two ranks on this host forced onto
     TCP over loopback: lo must have carried at least the ring's bytes of the timed iterations."""
@@ -383,6 +409,9 @@ USAGE_CASES = [
     (["--chunk-bytes", "0"], "--chunk-bytes"),
     (["--off-cache", "lots"], "--off-cache"),
     (["--off-cache", "-1"], "--off-cache"),
+    (["--busy-threads", "-1"], "--busy-threads"),
+    (["--busy-threads", "x"], "--busy-threads"),
+    (["--busy-threads", "257"], "--busy-threads"),
     (["--root", "-1"], "--root"),
     (["--frobnicate"], "--frobnicate"),
     (["stray"], "positional"),
@@ -443,6 +472,7 @@ CASES = {
     "usage": case_usage,
     "runtime_error": case_runtime_error,
     "net": case_net,
+    "busy": case_busy,
 }
 
 
