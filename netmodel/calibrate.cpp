@@ -55,6 +55,8 @@ std::vector<BenchPoint> read_bench_file(const std::string& path) {
                                                                               : geti("chunk_bytes", 0));
   proto.opt.channels = static_cast<int>(std::max<int64_t>(1, geti("channels", 1)));
   proto.cores_per_node = static_cast<int>(std::max<int64_t>(0, geti("cores_per_node", 0)));
+  proto.busy_threads = static_cast<int>(geti("busy_threads", 0));
+  GS_USAGE_CHECK(proto.busy_threads >= 0, path, ": attribute busy_threads is ", proto.busy_threads, " (must be >= 0)");
   const auto sizes = r.read_double("/size_bytes");
   std::vector<std::string> used;
   if (r.exists("/algo_used")) used = r.read_strings("/algo_used");
@@ -627,6 +629,58 @@ double fit_gamma16(const std::vector<BenchPoint>& pts, Level l, DType t, double&
   return std::pow(10.0, lg);
 }
 
+// Contention with compute (fabric.hpp) from points measured while the host computed: the
+// level's other terms fixed, time = a + c x (the point's time alone) with a >= 0 and c >= 1,
+// minimising the sum of |relative residuals| (a few descheduled iterations move a median a
+// long way on a busy host; L1 shrugs them off). For a given c the best a is the weighted
+// median of y - c x (weights 1/y), clamped at 0; c by a log scan over [1, 100], then a
+// golden-section search around the best. `median_abs` gets the median |relative residual|.
+void fit_contention(const std::vector<BenchPoint>& pts, const Level& l, double& a, double& c, double& median_abs) {
+  std::vector<double> x, y;
+  for (const auto& p : pts) {
+    x.push_back(eval(p, l));
+    y.push_back(p.time_s);
+  }
+  auto best_a = [&](double cc) {
+    std::vector<std::pair<double, double>> v;  // (y - c x, weight)
+    double wsum = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      v.emplace_back(y[i] - cc * x[i], 1 / y[i]);
+      wsum += 1 / y[i];
+    }
+    std::sort(v.begin(), v.end());
+    double acc = 0;
+    for (const auto& [val, w] : v)
+      if ((acc += w) >= wsum / 2) return std::max(0.0, val);
+    return 0.0;
+  };
+  auto cost = [&](double lc) {
+    const double cc = std::pow(10.0, lc), aa = best_a(cc);
+    double s = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) s += std::abs(aa + cc * x[i] - y[i]) / y[i];
+    return s;
+  };
+  const double lo = 0, hi = 2, step = 0.01;
+  double best = lo, best_c = cost(lo);
+  for (double lc = lo + step; lc <= hi + 1e-9; lc += step) {
+    const double k = cost(lc);
+    if (k < best_c) best = lc, best_c = k;
+  }
+  double u = std::max(lo, best - step), v = std::min(hi, best + step);
+  const double phi = (std::sqrt(5.0) - 1) / 2;
+  for (int i = 0; i < 40; ++i) {
+    const double x1 = v - phi * (v - u), x2 = u + phi * (v - u);
+    if (cost(x1) < cost(x2)) v = x2;
+    else u = x1;
+  }
+  const double lc = cost((u + v) / 2) < best_c ? (u + v) / 2 : best;
+  c = std::pow(10.0, lc);
+  a = best_a(c);
+  std::vector<double> res;
+  for (std::size_t i = 0; i < x.size(); ++i) res.push_back(std::abs(a + c * x[i] - y[i]) / y[i]);
+  median_abs = median(res);
+}
+
 // Robust wrapper: on a loaded host single sizes can be off by 100x (a rank descheduled in
 // most iterations). Points whose relative residual is further than max(30%, 4 x the
 // robust spread (1.4826 MAD)) from the median residual are excluded and the fit (with its
@@ -758,6 +812,26 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
   };
   split16(intra, intra16);
   split16(inter, inter16);
+  // So are points measured while the host computed (--busy-threads): they fit the level's
+  // contention on top of everything else.
+  std::vector<BenchPoint> intra_busy, inter_busy;
+  auto split_busy = [](std::vector<BenchPoint>& all, std::vector<BenchPoint>& busy) {
+    std::vector<BenchPoint> keep;
+    for (auto& p : all) (p.busy_threads > 0 ? busy : keep).push_back(std::move(p));
+    all = std::move(keep);
+  };
+  split_busy(intra, intra_busy);
+  split_busy(inter, inter_busy);
+  split_busy(intra16, intra_busy);
+  split_busy(inter16, inter_busy);
+  for (auto* lb : {&intra_busy, &inter_busy})
+    if (!lb->empty() && (lb == &intra_busy ? intra : inter).empty()) {
+      for (const auto& p : *lb)
+        out.skipped.push_back(p.file + ": " + op_name(p.op) + " " + std::to_string(static_cast<long long>(p.bytes)) +
+                              " B measured with busy threads: contention is fitted on top of the level's points "
+                              "measured alone, and this level has none (add a sweep without --busy-threads)");
+      lb->clear();
+    }
   for (auto* l16 : {&intra16, &inter16})
     if (!l16->empty() && (l16 == &intra16 ? intra : inter).empty()) {
       for (const auto& p : *l16)
@@ -836,6 +910,35 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
       if (g > 0 && med > kPoorResidual)
         lf->warnings.push_back("poor fit of the " + std::string(dtype_name(t)) + " reduction rate on level " + lf->level +
                                ": median |relative residual| " + std::to_string(100 * med) + "%");
+    }
+  }
+  for (auto* lb : {&intra_busy, &inter_busy}) {
+    if (lb->empty()) continue;
+    const bool is_intra = lb == &intra_busy;
+    Level& lvl = is_intra ? f.intra : f.inter;
+    if (any_nccl) set_nccl_scales(*lb, f);
+    double a = 0, c = 1, med = 0;
+    fit_contention(*lb, lvl, a, c, med);
+    lvl.contention = c;
+    lvl.contention_alpha_s = a;
+    std::set<int> threads;
+    for (const auto& p : *lb) threads.insert(p.busy_threads);
+    for (auto& l : out.levels) {
+      if (l.level != (is_intra ? "intra" : "inter")) continue;
+      l.params.contention = c;
+      l.params.contention_alpha_s = a;
+      std::ostringstream os;
+      os.precision(3);
+      os << "while the host computes (";
+      for (int t : threads) os << (t == *threads.begin() ? "" : "/") << t;
+      os << " busy thread" << (threads.size() == 1 && *threads.begin() == 1 ? "" : "s")
+         << " per rank), a collective takes " << a * 1e6 << " us + " << c << " x its time alone (fitted to "
+         << lb->size() << " points with the level's other terms fixed; median |residual| " << 100 * med
+         << "%): what the step simulator charges collectives that start inside backward; ";
+      l.notes += os.str();
+      if (med > kPoorResidual)
+        l.warnings.push_back("poor fit of the contention on level " + l.level + ": median |relative residual| " +
+                             std::to_string(100 * med) + "%");
     }
   }
   if (!intra_given.empty()) desc += "; intra level from " + intra_given;
@@ -974,6 +1077,7 @@ ContentionFit calibrate_contention(const std::vector<std::string>& files, const 
       return;
     }
     l.contention = median(ratios);
+    l.contention_alpha_s = 0;  // the ratios are the whole slowdown
     std::ostringstream os;
     os.precision(3);
     os << name << ": while backward computes, a bucket all-reduce takes " << l.contention

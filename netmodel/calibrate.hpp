@@ -78,6 +78,10 @@ struct BenchPoint {
   // loopback left out) and its MTU; "" and 0 when the file has no /net or no such traffic.
   std::string wire_if;
   int wire_mtu = 0;
+  // Threads per rank that spun on the CPU during the sweep (file attribute busy_threads,
+  // --busy-threads): > 0 measures the collective while the host computes, which fits the
+  // level's contention (fabric.hpp), not its alpha and bandwidth.
+  int busy_threads = 0;
 };
 
 // Payload bytes per byte on the wire of TCP/IPv4 (with timestamps) over Ethernet at this MTU:

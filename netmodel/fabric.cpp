@@ -302,6 +302,7 @@ std::pair<std::string, std::string> level_problem(const Level& l) {
   if (!(std::isfinite(l.burst_bytes) && l.burst_bytes >= 0)) return {"burst_bytes", "must be a finite number >= 0, got " + num(l.burst_bytes)};
   if (!(l.peak_bw_Bps > 0) || std::isnan(l.peak_bw_Bps)) return {"peak_bw_GBps", "must be > 0, got " + num(l.peak_bw_Bps / GBps)};
   if (!(std::isfinite(l.contention) && l.contention > 0)) return {"contention", "must be a finite number > 0, got " + num(l.contention)};
+  if (!(std::isfinite(l.contention_alpha_s) && l.contention_alpha_s >= 0)) return {"contention_us", "must be a finite number >= 0, got " + num(l.contention_alpha_s / us)};
   if (l.cores_per_node < 0) return {"cores_per_node", "must be an integer >= 1, got " + std::to_string(l.cores_per_node)};
   if (!(std::isfinite(l.duplex_bw_Bps) && l.duplex_bw_Bps >= 0)) return {"duplex", "must be a finite number > 0, got " + num(l.duplex_bw_Bps / l.bw_Bps)};
   double prev = 0;
@@ -423,7 +424,7 @@ class FabricReader {
     if (!node.is_table()) fail(line_of(node), name, "must be a table ([" + name + "]), got " + type_name(node));
     const toml::table& t = *node.as_table();
     check_keys(t, name + ".", {"alpha_us", "bw_GBps", "gamma_GBps", "gamma_fp16_GBps", "gamma_bf16_GBps", "conn_bw_GBps", "connections", "burst_bytes", "peak_bw_GBps",
-                           "nics_per_node", "duplex", "contention", "cores_per_node", "source", "regime"});
+                           "nics_per_node", "duplex", "contention", "contention_us", "cores_per_node", "source", "regime"});
     Level l;
     l.source = get_string(t, "source", false);
     const bool has_regimes = t.get("regime") != nullptr;
@@ -442,6 +443,7 @@ class FabricReader {
     l.nics_per_node = static_cast<int>(get_number(t, "nics_per_node", name + ".nics_per_node", false, 1, at_least_one, "an integer >= 1"));
     const double dx = get_number(t, "duplex", name + ".duplex", false, 0, positive, "a finite number > 0");
     l.contention = get_number(t, "contention", name + ".contention", false, 1, positive, "a finite number > 0");
+    l.contention_alpha_s = get_number(t, "contention_us", name + ".contention_us", false, 0, nonneg, "a finite number >= 0") * us;
     l.cores_per_node = static_cast<int>(get_number(t, "cores_per_node", name + ".cores_per_node", false, 0, at_least_one, "an integer >= 1"));
     if (const toml::node* rn = t.get("regime")) {
       const toml::array* arr = rn->as_array();
@@ -512,6 +514,7 @@ void level_toml(std::ostringstream& os, const std::string& name, const Level& l)
   if (l.nics_per_node != 1) os << "nics_per_node = " << l.nics_per_node << "\n";
   if (l.duplex_bw_Bps > 0) os << "duplex = " << toml_num(l.duplex_bw_Bps / l.bw_Bps) << "\n";
   if (l.contention != 1) os << "contention = " << toml_num(l.contention) << "\n";
+  if (l.contention_alpha_s > 0) os << "contention_us = " << toml_num(l.contention_alpha_s / us) << "\n";
   if (l.cores_per_node > 0) os << "cores_per_node = " << l.cores_per_node << "\n";
   for (const auto& r : l.regimes) {
     os << "[[" << name << ".regime]]\n";

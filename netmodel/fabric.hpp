@@ -44,7 +44,12 @@
 // host (the reducer's bucket all-reduces under overlap) takes `contention` times as long
 // as alone (>= 1 when compute steals cycles, memory bandwidth or PCIe from the copies; 1:
 // none). Per level; the step simulator (timeline.hpp) applies it to the part of a
-// bucket's collectives that falls inside backward.
+// bucket's collectives that falls inside backward. `contention_us` adds a fixed cost to each
+// collective that starts inside backward: with more busy threads than cores, every message
+// a rank waits for also waits for the scheduler to run its thread again, so a small
+// all-reduce under load costs milliseconds, not a multiple of its microseconds. calibrate
+// fits both, time = contention_us + contention x time alone, from sweeps measured while the
+// host computes (gradsync-bench / the torch bench with --busy-threads).
 //
 // CPU share (cores_per_node > 0): copies over shared memory and reductions are work of the
 // ranks' own cores. When a step keeps more ranks of a node busy than the node has cores
@@ -74,6 +79,7 @@
 //   nics_per_node = 8                    # optional, >= 1 (inter level): rails; bw_GBps is per NIC
 //   duplex = 0.8                         # optional, > 0: both-ways / one-way bandwidth (default 1)
 //   contention = 1.3                     # optional, > 0: slowdown while backward computes (default 1)
+//   contention_us = 800                  # optional, >= 0: added per collective started inside backward
 //   cores_per_node = 2                   # optional, >= 1: CPUs a node gives its ranks (default: enough)
 //   source = "..."                       # optional, per level
 //   [[inter.regime]]                     # optional; overrides alpha/bw per size range
@@ -118,6 +124,7 @@ struct Level {
   int nics_per_node = 1;         // rails (inter level): NICs per node, each with bw_Bps
   double duplex_bw_Bps = 0;      // both-ways bandwidth per direction (0: = bw_Bps, full duplex)
   double contention = 1;         // communication time factor while backward computes
+  double contention_alpha_s = 0; // added to each collective that starts while backward computes
   int cores_per_node = 0;        // CPUs of a node for its ranks (0: as many as ranks)
   std::vector<Regime> regimes;   // empty: one regime (alpha_s, bw_Bps, duplex_bw_Bps)
 

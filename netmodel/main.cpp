@@ -92,6 +92,7 @@ int cmd_fabrics(const std::vector<std::string>& args) {
     j.set("conn_bw_GBps", std::isfinite(l.conn_bw_Bps) ? Json(l.conn_bw_Bps / 1e9) : Json(nullptr));
     j.set("connections", l.connections).set("regimes", static_cast<int>(l.regimes.size())).set("source", l.source);
     j.set("duplex", l.duplex(kInf));
+    j.set("contention", l.contention).set("contention_us", l.contention_alpha_s * 1e6);
     return j;
   };
   if (vm.count("show")) {
@@ -503,7 +504,10 @@ int cmd_calibrate(const std::vector<std::string>& args) {
                  "override it.\n"
                  "All-reduce / reduce-scatter sweeps of 16-bit elements (gradsync-bench or the torch bench with\n"
                  "-d half|bfloat16, nccl-tests with -d half|bfloat16) fit that type's reduction rate\n"
-                 "(gamma_fp16_GBps / gamma_bf16_GBps) on top of the fp32 fit; the casts' all-reduces use it.\n";
+                 "(gamma_fp16_GBps / gamma_bf16_GBps) on top of the fp32 fit; the casts' all-reduces use it.\n"
+                 "Sweeps measured while the host computes (gradsync-bench or the torch bench with --busy-threads N)\n"
+                 "fit the level's contention on top of it: time = contention_us + contention x time alone, what a\n"
+                 "collective that starts inside backward costs.\n";
     return 0;
   }
   GS_USAGE_CHECK(vm.count("files"), "calibrate: no input files given");
@@ -678,6 +682,7 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       j.set("gamma_fp16_GBps", l.params.gamma_fp16_Bps > 0 ? Json(l.params.gamma_fp16_Bps / 1e9) : Json(nullptr));
       j.set("gamma_bf16_GBps", l.params.gamma_bf16_Bps > 0 ? Json(l.params.gamma_bf16_Bps / 1e9) : Json(nullptr));
       j.set("duplex", l.params.duplex(kInf));
+      j.set("contention", l.params.contention).set("contention_us", l.params.contention_alpha_s * 1e6);
       Json regs = Json::array();
       for (const auto& r : l.params.regimes) {
         Json x = Json::object();
@@ -727,6 +732,8 @@ int cmd_calibrate(const std::vector<std::string>& args) {
     if (l.gamma_fitted) std::printf(", gamma %.4f GB/s", l.params.gamma_Bps / 1e9);
     if (l.params.gamma_fp16_Bps > 0) std::printf(", fp16 sums %.4f GB/s", l.params.gamma_fp16_Bps / 1e9);
     if (l.params.gamma_bf16_Bps > 0) std::printf(", bf16 sums %.4f GB/s", l.params.gamma_bf16_Bps / 1e9);
+    if (l.params.contention != 1 || l.params.contention_alpha_s > 0)
+      std::printf(", while computing %.0f us + %.3f x", l.params.contention_alpha_s * 1e6, l.params.contention);
     std::printf("\n");
     if (!l.notes.empty()) std::printf("  note: %s\n", l.notes.c_str());
     std::printf("  %-28s %-13s %-12s %12s %12s %12s %9s\n", "file", "op", "algo", "bytes", "measured_us", "predicted_us",

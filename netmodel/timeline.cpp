@@ -72,7 +72,7 @@ Fabric peak_fabric(const Fabric& f) {
 
 double backward_contention(const Fabric& fabric, const NetConfig& net, double compute_threads) {
   const Level& l = net.nodes > 1 ? fabric.inter : fabric.intra;
-  if (l.contention != 1 || compute_threads <= 0) return l.contention;
+  if (l.contention != 1 || l.contention_alpha_s > 0 || compute_threads <= 0) return l.contention;
   // Not fitted: the CPU share. Inside backward each rank of a node runs its compute threads
   // and one communication thread; alone, the communication thread only.
   const double g = std::max(1, net.ranks_per_node);
@@ -100,14 +100,17 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
   const bool shaped = net.nodes > 1 && fabric.inter.burst_bytes > 0;
   const Fabric peak = shaped ? peak_fabric(fabric) : Fabric{};
   const double burst = fabric.inter.burst_bytes, rate = fabric.inter.bw(kInf);
-  // Contention with compute (fabric.hpp): the part of a collective inside backward runs
-  // `slow` times slower. A collective of d seconds alone starting at t < bwd_end: it does
-  // (bwd_end - t) / slow of its work before backward ends, the rest at full speed.
+  // Contention with compute (fabric.hpp): a collective starting at t < bwd_end pays the
+  // level's contention_us first; the part of its d seconds alone that falls inside backward
+  // runs `slow` times slower: (bwd_end - t) / slow of its work before backward ends, the
+  // rest at full speed.
   const double slow = backward_contention(fabric, net, st.compute_threads);
+  const double wake = (net.nodes > 1 ? fabric.inter : fabric.intra).contention_alpha_s;
   auto contended = [&](double t, double d) {
-    if (!st.overlap || slow == 1 || t >= bwd_end || d <= 0) return d;
-    const double busy = bwd_end - t;
-    return d * slow <= busy ? d * slow : busy + (d - busy / slow);
+    if (!st.overlap || t >= bwd_end || d <= 0) return d;
+    const double busy = bwd_end - t - wake;
+    if (busy <= 0 || slow == 1) return wake + d;
+    return wake + (d * slow <= busy ? d * slow : busy + (d - busy / slow));
   };
   auto collective = [&](const Phase& ph, double t, Tokens& tok) {
     CollOptions copt = copt32;

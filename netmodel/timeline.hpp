@@ -116,7 +116,7 @@ struct StepResult {
 
 // Runs the event simulation of one step.
 // How much longer communication takes inside backward: the level's fitted `contention`
-// when it has one (!= 1); else, with compute_threads > 0 and the fabric's cores_per_node,
+// when it has one (!= 1, or a contention_us); else, with compute_threads > 0 and the fabric's cores_per_node,
 // the CPU share: (ranks_per_node x (compute_threads + 1)) busy threads against the
 // ranks_per_node of communication alone (fabric.hpp, Level::cpu_share); else 1.
 double backward_contention(const Fabric& fabric, const NetConfig& net, double compute_threads);

@@ -117,6 +117,8 @@ struct Scan {
   std::string program;
   std::string other_program;             // a second, different program in the same log
   std::string bench_op, bench_algo;      // from `# gradsync-bench: OP, algo A, ...`
+  int busy_threads = 0;                  // `# busy threads: N per rank ...` (gradsync-bench),
+                                         // `... busy-threads: N` (the torch bench)
   int nics = 0;
   std::string nics_line;
   bool footer = false;
@@ -148,6 +150,11 @@ void scan_comment(const std::string& body, Scan& s) {
     }
   }
   if (body.rfind("Avg bus bandwidth", 0) == 0 || body.rfind("Out of bounds values", 0) == 0) s.footer = true;
+  for (std::size_t i = 0; i + 1 < t.size(); ++i) {
+    long long n = 0;
+    if ((t[i] == "busy-threads:" || (t[i] == "threads:" && i > 0 && t[i - 1] == "busy")) && parse_int(t[i + 1], n) && n > 0)
+      s.busy_threads = static_cast<int>(n);
+  }
 }
 
 // NICs from NCCL INFO lines (only the first statement counts).
@@ -375,6 +382,7 @@ OutsideLog parse_nccl_tests_text(const std::string& text, const std::string& ori
 
   // Program, op, shape.
   log.program = scan.program;
+  log.busy_threads = scan.busy_threads;
   bool op_known = false;
   if (scan.program == "gradsync-bench") {
     log.format = "gradsync-bench table";
@@ -454,6 +462,7 @@ OutsideLog parse_nccl_tests_json(const std::string& text, const std::string& ori
     log.op_from = "gradsync-bench JSON";
     log.program = "gradsync-bench";
     log.algo = root.get<std::string>("gradsync.algo", "ring");
+    log.busy_threads = root.get<int>("gradsync.busy_threads", 0);
     op_known = true;
   }
   shape_from_hosts(log, scan, "devices list");
@@ -543,6 +552,7 @@ std::vector<BenchPoint> outside_points(const OutsideLog& log) {
     p.nics_per_node = log.nics_per_node > 0 ? log.nics_per_node : 1;
     // A log has no per-iteration record of what went through a shaper: no burst detection.
     p.link_bytes_before = kInf;
+    p.busy_threads = log.busy_threads;
     if (p.time_s > 0) out.push_back(p);
   }
   if (out.empty()) fail(log.path, 0, "no row with a positive time");
@@ -572,6 +582,8 @@ std::string describe(const OutsideLog& log) {
   else
     os << "; shape unknown";
   if (log.nics_per_node > 0) os << "; " << log.nics_per_node << " NIC(s) per node (" << log.nics_from << ")";
+  if (log.busy_threads > 0)
+    os << "; measured with " << log.busy_threads << " busy thread(s) per rank (fits the contention)";
   os << "; " << log.rows.size() << " sizes";
   for (const auto& n : log.notes) os << "; " << n;
   return os.str();

@@ -60,6 +60,7 @@ struct OutsideLog {
   std::string nics_from;
   std::string algo = "nccl";  // gradsync-bench: its --algo
   std::string type;           // the first data row's element type ("float", "half", ...; "" if none)
+  int busy_threads = 0;       // gradsync-bench / the torch bench with --busy-threads (header line)
   std::vector<OutsideRow> rows;
   std::vector<std::string> notes;  // what was inferred, dropped or merged
 };

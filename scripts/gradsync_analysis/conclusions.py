@@ -136,6 +136,8 @@ def model_summary(ctx):
                        + (f", gamma {lv['gamma_GBps']:.2f} GB/s" if lv.get("gamma_GBps") else "")
                        + "".join(f", {t} sums {lv[k]:.3f} GB/s" for t, k in (("fp16", "gamma_fp16_GBps"),
                                                                             ("bf16", "gamma_bf16_GBps")) if lv.get(k))
+                       + (f", while computing {lv.get('contention_us', 0):.0f} us + {lv['contention']:.2f} x"
+                          if lv.get("contention", 1) != 1 or lv.get("contention_us", 0) > 0 else "")
                        + f" (R^2 {lv.get('r2', float('nan')):.3f}, largest |residual| "
                          f"{100 * lv.get('max_abs_rel_residual', float('nan')):.0f}%, "
                          f"{len(lv.get('points', []))} points)")

@@ -22,11 +22,18 @@ Sizes follow nccl-tests: allgather's size is the gathered result, reducescatter'
 input, alltoall's one rank's buffer; rounded down to whole elements (x ranks for those three).
 An operation the backend lacks (gloo on CPU has no reduce_scatter in some builds) is
 reported on one line per operation and skipped; with --op all the others still run.
+With --busy-threads N each rank keeps N processes spinning on the CPU for the whole sweep
+(processes: Python threads would hold the interpreter lock the timed calls need), as
+backward's compute does while DDP's buckets all-reduce; the file's busy_threads attribute
+says so and `gradsync-model calibrate` fits the level's contention from such a sweep.
 The file's `algo` is the gradsync algorithm that prices the backend's collective
 (recorder.BACKEND_ALGO: gloo and nccl -> ring, mpi -> mpi) and `backend` names the backend.
 """
+import ctypes
 import os
 import re
+import signal
+import subprocess
 import sys
 import time
 
@@ -41,6 +48,32 @@ OPS = {  # gradsync op name -> (torch name, bus factor(p), has reduction)
 }
 TORCH_TO_OP = {v[0]: k for k, v in OPS.items()}
 DTYPES = {"float": 4, "half": 2, "bfloat16": 2}
+
+
+def _die_with_parent():
+    # In the spinner, before exec: the kernel kills it when the rank dies, however it dies.
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class Spinners:
+    """N processes spinning on the CPU until close() (or until the rank that started them dies)."""
+
+    def __init__(self, n):
+        self.procs = []
+        try:
+            for _ in range(n):
+                self.procs.append(subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                                                   stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent))
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait()
+        self.procs = []
 
 
 def parse_size(text, opt):
@@ -66,6 +99,10 @@ def options(argv):
                          "last-level cache), so the call finds its buffers out of cache, as a training step finds "
                          "its gradient buckets (gradsync-bench's --off-cache, Intel MPI Benchmarks' -off_cache; "
                          "default 0: off)")
+    ap.add_argument("--busy-threads", type=int, default=0,
+                    help="N processes per rank spin on the CPU during the sweep, as backward's compute does while "
+                         "DDP's buckets all-reduce: what a collective costs while the host computes (gradsync-model "
+                         "calibrate fits the level's contention from such a sweep; default 0)")
     ap.add_argument("-d", "--datatype", default="float", choices=sorted(DTYPES))
     ap.add_argument("--root", type=int, default=0)
     ap.add_argument("--backend", default=None, help="gloo (default on cpu) | nccl | mpi")
@@ -89,6 +126,8 @@ def options(argv):
         ap.error(f"option -n: must be >= 1 (got {o.iters})")
     if o.warmup_iters < 0:
         ap.error(f"option -w: must be >= 0 (got {o.warmup_iters})")
+    if not 0 <= o.busy_threads <= 256:
+        ap.error(f"option --busy-threads: must be between 0 and 256 (got {o.busy_threads})")
     names = list(OPS) if o.op == "all" else [s.strip() for s in o.op.split(",") if s.strip()]
     o.ops = []
     for n in names:
@@ -155,6 +194,9 @@ def main(argv=None):
         # Small non-negative integers: exact in float/half/bfloat16 and their sums over ranks.
         return ((torch.arange(n, dtype=torch.int64) * 7 + salt) % 5).to(dtype).to(dev)
 
+    # Spinners die with this rank however it ends (PR_SET_PDEATHSIG); close() stops them when
+    # the sweep is done.
+    spin = Spinners(o.busy_threads)
     for op in o.ops:
         tname, busf, reduces = OPS[op]
         blocked = op in ("allgather", "reducescatter", "alltoall")
@@ -242,7 +284,8 @@ def main(argv=None):
                   f"dtype {o.datatype}, redop {'sum' if reduces else 'none'}, torch {torch.__version__}")
             print(f"# minBytes {o.min_bytes} maxBytes {o.max_bytes} step: {o.stepfactor}(factor) warmup iters: "
                   f"{o.warmup_iters} iters: {o.iters} validation: {o.check}"
-                  + (f" off-cache: {o.off_cache_bytes} bytes" if o.off_cache_bytes else ""))
+                  + (f" off-cache: {o.off_cache_bytes} bytes" if o.off_cache_bytes else "")
+                  + (f" busy-threads: {o.busy_threads}" if o.busy_threads else ""))
             print("# time: barrier, then one call; the slowest rank's time, mean over iterations; busbw factor "
                   f"{busf(p):g}; {'in place' if op in ('allreduce', 'broadcast') else 'out of place'} (torch's call)")
             print("#\n# Using ranks")
@@ -276,7 +319,7 @@ def main(argv=None):
                          "max_bytes": o.max_bytes, "step_factor": o.stepfactor, "step_bytes": 0,
                          "bus_factor": busf(p), "timing": "barrier, then one blocking torch.distributed call "
                          "timed on every rank (perf_counter; cuda: synchronize after); max over ranks",
-                         "off_cache_bytes": o.off_cache_bytes, "out_of_bounds": wrong_total, "avg_busbw_GBps": mean_bus, "in_place": int(op in ("allreduce", "broadcast"))}
+                         "off_cache_bytes": o.off_cache_bytes, "busy_threads": o.busy_threads, "out_of_bounds": wrong_total, "avg_busbw_GBps": mean_bus, "in_place": int(op in ("allreduce", "broadcast"))}
                 for k, v in attrs.items():
                     h5out.set_attr(f, k, v)
                 h5out.write_dataset(f, "size_bytes", sizes, "int")
@@ -290,6 +333,7 @@ def main(argv=None):
             print(f"# wrote {path}")
             if wrong_total > 0:
                 status = 1
+    spin.close()
     st = torch.tensor([status], dtype=torch.int64, device=dev)
     dist.all_reduce(st, op=dist.ReduceOp.MAX)
     dist.destroy_process_group()

@@ -279,6 +279,24 @@ TEST(Contention, StretchesOnlyTheCollectivesInsideBackward) {
     EXPECT_NEAR(cpu.buckets[0].comm_s, 2 * comm, 1e-12);
     EXPECT_NEAR(simulate_step(w, bs, g, net, st, 0).buckets[0].comm_s, comm, 1e-12);  // threads unknown
   }
+  // A fitted contention_us: each collective that starts inside backward pays it first, then
+  // the factor on what is left of backward; one that starts after backward pays neither.
+  {
+    Fabric g = f;
+    g.intra.contention_alpha_s = g.inter.contention_alpha_s = 0.2e-3;
+    const StepResult r = simulate_step(w, bs, g, net, st, 0);
+    EXPECT_NEAR(r.buckets[0].comm_s, 0.2e-3 + 1.5 * comm, 1e-12);
+    EXPECT_NEAR(r.buckets[0].contention_s, 0.2e-3 + 0.5 * comm, 1e-12);
+    EXPECT_NEAR(r.buckets[1].comm_s, comm, 1e-12);
+    // Straddling: 0.05 ms of backward left, all of it spent waiting; the work runs alone.
+    EXPECT_NEAR(simulate_step(w, bs2, g, net, st, 0).buckets[0].comm_s, 0.2e-3 + comm, 1e-12);
+    // With contention 1 and contention_us set, the level counts as fitted: no CPU share.
+    g.intra.contention = g.inter.contention = 1;
+    g.intra.cores_per_node = g.inter.cores_per_node = 2;
+    StepConfig st1 = st;
+    st1.compute_threads = 1;
+    EXPECT_NEAR(simulate_step(w, bs, g, net, st1, 0).buckets[0].comm_s, 0.2e-3 + comm, 1e-12);
+  }
   // Without overlap nothing runs during backward.
   st.overlap = false;
   const StepResult off = simulate_step(w, bs, f, net, st, 0);
@@ -312,6 +330,10 @@ TEST(Contention, FileRoundTripAndValidation) {
   EXPECT_DOUBLE_EQ(g.inter.contention, 1.25);
   EXPECT_DOUBLE_EQ(g.intra.contention, 1.0);
   EXPECT_THROW(parse_fabric("name = \"b\"\n[intra]\nalpha_us = 1\nbw_GBps = 1\ncontention = 0\n", "b.toml"), UsageError);
+  f.intra.contention_alpha_s = 750e-6;
+  EXPECT_DOUBLE_EQ(parse_fabric(fabric_to_toml(f), "c.toml").intra.contention_alpha_s, 750e-6);
+  EXPECT_DOUBLE_EQ(g.intra.contention_alpha_s, 0.0);
+  EXPECT_THROW(parse_fabric("name = \"b\"\n[intra]\nalpha_us = 1\nbw_GBps = 1\ncontention_us = -1\n", "b.toml"), UsageError);
 }
 
 TEST(ReducerCost, AddsToTheStepEvenWhenCommunicationHides) {

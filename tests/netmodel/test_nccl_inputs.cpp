@@ -243,6 +243,27 @@ TEST(NcclTestsText, HalfAndBfloat16RowsSumSixteenBitElements) {
   }
 }
 
+TEST(NcclTestsText, BusyThreadsHeaderMarksThePoints) {
+  // gradsync-bench's header line and the torch bench's option line name --busy-threads; the
+  // points carry it (calibrate fits the contention from them), a plain table gives 0.
+  const std::string ranks = "# Using ranks\n#  Rank  0 Pid  1 on  vm\n#  Rank  1 Pid  2 on  vm\n#\n"
+                            "#       size         count      type   redop    root     time   algbw   busbw #wrong\n"
+                            "        1024           256     float     sum      -1    10.93    0.09    0.09      0\n"
+                            "        4096          1024     float     sum      -1     3.94    1.04    1.04      0\n";
+  const std::string ours = "# gradsync-bench: allreduce, algo ring, 2 ranks on 1 node (2 per node), dtype float\n"
+                           "# busy threads: 2 per rank spinning on the CPU during the sweep\n";
+  const std::string torch = "# gradsync_torch.bench: allreduce (all_reduce), backend gloo (priced as algo ring)\n"
+                            "# minBytes 1024 maxBytes 4096 step: 4(factor) warmup iters: 1 iters: 3 validation: 1 "
+                            "busy-threads: 1\n";
+  for (const auto& [text, want] : {std::pair<std::string, int>{ours + ranks, 2}, {torch + ranks, 1},
+                                   {"# gradsync-bench: allreduce, algo ring, 2 ranks\n" + ranks, 0}}) {
+    const OutsideLog log = parse_nccl_tests_text(text, "all_reduce_perf.log");
+    EXPECT_EQ(log.busy_threads, want) << text;
+    for (const auto& p : outside_points(log)) EXPECT_EQ(p.busy_threads, want);
+    EXPECT_EQ(describe(log).find("busy thread") != std::string::npos, want > 0) << describe(log);
+  }
+}
+
 TEST(NcclTestsJson, ReadsVersion2) {
   const OutsideLog log = read_outside_log(layout("all_reduce_perf.json"));
   EXPECT_EQ(log.format, "nccl-tests json");

@@ -866,6 +866,74 @@ TEST(Calibrate, SixteenBitSumsGetTheirOwnRate) {
   EXPECT_EQ(named, static_cast<int>(sizes.size())) << "every intra half point is named as skipped";
 }
 
+TEST(Calibrate, ContentionFromSweepsWhileTheHostComputes) {
+  // A level measured alone (ping-pong, rd and ring sweeps) and its ring sweep again with a
+  // busy thread per rank, planted as 800 us + 1.5 x the time alone (a woken thread waits for
+  // a core; the copies share it). The alone sweeps fit alpha and bw; the busy one the
+  // contention, with the level fixed.
+  const Fabric planted = simple_fabric(12e-6, 3.0e9, 2.0e9);
+  const auto sizes = pow2_sizes(1024, 64 << 20);
+  std::vector<BenchPoint> pts;
+  for (const auto& f : {bench_file("ppc.h5", "pingpong", "ring", 2, 1, sizes, planted, 0.01, 1),
+                        bench_file("rdc.h5", "allreduce", "rd", 4, 1, sizes, planted, 0.01, 2),
+                        bench_file("ringc.h5", "allreduce", "ring", 4, 1, sizes, planted, 0.01, 3)}) {
+    auto v = read_bench_file(f);
+    pts.insert(pts.end(), v.begin(), v.end());
+  }
+  const auto busy_file = bench_file("ring-busy.h5", "allreduce", "ring", 4, 1, sizes, planted, 0.01, 4,
+                                    [](h5::Writer& w) { w.attr("/", "busy_threads", std::int64_t{1}); });
+  const auto busy = read_bench_file(busy_file);
+  ASSERT_EQ(busy.size(), sizes.size());
+  std::mt19937 rng(7);
+  std::normal_distribution<double> nd(0.0, 0.02);
+  for (auto p : busy) {
+    EXPECT_EQ(p.busy_threads, 1);
+    p.time_s = (800e-6 + 1.5 * collective_time(planted, p.op, p.algo, p.topo, p.bytes, p.opt)) * (1 + nd(rng));
+    pts.push_back(p);
+  }
+  // Two descheduled sizes, 5x off: L1 keeps them from moving the fit.
+  pts.back().time_s *= 5;
+  pts[pts.size() - 4].time_s *= 5;
+  const FabricFit fit = calibrate_fabric(pts, "busy");
+  ASSERT_EQ(fit.levels.size(), 1u);
+  const LevelFit& l = fit.levels[0];
+  EXPECT_EQ(l.points.size(), 3 * sizes.size()) << "busy points are not in the level's fit";
+  EXPECT_NEAR(l.params.alpha_s / 12e-6, 1.0, 0.1);
+  EXPECT_NEAR(l.params.bw_Bps / 3.0e9, 1.0, 0.03);
+  EXPECT_NEAR(fit.fabric.inter.contention / 1.5, 1.0, 0.03) << l.notes;
+  EXPECT_NEAR(fit.fabric.inter.contention_alpha_s / 800e-6, 1.0, 0.05) << l.notes;
+  EXPECT_DOUBLE_EQ(l.params.contention, fit.fabric.inter.contention);
+  EXPECT_NE(l.notes.find("while the host computes (1 busy thread per rank)"), std::string::npos) << l.notes;
+  const std::string out = tmp_path("busy.toml");
+  save_fabric(fit.fabric, out);
+  EXPECT_DOUBLE_EQ(load_fabric(out).inter.contention_alpha_s, fit.fabric.inter.contention_alpha_s);
+  // Alone points that fit the planted level exactly: no contention (c = 1, a = 0).
+  std::vector<BenchPoint> calm;
+  for (const auto& p : pts)
+    if (p.busy_threads == 0) calm.push_back(p);
+  for (auto p : busy) {
+    p.time_s = collective_time(planted, p.op, p.algo, p.topo, p.bytes, p.opt);
+    calm.push_back(p);
+  }
+  const FabricFit none = calibrate_fabric(calm, "calm");
+  EXPECT_NEAR(none.fabric.inter.contention, 1.0, 0.02);
+  EXPECT_LT(none.fabric.inter.contention_alpha_s, 5e-6);
+  // Busy points of a level with no points alone are named as skipped.
+  const FabricFit only = calibrate_fabric(
+      [&] {
+        std::vector<BenchPoint> v = read_bench_file(bench_file("ppc1.h5", "pingpong", "ring", 2, 1, sizes, planted, 0.01, 5));
+        for (auto p : read_bench_file(bench_file("intra-busy.h5", "allreduce", "ring", 1, 4, sizes, planted, 0.01, 6,
+                                                 [](h5::Writer& w) { w.attr("/", "busy_threads", std::int64_t{2}); })))
+          v.push_back(p);
+        return v;
+      }(),
+      "only");
+  int named = 0;
+  for (const auto& sk : only.skipped) named += sk.find("measured with busy threads") != std::string::npos ? 1 : 0;
+  EXPECT_EQ(named, static_cast<int>(sizes.size()));
+  EXPECT_DOUBLE_EQ(only.fabric.intra.contention_alpha_s, 0.0);
+}
+
 TEST(Compress, CastPlansSumSixteenBitElements) {
   // The casts' all-reduce sums fp16/bf16 elements (Phase::dtype, priced at Level::gamma(t));
   // fp16 precision through "none" sums halves; PowerSGD's collectives are fp32.

@@ -13,7 +13,9 @@
               dist._compute_bucket_assignment_by_size), with no hook + overlap, fp16 +
               no overlap, PowerSGD + overlap
   calibrate   the torch bench writes a gradsync-bench file (nccl-tests table, #wrong 0) that
-              calibrate fits; calibrate takes a --no-overlap run's bucket all-reduces;
+              calibrate fits; with --busy-threads 1 the file says so, no spinner outlives
+              the sweep and calibrate fits the contention from it; calibrate takes a
+              --no-overlap run's bucket all-reduces;
               calibrate --compute reads the recorder file (and says why it cannot fit a
               non-zoo model); compare --json and --trace on the fitted fabric
   killed      a rank killed (SIGKILL) mid-run leaves no result file; an exception inside the
@@ -208,6 +210,22 @@ def case_calibrate(tmp):
         check(os.path.exists(os.path.join(tmp, f"all-{op}.h5")) or f"op {op} " in p.stderr, f"{op}: file or reason")
     fab = os.path.join(tmp, "torch-gloo.toml")
     run([model_bin(), "calibrate", bench, "-o", fab], tmp)
+    # The same sweep while a process per rank spins: the file says so, the spinners end with
+    # the sweep, and calibrate fits the level's contention from it (not its alpha and bw).
+    busy = os.path.join(tmp, "bench-busy.h5")
+    p = run([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.bench", "-b", "1K", "-e", "4M", "-f", "4",
+             "-n", "5", "-w", "1", "--busy-threads", "1", "--out", busy], tmp)
+    check("busy-threads: 1" in p.stdout, "the table header names --busy-threads")
+    with h5py.File(busy, "r") as f:
+        check(int(f.attrs["busy_threads"]) == 1 and np.all(f["oop/nwrong"][:] == 0), "busy_threads recorded, #wrong 0")
+    spinning = subprocess.run(["pgrep", "-f", "while True: pass"], capture_output=True, text=True).stdout.split()
+    check(spinning == [], f"spinners outlived the sweep: {spinning}")
+    p = run([model_bin(), "calibrate", bench, busy, "-o", os.path.join(tmp, "busy.toml"), "--json"], tmp)
+    if p.returncode == 0:
+        lv = json.loads(p.stdout)["levels"][0]
+        check(len(lv["points"]) == 7 and "while the host computes (1 busy thread per rank)" in lv["notes"],
+              f"busy points fit the contention only: {len(lv['points'])} points, notes {lv['notes']}")
+        check(lv["contention"] >= 1 and lv["contention_us"] >= 0, f"contention {lv['contention']} {lv['contention_us']}")
     run_no = os.path.join(tmp, "no-overlap.h5")
     example(tmp, run_no, "--bucket-mb", "0.5", "--no-overlap", steps=8)
     p = run([model_bin(), "calibrate", run_no, bench, "-o", os.path.join(tmp, "both.toml"), "--json"], tmp)
