@@ -932,7 +932,7 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
       os << "while the host computes (";
       for (int t : threads) os << (t == *threads.begin() ? "" : "/") << t;
       os << " busy thread" << (threads.size() == 1 && *threads.begin() == 1 ? "" : "s")
-         << " per rank), a collective takes " << a * 1e6 << " us + " << c << " x its time alone (fitted to "
+         << " per rank), a collective takes " << std::llround(a * 1e6) << " us + " << c << " x its time alone (fitted to "
          << lb->size() << " points with the level's other terms fixed; median |residual| " << 100 * med
          << "%): what the step simulator charges collectives that start inside backward; ";
       l.notes += os.str();
