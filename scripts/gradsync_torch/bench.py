@@ -29,10 +29,8 @@ says so and `gradsync-model calibrate` fits the level's contention from such a s
 The file's `algo` is the gradsync algorithm that prices the backend's collective
 (recorder.BACKEND_ALGO: gloo and nccl -> ring, mpi -> mpi) and `backend` names the backend.
 """
-import ctypes
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -50,9 +48,14 @@ TORCH_TO_OP = {v[0]: k for k, v in OPS.items()}
 DTYPES = {"float": 4, "half": 2, "bfloat16": 2}
 
 
-def _die_with_parent():
-    # In the spinner, before exec: the kernel kills it when the rank dies, however it dies.
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+# A spinner asks the kernel to kill it when its parent (the rank) dies, however it dies
+# (PR_SET_PDEATHSIG), then checks that the rank did not die before that. It does so itself,
+# after exec: a preexec_fn would run Python between fork and exec in a rank whose gloo threads
+# may hold locks.
+SPIN = ("import ctypes, os, signal, sys\n"
+        "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)\n"
+        "if os.getppid() != int(sys.argv[1]):\n    sys.exit(0)\n"
+        "while True: pass\n")
 
 
 class Spinners:
@@ -62,8 +65,8 @@ class Spinners:
         self.procs = []
         try:
             for _ in range(n):
-                self.procs.append(subprocess.Popen([sys.executable, "-c", "while True: pass"],
-                                                   stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent))
+                self.procs.append(subprocess.Popen([sys.executable, "-c", SPIN, str(os.getpid())],
+                                                   stdin=subprocess.DEVNULL))
         except BaseException:
             self.close()
             raise
