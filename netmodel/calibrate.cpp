@@ -594,6 +594,28 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
   return fit;
 }
 
+// The x in [lo, hi] that minimises `cost`: a scan in steps of `step`, then a golden-section
+// search within one step of the scan's best (kept when the search finds nothing lower).
+// `at_top`: whether the scan's best was the top of the range.
+double scan_then_golden(const std::function<double(double)>& cost, double lo, double hi, double step,
+                        bool* at_top = nullptr) {
+  double best = lo, best_c = cost(lo);
+  for (double x = lo + step; x <= hi + 1e-9; x += step) {
+    const double c = cost(x);
+    if (c < best_c) best = x, best_c = c;
+  }
+  if (at_top) *at_top = best >= hi - step / 2;
+  double a = std::max(lo, best - step), b = std::min(hi, best + step);
+  const double phi = (std::sqrt(5.0) - 1) / 2;
+  for (int i = 0; i < 40; ++i) {
+    const double x1 = b - phi * (b - a), x2 = a + phi * (b - a);
+    if (cost(x1) < cost(x2)) b = x2;
+    else a = x1;
+  }
+  const double mid = (a + b) / 2;
+  return cost(mid) <= best_c ? mid : best;
+}
+
 // 16-bit sums (fabric.hpp): the level's other terms as fitted to its fp32 points; the one
 // unknown, dtype t's reduction rate, minimises the sum of |relative residuals| of t's points
 // (robust to a descheduled point): a log-spaced scan from 1 MB/s to 100 TB/s, then a
@@ -607,21 +629,9 @@ double fit_gamma16(const std::vector<BenchPoint>& pts, Level l, DType t, double&
     for (const auto& p : pts) s += std::abs(eval(p, l) - p.time_s) / p.time_s;
     return s;
   };
-  const double lo = 6, hi = 14, step = 0.05;
-  double best = lo, best_c = cost(lo);
-  for (double lg = lo + step; lg <= hi + 1e-9; lg += step) {
-    const double c = cost(lg);
-    if (c < best_c) best = lg, best_c = c;
-  }
-  if (best >= hi - step / 2) return 0;
-  double a = std::max(lo, best - step), b = std::min(hi, best + step);
-  const double phi = (std::sqrt(5.0) - 1) / 2;
-  for (int i = 0; i < 40; ++i) {
-    const double x1 = b - phi * (b - a), x2 = a + phi * (b - a);
-    if (cost(x1) < cost(x2)) b = x2;
-    else a = x1;
-  }
-  const double lg = (a + b) / 2;
+  bool at_top = false;
+  const double lg = scan_then_golden(cost, 6, 14, 0.05, &at_top);
+  if (at_top) return 0;
   set(lg);
   std::vector<double> res;
   for (const auto& p : pts) res.push_back(std::abs(eval(p, l) - p.time_s) / p.time_s);
@@ -660,21 +670,7 @@ void fit_contention(const std::vector<BenchPoint>& pts, const Level& l, double& 
     for (std::size_t i = 0; i < x.size(); ++i) s += std::abs(aa + cc * x[i] - y[i]) / y[i];
     return s;
   };
-  const double lo = 0, hi = 2, step = 0.01;
-  double best = lo, best_c = cost(lo);
-  for (double lc = lo + step; lc <= hi + 1e-9; lc += step) {
-    const double k = cost(lc);
-    if (k < best_c) best = lc, best_c = k;
-  }
-  double u = std::max(lo, best - step), v = std::min(hi, best + step);
-  const double phi = (std::sqrt(5.0) - 1) / 2;
-  for (int i = 0; i < 40; ++i) {
-    const double x1 = v - phi * (v - u), x2 = u + phi * (v - u);
-    if (cost(x1) < cost(x2)) v = x2;
-    else u = x1;
-  }
-  const double lc = cost((u + v) / 2) < best_c ? (u + v) / 2 : best;
-  c = std::pow(10.0, lc);
+  c = std::pow(10.0, scan_then_golden(cost, 0, 2, 0.01));
   a = best_a(c);
   std::vector<double> res;
   for (std::size_t i = 0; i < x.size(); ++i) res.push_back(std::abs(a + c * x[i] - y[i]) / y[i]);

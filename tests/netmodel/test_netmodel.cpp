@@ -776,19 +776,27 @@ std::vector<int64_t> pow2_sizes(int64_t lo, int64_t hi) {
   return v;
 }
 
+// The points of three sweeps of `planted` on 4 nodes x 1 rank (the ping-pong on 2), each
+// with relative noise `noise`: ping-pong, rd and ring all-reduce (files named prefix-*.h5).
+std::vector<BenchPoint> three_sweeps(const std::string& prefix, const std::vector<int64_t>& sizes,
+                                     const Fabric& planted, double noise) {
+  std::vector<BenchPoint> pts;
+  for (const auto& f : {bench_file(prefix + "-pp.h5", "pingpong", "ring", 2, 1, sizes, planted, noise, 1),
+                        bench_file(prefix + "-rd.h5", "allreduce", "rd", 4, 1, sizes, planted, noise, 2),
+                        bench_file(prefix + "-ring.h5", "allreduce", "ring", 4, 1, sizes, planted, noise, 3)}) {
+    auto v = read_bench_file(f);
+    pts.insert(pts.end(), v.begin(), v.end());
+  }
+  return pts;
+}
+
 }  // namespace
 
 TEST(Calibrate, RecoversAlphaBetaGammaWithinOnePercent) {
   Fabric planted = simple_fabric(12e-6, 3.0e9, 2.0e9);
   planted.name = "planted";
   const auto sizes = pow2_sizes(8, 64 << 20);
-  std::vector<BenchPoint> pts;
-  for (const auto& f : {bench_file("pp.h5", "pingpong", "ring", 2, 1, sizes, planted, 0.02, 1),
-                        bench_file("rd.h5", "allreduce", "rd", 4, 1, sizes, planted, 0.02, 2),
-                        bench_file("ring.h5", "allreduce", "ring", 4, 1, sizes, planted, 0.02, 3)}) {
-    auto v = read_bench_file(f);
-    pts.insert(pts.end(), v.begin(), v.end());
-  }
+  std::vector<BenchPoint> pts = three_sweeps("abg", sizes, planted, 0.02);
   const FabricFit fit = calibrate_fabric(pts, "fitted");
   ASSERT_EQ(fit.levels.size(), 1u);
   const LevelFit& l = fit.levels[0];
@@ -814,11 +822,8 @@ TEST(Calibrate, SixteenBitSumsGetTheirOwnRate) {
   planted.inter.gamma_fp16_Bps = 0.5e9;
   planted.intra.gamma_fp16_Bps = 0.5e9;
   const auto sizes = pow2_sizes(1024, 64 << 20);
-  std::vector<BenchPoint> pts;
-  for (const auto& f : {bench_file("pp16.h5", "pingpong", "ring", 2, 1, sizes, planted, 0.01, 1),
-                        bench_file("rd16.h5", "allreduce", "rd", 4, 1, sizes, planted, 0.01, 2),
-                        bench_file("ring16.h5", "allreduce", "ring", 4, 1, sizes, planted, 0.01, 3),
-                        bench_file("ring-half.h5", "allreduce", "ring", 4, 1, sizes, planted, 0.01, 4, {}, "half"),
+  std::vector<BenchPoint> pts = three_sweeps("g16", sizes, planted, 0.01);
+  for (const auto& f : {bench_file("ring-half.h5", "allreduce", "ring", 4, 1, sizes, planted, 0.01, 4, {}, "half"),
                         bench_file("ring-bf16.h5", "allreduce", "ring", 4, 1, sizes, planted, 0.01, 5, {}, "bfloat16")}) {
     auto v = read_bench_file(f);
     pts.insert(pts.end(), v.begin(), v.end());
@@ -873,13 +878,7 @@ TEST(Calibrate, ContentionFromSweepsWhileTheHostComputes) {
   // contention, with the level fixed.
   const Fabric planted = simple_fabric(12e-6, 3.0e9, 2.0e9);
   const auto sizes = pow2_sizes(1024, 64 << 20);
-  std::vector<BenchPoint> pts;
-  for (const auto& f : {bench_file("ppc.h5", "pingpong", "ring", 2, 1, sizes, planted, 0.01, 1),
-                        bench_file("rdc.h5", "allreduce", "rd", 4, 1, sizes, planted, 0.01, 2),
-                        bench_file("ringc.h5", "allreduce", "ring", 4, 1, sizes, planted, 0.01, 3)}) {
-    auto v = read_bench_file(f);
-    pts.insert(pts.end(), v.begin(), v.end());
-  }
+  std::vector<BenchPoint> pts = three_sweeps("busy", sizes, planted, 0.01);
   const auto busy_file = bench_file("ring-busy.h5", "allreduce", "ring", 4, 1, sizes, planted, 0.01, 4,
                                     [](h5::Writer& w) { w.attr("/", "busy_threads", std::int64_t{1}); });
   const auto busy = read_bench_file(busy_file);
