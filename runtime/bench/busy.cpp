@@ -17,17 +17,20 @@ constexpr int kSpinsPerCheck = 4096;
 // One busy thread: a dependent chain of xorshift64 steps (Marsaglia 2003) on a register.
 // Every step needs the previous one, so it keeps one core's integer units busy and never
 // touches memory; `seed` differs per thread only so the threads do not compute the same.
-void spin(const std::atomic<bool>& stop, std::uint64_t seed, std::uint64_t& spins) {
+// It says it runs (`started`) before its first round, and it checks the stop flag only after
+// each round, so every thread that started has spun at least one round.
+void spin(const std::atomic<bool>& stop, std::atomic<int>& started, std::uint64_t seed, std::uint64_t& spins) {
   std::uint64_t x = seed * 0x9e3779b97f4a7c15ull | 1;  // xorshift stays at 0 forever: start odd
   std::uint64_t rounds = 0;
-  while (!stop.load(std::memory_order_relaxed)) {
+  started.fetch_add(1, std::memory_order_release);
+  do {
     for (int i = 0; i < kSpinsPerCheck; ++i) {
       x ^= x << 13;
       x ^= x >> 7;
       x ^= x << 17;
     }
     ++rounds;
-  }
+  } while (!stop.load(std::memory_order_relaxed));
   // A volatile store needs the chain's value, so the optimiser must keep the loop.
   volatile std::uint64_t sink = x;
   (void)sink;
@@ -44,7 +47,7 @@ BusyThreads::BusyThreads(int n) {
   threads_.reserve(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) {
     try {
-      threads_.emplace_back(spin, std::cref(stop_), static_cast<std::uint64_t>(i + 1),
+      threads_.emplace_back(spin, std::cref(stop_), std::ref(started_), static_cast<std::uint64_t>(i + 1),
                             std::ref(spins_[static_cast<std::size_t>(i)]));
     } catch (const std::system_error& e) {
       stop_and_join();  // the destructor does not run for a constructor that throws
@@ -52,6 +55,9 @@ BusyThreads::BusyThreads(int n) {
                   std::to_string(i + 1) + ": " + e.what());
     }
   }
+  // The sweep starts only once every thread runs: on a busy host a new thread may wait for
+  // a core, and a short sweep could otherwise end before some thread ever spun.
+  while (started_.load(std::memory_order_acquire) < n) std::this_thread::yield();
   GS_LOG(INFO) << "bench: " << n << " busy thread" << (n == 1 ? "" : "s") << " spinning";
 }
 

@@ -8,8 +8,9 @@
 // Approach: each thread runs a dependent xorshift chain on one register: it takes a core
 // and nothing else (no memory traffic beyond L1, no system calls), so what slows the
 // collective is competition for cores, not for memory bandwidth. A relaxed atomic stop
-// flag is read every kSpinsPerCheck steps (a few microseconds), and the chain's value is
-// stored to a volatile at the end, so the compiler cannot drop the loop.
+// flag is read after every kSpinsPerCheck steps (a few microseconds), and the chain's value
+// is stored to a volatile at the end, so the compiler cannot drop the loop. The constructor
+// returns once every thread spins, so the whole sweep runs under load.
 // Ownership: the object owns its threads. They start in the constructor and are stopped and
 // joined in the destructor, also when an exception leaves the sweep, so none outlives it.
 // They inherit the rank's CPU binding: with `mpirun --bind-to core` a rank shares its core
@@ -40,6 +41,7 @@ class BusyThreads {
   void stop_and_join() noexcept;
 
   std::atomic<bool> stop_{false};
+  std::atomic<int> started_{0};  // threads that have begun spinning
   std::vector<std::thread> threads_;
   // Steps each thread ran, written by the thread as it ends, read after the join (INFO log).
   std::vector<std::uint64_t> spins_;
