@@ -194,7 +194,20 @@ def model_curve(ctx, bench: results.Bench, fabric: str):
         ctx.notes.append(f"model curve for {os.path.basename(bench.path)}: {e}")
         return None
     rows = data.get("results", [])
-    return np.array([r["bytes"] for r in rows], float), np.array([r["busbw_GBps"] for r in rows], float)
+    busbw = np.array([r["busbw_GBps"] for r in rows], float)
+    if int(a.get("busy_threads", 0)) > 0:
+        # Measured while the host computed: the fabric's contention applies (time =
+        # contention_us + contention x time alone, netmodel/README.md).
+        try:
+            _, fab = tools.run_model(ctx.bindir, ["fabrics", "--show", fabric, "--json"],
+                                     os.path.join(ctx.dir, "model", "analyze.log"), want_json=True)
+        except tools.ToolError as e:
+            ctx.notes.append(f"model curve for {os.path.basename(bench.path)}: {e}")
+            return None
+        lv = fab["inter" if int(a.get("nnodes", 1)) > 1 else "intra"]
+        t = np.array([r["time_us"] for r in rows], float)
+        busbw = busbw * t / (lv.get("contention_us", 0.0) + lv.get("contention", 1.0) * t)
+    return np.array([r["bytes"] for r in rows], float), busbw
 
 
 def predict_run(ctx, tr: results.Train, fabric: str, compute_profile=None):
@@ -281,8 +294,10 @@ def plot_bench_grid(ctx, grid):
                 curves.append((label, c[0], c[1], k))
     a = ctx.bench(idx[0]).attrs
     where = f"{a.get('nranks')} ranks on {a.get('nnodes')} node(s)"
+    busy = int(ctx.bench(idx[0]).attrs.get("busy_threads", 0)) > 0
     note = ("measured: from the median iteration time per size; "
             + (f"model: gradsync-model collective on {', '.join(sorted(fabrics))}"
+               + (" with its contention (busy sweep)" if busy else "")
                if fabrics else "no calibrated fabric: measured only"))
     ylabel = "bandwidth (GB/s)" if op == "pingpong" else "bus bandwidth (GB/s)"
     title = f"{ctx.name}: {op} {'bandwidth' if op == 'pingpong' else 'busbw'} vs size ({where})"
