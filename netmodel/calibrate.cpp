@@ -799,27 +799,23 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
   }
   // Sums of 16-bit elements are fitted after the level (fit_gamma16), not with it.
   std::vector<BenchPoint> intra16, inter16;
-  auto split16 = [](std::vector<BenchPoint>& all, std::vector<BenchPoint>& half) {
+  // Moves the points of `all` that `pred` picks to the end of `out`.
+  auto split = [](std::vector<BenchPoint>& all, std::vector<BenchPoint>& out, auto pred) {
     std::vector<BenchPoint> keep;
-    for (auto& p : all)
-      ((p.opt.reduce_dtype != DType::F32 && (p.op == Op::Allreduce || p.op == Op::ReduceScatter)) ? half : keep)
-          .push_back(std::move(p));
+    for (auto& p : all) (pred(p) ? out : keep).push_back(std::move(p));
     all = std::move(keep);
   };
-  split16(intra, intra16);
-  split16(inter, inter16);
+  auto sums16 = [](const BenchPoint& p) {
+    return p.opt.reduce_dtype != DType::F32 && (p.op == Op::Allreduce || p.op == Op::ReduceScatter);
+  };
+  split(intra, intra16, sums16);
+  split(inter, inter16, sums16);
   // So are points measured while the host computed (--busy-threads): they fit the level's
   // contention on top of everything else.
   std::vector<BenchPoint> intra_busy, inter_busy;
-  auto split_busy = [](std::vector<BenchPoint>& all, std::vector<BenchPoint>& busy) {
-    std::vector<BenchPoint> keep;
-    for (auto& p : all) (p.busy_threads > 0 ? busy : keep).push_back(std::move(p));
-    all = std::move(keep);
-  };
-  split_busy(intra, intra_busy);
-  split_busy(inter, inter_busy);
-  split_busy(intra16, intra_busy);
-  split_busy(inter16, inter_busy);
+  auto busy = [](const BenchPoint& p) { return p.busy_threads > 0; };
+  for (auto* l : {&intra, &intra16}) split(*l, intra_busy, busy);
+  for (auto* l : {&inter, &inter16}) split(*l, inter_busy, busy);
   for (auto* lb : {&intra_busy, &inter_busy})
     if (!lb->empty() && (lb == &intra_busy ? intra : inter).empty()) {
       for (const auto& p : *lb)
