@@ -223,8 +223,10 @@ def case_calibrate(tmp):
     p = run([model_bin(), "calibrate", bench, busy, "-o", os.path.join(tmp, "busy.toml"), "--json"], tmp)
     if p.returncode == 0:
         lv = json.loads(p.stdout)["levels"][0]
-        check(len(lv["points"]) == 7 and "while the host computes (1 busy thread per rank)" in lv["notes"],
-              f"busy points fit the contention only: {len(lv['points'])} points, notes {lv['notes']}")
+        # The level's robust fit may drop an outlier of the plain sweep; no busy point is in it.
+        files = {os.path.basename(pt["file"]) for pt in lv["points"]}
+        check(files == {"bench.h5"} and "while the host computes (1 busy thread per rank)" in lv["notes"],
+              f"busy points fit the contention only: level points from {files}, notes {lv['notes']}")
         check(lv["contention"] >= 1 and lv["contention_us"] >= 0, f"contention {lv['contention']} {lv['contention_us']}")
     run_no = os.path.join(tmp, "no-overlap.h5")
     example(tmp, run_no, "--bucket-mb", "0.5", "--no-overlap", steps=8)
