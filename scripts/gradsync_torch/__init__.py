@@ -3,6 +3,7 @@
   record(ddp_model, optimizer, out=...)   DDP recorder writing a gradsync-train file (recorder.py)
   python -m gradsync_torch.bench          torch.distributed collective bench (gradsync-bench file)
   python -m gradsync_torch.example        small CNN trainer that records itself
+  python -m gradsync_torch.overhead       the recorder's cost: plain and recorded copies in one job
 
 Run through scripts/torchrun or scripts/torch-python (the project's torch venv with this
 package on the path). Importing the package does not import torch; record() does.

@@ -50,14 +50,19 @@ def parse_hook(text):
     return name, params
 
 
-def options(argv):
-    ap = Parser(prog="python -m gradsync_torch.example", description=__doc__.split("\n\n")[0])
+def add_options(ap, loop=True):
+    """The trainer's options (gradsync_torch.overhead takes them without the loop's own:
+    --steps, --no-overlap, --trace, --timing-json)."""
     ap.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb (default 25)")
     ap.add_argument("--hook", default="none", help="none | fp16 | bf16 | powersgd:rank=R[,start=K] (default none)")
-    ap.add_argument("--no-overlap", action="store_true", help="all-reduce the buckets after backward")
+    if loop:
+        ap.add_argument("--no-overlap", action="store_true", help="all-reduce the buckets after backward")
     ap.add_argument("--amp", action="store_true", help="autocast (bf16 on CPU, fp16 + GradScaler on CUDA)")
-    ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--warmup", type=int, default=5, help="steps left out of the file's statistics (default 5)")
+    if loop:
+        ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--warmup", type=int, default=5,
+                    help="steps left out of the file's statistics (default 5)" if loop else
+                    "untimed steps of each copy before the blocks (default 5)")
     ap.add_argument("--batch", type=int, default=32, help="samples per rank per step (default 32)")
     ap.add_argument("--width", type=int, default=32, help="channels of the first convolution (default 32)")
     ap.add_argument("--image", type=int, default=16, help="image side in pixels (default 16)")
@@ -66,48 +71,46 @@ def options(argv):
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank (default 1)")
     ap.add_argument("--backend", default=None, help="gloo (default on CPU) | nccl | mpi")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    ap.add_argument("--out", default=None, help="result file (default results/torch-cnn-<UTC>.h5)")
-    ap.add_argument("--trace", default=None, help="also write the measured Chrome trace JSON here")
-    ap.add_argument("--no-record", action="store_true", help="run without the recorder (overhead baseline)")
-    ap.add_argument("--timing-json", default=None, help="rank 0 writes the loop's own step times here")
-    o = ap.parse_args(argv)
+    ap.add_argument("--out", default=None, help="result file (default results/torch-cnn-<UTC>.h5)" if loop else
+                    "keep the recorded copy's file here (default: a scratch file, removed)")
+    if loop:
+        ap.add_argument("--trace", default=None, help="also write the measured Chrome trace JSON here")
+        ap.add_argument("--timing-json", default=None, help="rank 0 writes the loop's own step times here")
+
+
+def check_options(ap, o):
     try:
         o.hook_kind, o.hook_params = parse_hook(o.hook)
     except ValueError as e:
         ap.error(str(e))
     for name in ("steps", "batch", "width", "image", "threads"):
-        if getattr(o, name) < 1:
+        if getattr(o, name, 1) < 1:
             ap.error(f"option --{name}: must be >= 1, got {getattr(o, name)}")
     if o.bucket_mb <= 0:
         ap.error(f"option --bucket-mb: must be > 0, got {o.bucket_mb}")
-    if o.warmup < 0 or o.warmup >= o.steps:
+    if o.warmup < 0 or o.warmup >= getattr(o, "steps", o.warmup + 1):
         ap.error(f"option --warmup: must be in 0..steps-1, got {o.warmup}")
     if o.image % 8:
         ap.error(f"option --image: must be a multiple of 8, got {o.image}")
+    return o
+
+
+def options(argv):
+    ap = Parser(prog="python -m gradsync_torch.example", description=__doc__.split("\n\n")[0])
+    add_options(ap)
+    ap.add_argument("--no-record", action="store_true", help="run without the recorder (overhead baseline)")
+    o = check_options(ap, ap.parse_args(argv))
     if o.no_record and o.no_overlap:
         ap.error("option --no-overlap: needs the recorder (it defers the buckets); drop --no-record")
     return o
 
 
-def main(argv=None):
-    o = options(sys.argv[1:] if argv is None else argv)
+def build(o, dev):
+    """The network (weights seeded by o.seed) and batch(step, rank, n) -> (x, y): class c has a
+    fixed random smooth prototype image, a sample is its prototype plus Gaussian noise."""
     import torch
-    import torch.distributed as dist
     import torch.nn as nn
     import torch.nn.functional as F
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    from .recorder import record
-
-    from .launch import init_distributed
-    backend = init_distributed("example", o)
-    if backend is None:
-        return 2
-    rank, world = dist.get_rank(), dist.get_world_size()
-    if o.device == "cuda":
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-    dev = torch.device(o.device, torch.cuda.current_device()) if o.device == "cuda" else torch.device("cpu")
 
     class CNN(nn.Module):
         def __init__(self, w, side, classes=10):
@@ -134,26 +137,82 @@ def main(argv=None):
         return x.to(dev), y.to(dev)
 
     torch.manual_seed(o.seed)
-    net = CNN(o.width, o.image).to(dev)
-    model = DDP(net, bucket_cap_mb=o.bucket_mb, device_ids=[dev.index] if o.device == "cuda" else None)
-    opt = torch.optim.SGD(model.parameters(), lr=o.lr, momentum=0.9)
+    return CNN(o.width, o.image).to(dev), batch
 
-    hook, state = None, None
+
+def make_hook(o):
+    """(hook, state) for o.hook, (None, None) for none; a fresh state on every call (PowerSGD's
+    error feedback and warm start belong to one model)."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
     if o.hook_kind == "allreduce":
-        hook = default_hooks.allreduce_hook
-    elif o.hook_kind == "fp16":
-        hook = default_hooks.fp16_compress_hook
-    elif o.hook_kind == "bf16":
-        hook = default_hooks.bf16_compress_hook
-    elif o.hook_kind == "powersgd":
+        return default_hooks.allreduce_hook, None
+    if o.hook_kind == "fp16":
+        return default_hooks.fp16_compress_hook, None
+    if o.hook_kind == "bf16":
+        return default_hooks.bf16_compress_hook, None
+    if o.hook_kind == "powersgd":
         state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=o.hook_params["rank"],
                                             start_powerSGD_iter=o.hook_params.get("start", 2),
                                             use_error_feedback=True, warm_start=True, random_seed=o.seed)
-        hook = powerSGD_hook.powerSGD_hook
+        return powerSGD_hook.powerSGD_hook, state
+    return None, None
 
-    amp = "none"
-    if o.amp:
-        amp = "fp16" if o.device == "cuda" else "bf16"
+
+class Stepper:
+    """One training step as the example runs it (autocast with --amp, GradScaler on CUDA)."""
+
+    def __init__(self, o):
+        import torch
+        self.o = o
+        self.amp = ("fp16" if o.device == "cuda" else "bf16") if o.amp else "none"
+        self.scaler = torch.amp.GradScaler("cuda") if (o.amp and o.device == "cuda") else None
+        self.dtype = torch.float16 if o.device == "cuda" else torch.bfloat16
+
+    def __call__(self, model, opt, x, y):
+        import torch
+        import torch.nn.functional as F
+        with torch.autocast(self.o.device, dtype=self.dtype, enabled=self.o.amp):
+            loss = F.cross_entropy(model(x), y)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(opt)
+            self.scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+
+def device_of(o):
+    import torch
+    if o.device == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def main(argv=None):
+    o = options(sys.argv[1:] if argv is None else argv)
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from .launch import init_distributed
+    from .recorder import record
+
+    backend = init_distributed("example", o)
+    if backend is None:
+        return 2
+    rank, world = dist.get_rank(), dist.get_world_size()
+    dev = device_of(o)
+    net, batch = build(o, dev)
+    model = DDP(net, bucket_cap_mb=o.bucket_mb, device_ids=[dev.index] if o.device == "cuda" else None)
+    opt = torch.optim.SGD(model.parameters(), lr=o.lr, momentum=0.9)
+    hook, state = make_hook(o)
+    step_fn = Stepper(o)
+    amp = step_fn.amp
+
     out = o.out
     if out is None and not o.no_record:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -167,8 +226,6 @@ def main(argv=None):
                      batch_per_rank=o.batch, amp=amp, warmup_steps=o.warmup, seed=o.seed, trace=o.trace,
                      argv=[sys.argv[0]] + (sys.argv[1:] if argv is None else list(argv)),
                      extra={"image": o.image, "width": o.width, "threads": o.threads})
-    scaler = torch.amp.GradScaler("cuda") if (o.amp and o.device == "cuda") else None
-    autocast_dtype = torch.float16 if o.device == "cuda" else torch.bfloat16
 
     step_times = []
     model.train()
@@ -177,16 +234,7 @@ def main(argv=None):
         rec.start()
     for step in range(o.steps):
         x, y = batch(step, rank, o.batch)
-        with torch.autocast(o.device, dtype=autocast_dtype, enabled=o.amp):
-            loss = F.cross_entropy(model(x), y)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
-        opt.zero_grad(set_to_none=True)
+        loss = step_fn(model, opt, x, y)
         if rec is not None:
             rec.note_loss(loss)
         t = time.perf_counter()

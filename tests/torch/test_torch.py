@@ -7,7 +7,9 @@
               gradsync-train file: every /steps and /buckets column, consistent bucket rows
               (ready <= start <= end, one row per bucket per step), /model sums to the bucket
               bytes, the loss falls; gradsync-model compare reads it (C++ schema reader);
-              the recorder's --trace is valid trace-event JSON with every rank
+              the recorder's --trace is valid trace-event JSON with every rank;
+              gradsync_torch.overhead times both copies' steps, its recorder times only
+              its own copy's collectives, and its scratch file goes
   membership  recorded /model/tensor_bucket and bucket bytes equal DDP's own assignment
               (the reducer's rebuilt_per_bucket_param_indices and
               dist._compute_bucket_assignment_by_size), with no hook + overlap, fp16 +
@@ -55,9 +57,10 @@ def check(cond, msg):
     return cond
 
 
-def run(cmd, cwd, timeout=240, expect=0):
+def run(cmd, cwd, timeout=240, expect=0, env=None):
     t = time.time()
-    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                       env=None if env is None else dict(os.environ, **env))
     print(f"$ {' '.join(cmd)}  -> rc {p.returncode} ({time.time() - t:.1f} s)", flush=True)
     if expect is not None and p.returncode != expect:
         print(p.stdout[-3000:], p.stderr[-3000:], sep="\n")
@@ -153,6 +156,27 @@ def case_recorder(tmp):
           f"fp16: per-bucket codec_s measured and within the bucket ({codec})")
     check({e["tid"] for e in ev if e["ph"] == "X"} == {0, 1, 2, 3}, "trace has both ranks' compute and comm")
     check(all(e["dur"] >= 0 and "ts" in e and "pid" in e for e in ev if e["ph"] == "X"), "trace X events well formed")
+    # The recorder's overhead, measured in one job: a plain and a recorded copy of the model
+    # in alternating blocks. Every step of both is timed; the recorder times only its own
+    # steps' collectives (a plain fp16 step's all-reduce counted by it would leave that
+    # step's codec_s NaN); its scratch file goes when --out is not given.
+    oj, ko = os.path.join(tmp, "overhead.json"), os.path.join(tmp, "overhead.h5")
+    p = run([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.overhead", "--pairs", "2", "--block", "3",
+             "--warmup", "1", "--batch", "16", "--bucket-mb", "0.1", "--hook", "fp16", "--json", oj, "--out", ko], tmp)
+    if p.returncode == 0 and check(os.path.exists(oj) and os.path.exists(ko), "overhead wrote its JSON and file"):
+        with open(oj) as f:
+            j = json.load(f)
+        check(len(j["step_time_s"]["plain"]) == 6 and len(j["step_time_s"]["recorded"]) == 6
+              and len(j["pair_ratios"]) == 2 and j["plain_s"] > 0 and j["recorded_s"] > 0,
+              f"overhead: 2 pairs of 3 timed steps each ({ {k: len(v) for k, v in j['step_time_s'].items()} })")
+        with h5py.File(ko, "r") as f:
+            nsteps, codec = len(f["steps/step_time_s"]), f["buckets/codec_s"][:]
+        check(nsteps == 7, f"overhead: the recorded copy's 1 + 6 steps in its file ({nsteps})")
+        check(np.all(np.isfinite(codec)), "overhead: the plain copy's all-reduces were timed by the recorder")
+    p = run([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.overhead", "--pairs", "1", "--block", "2",
+             "--warmup", "1", "--batch", "8"], tmp, env={"TMPDIR": tmp})
+    left = [n for n in os.listdir(tmp) if n.startswith("gs_overhead.")]
+    check(left == [], f"overhead without --out left its scratch folder {left}")
 
 
 def case_membership(tmp):
@@ -306,7 +330,8 @@ def case_killed(tmp):
     check("w.h5" not in names and not any(n.startswith("w.h5.tmp") for n in names), f"exception left {names}")
     check("w.h5.2" not in names, "a writer killed mid-write left a file under the final name")
     # A bad option under torchrun: one line, from rank 0 only (every rank finds it), no file.
-    for mod, bad in (("gradsync_torch.example", ["--hook", "bogus"]), ("gradsync_torch.bench", ["-n", "0"])):
+    for mod, bad in (("gradsync_torch.example", ["--hook", "bogus"]), ("gradsync_torch.bench", ["-n", "0"]),
+                     ("gradsync_torch.overhead", ["--block", "0"])):
         p = subprocess.run([TORCHRUN, "--nproc-per-node", "2", "-m", mod, *bad, "--out", os.path.join(tmp, "bad.h5")],
                            cwd=tmp, capture_output=True, text=True, timeout=120, env=dict(os.environ, TMPDIR=tmp))
         ours = [ln for ln in (p.stdout + p.stderr).splitlines() if ln.startswith(f"python -m {mod}: error:")]

@@ -1,0 +1,156 @@
+"""gradsync_torch.overhead — the recorder's cost, measured inside one job.
+
+    scripts/torchrun --nproc-per-node 2 -m gradsync_torch.overhead --pairs 20 --block 5 [EXAMPLE OPTIONS] --json o.json
+
+Purpose: issue 12's target "step time with the recorder within 2% of without". Between
+separate runs of the example the step time moves by 10-15% on a shared 2-core host (where
+the ranks' threads land, what else runs), more than the effect to be measured.
+Approach: one process per rank holds two copies of the example's network with the same
+weights, each in its own DistributedDataParallel with its own optimizer and hook state:
+one plain (the user's hook registered as usual), one wrapped by the recorder (which also
+times torch.distributed.all_reduce while its steps run, and only then). After --warmup
+steps of each, they train in alternating blocks of --block steps (the order of each pair
+of blocks swapped every other pair), so both see the same host state. Rank 0 times every
+step the same way in both modes. Overhead = median(recorded steps) / median(plain steps)
+- 1, with the per-pair ratios' median and spread. The recorder writes its file at the end
+(--out, default under $TMPDIR, removed unless --out is given); its data time includes the
+plain blocks, so the file is a by-product, not a measurement.
+"""
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+from .example import Stepper, add_options, build, check_options, device_of, make_hook
+from .launch import Parser
+
+
+def options(argv):
+    ap = Parser(prog="python -m gradsync_torch.overhead", description=__doc__.split("\n\n")[0])
+    add_options(ap, loop=False)
+    ap.add_argument("--pairs", type=int, default=20, help="pairs of blocks (plain, recorded) after warm-up (default 20)")
+    ap.add_argument("--block", type=int, default=5, help="steps per block (default 5)")
+    ap.add_argument("--json", default=None, help="rank 0 writes the step times and the summary here")
+    o = check_options(ap, ap.parse_args(argv))
+    for name in ("pairs", "block"):
+        if getattr(o, name) < 1:
+            ap.error(f"option --{name}: must be >= 1, got {getattr(o, name)}")
+    return o
+
+
+def summarize(plain, recorded, pair_ratios):
+    """Medians (s) and the overhead in percent; pair ratios' median and 10/90th percentiles."""
+    p, r = statistics.median(plain), statistics.median(recorded)
+    q = sorted(pair_ratios)
+
+    def pct(f):
+        return q[min(len(q) - 1, int(f * len(q)))]
+    return {"plain_s": p, "recorded_s": r, "overhead_pct": 100 * (r / p - 1),
+            "pair_ratio_median": statistics.median(q), "pair_ratio_p10": pct(0.1), "pair_ratio_p90": pct(0.9)}
+
+
+def measure(o, rank, plain, opt_p, recorded, opt_r, batch, out, argv):
+    """The alternating blocks; rank 0 prints the summary (and writes --json)."""
+    import torch.distributed as dist
+
+    from .recorder import record
+
+    hook, state = make_hook(o)
+    step_fn = Stepper(o)
+    untimed = dist.all_reduce
+    rec = record(recorded, opt_r, out, hook=hook, state=state, overlap=True, model_name="torch-cnn", batch_per_rank=o.batch,
+                 amp=step_fn.amp, warmup_steps=o.warmup, seed=o.seed,
+                 argv=[sys.argv[0]] + (sys.argv[1:] if argv is None else list(argv)),
+                 extra={"image": o.image, "width": o.width, "threads": o.threads, "overhead_ab": 1})
+    timed = dist.all_reduce
+    models = {"plain": (plain, opt_p, untimed), "recorded": (recorded, opt_r, timed)}
+    times = {"plain": [], "recorded": []}
+    step = 0
+
+    def run(mode, n, keep):
+        nonlocal step
+        model, opt, all_reduce = models[mode]
+        dist.all_reduce = all_reduce  # the recorder times the collectives of its own steps only
+        t_prev = time.perf_counter()
+        for _ in range(n):
+            x, y = batch(step, rank, o.batch)
+            step += 1
+            loss = step_fn(model, opt, x, y)
+            if mode == "recorded":
+                rec.note_loss(loss)
+            t = time.perf_counter()
+            if keep:
+                times[mode].append(t - t_prev)
+            t_prev = t
+        return statistics.median(times[mode][-n:]) if keep else None
+
+    plain.train()
+    recorded.train()
+    run("plain", o.warmup, False)
+    rec.start()
+    run("recorded", o.warmup, False)
+    pair_ratios = []
+    for i in range(o.pairs):
+        order = ("plain", "recorded") if i % 2 == 0 else ("recorded", "plain")
+        med = {mode: run(mode, o.block, True) for mode in order}
+        pair_ratios.append(med["recorded"] / med["plain"])
+    dist.all_reduce = timed
+    rec.close()
+    if rank == 0:
+        s = summarize(times["plain"], times["recorded"], pair_ratios)
+        print(f"gradsync_torch.overhead: {dist.get_world_size()} ranks, hook {o.hook}, bucket {o.bucket_mb:g} MB, "
+              f"{o.pairs} pairs of {o.block} steps: plain {s['plain_s'] * 1e3:.2f} ms, recorded "
+              f"{s['recorded_s'] * 1e3:.2f} ms, overhead {s['overhead_pct']:+.2f}% (pair ratios median "
+              f"{s['pair_ratio_median']:.3f}, p10 {s['pair_ratio_p10']:.3f}, p90 {s['pair_ratio_p90']:.3f})")
+        if o.json:
+            with open(o.json, "w") as f:
+                json.dump(dict(s, step_time_s=times, pair_ratios=pair_ratios, hook=o.hook, bucket_mb=o.bucket_mb,
+                               pairs=o.pairs, block=o.block), f)
+
+
+def main(argv=None):
+    o = options(sys.argv[1:] if argv is None else argv)
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from .launch import init_distributed
+
+    if init_distributed("overhead", o) is None:
+        return 2
+    rank = dist.get_rank()
+    dev = device_of(o)
+    ids = [dev.index] if o.device == "cuda" else None
+    net_p, batch = build(o, dev)
+    net_r, _ = build(o, dev)
+    plain = DDP(net_p, bucket_cap_mb=o.bucket_mb, device_ids=ids)
+    recorded = DDP(net_r, bucket_cap_mb=o.bucket_mb, device_ids=ids)
+    opt_p = torch.optim.SGD(plain.parameters(), lr=o.lr, momentum=0.9)
+    opt_r = torch.optim.SGD(recorded.parameters(), lr=o.lr, momentum=0.9)
+    hook, state = make_hook(o)
+    if hook is not None:
+        plain.register_comm_hook(state, hook)
+
+    scratch = None
+    out = o.out
+    if out is None:
+        scratch = tempfile.mkdtemp(prefix="gs_overhead.") if rank == 0 else None
+        out = os.path.join(scratch or tempfile.gettempdir(), "recorded.h5")
+    try:
+        measure(o, rank, plain, opt_p, recorded, opt_r, batch, out, argv)
+    finally:
+        if scratch is not None:
+            for name in os.listdir(scratch):
+                os.remove(os.path.join(scratch, name))
+            os.rmdir(scratch)
+    dist.barrier()
+    del plain, recorded
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    from gradsync_torch.launch import exit_now
+    exit_now(main() or 0)
