@@ -13,8 +13,8 @@ the communication hook (none, fp16, bf16, powersgd:rank=R[,start=K]), overlap (d
 communication after backward (--no-overlap, the recorder defers every bucket to the end of
 backward), autocast (--amp: bf16 on CPU, fp16 + GradScaler on CUDA).
 Cost: about 1.15 M parameters (4.6 MB of fp32 gradients) at the default --width 32.
---no-record runs the same loop without the recorder (for measuring its overhead); both
-modes print the median step time measured by the loop itself.
+--no-record runs the same loop without the recorder; both modes print the median step time
+measured by the loop itself (gradsync_torch.overhead measures the recorder's cost).
 """
 import json
 import os
@@ -83,12 +83,13 @@ def check_options(ap, o):
         o.hook_kind, o.hook_params = parse_hook(o.hook)
     except ValueError as e:
         ap.error(str(e))
+    steps = getattr(o, "steps", None)  # None: a program without the loop's --steps
     for name in ("steps", "batch", "width", "image", "threads"):
-        if getattr(o, name, 1) < 1:
+        if getattr(o, name, None) is not None and getattr(o, name) < 1:
             ap.error(f"option --{name}: must be >= 1, got {getattr(o, name)}")
     if o.bucket_mb <= 0:
         ap.error(f"option --bucket-mb: must be > 0, got {o.bucket_mb}")
-    if o.warmup < 0 or o.warmup >= getattr(o, "steps", o.warmup + 1):
+    if o.warmup < 0 or (steps is not None and o.warmup >= steps):
         ap.error(f"option --warmup: must be in 0..steps-1, got {o.warmup}")
     if o.image % 8:
         ap.error(f"option --image: must be a multiple of 8, got {o.image}")
@@ -184,6 +185,21 @@ class Stepper:
         return loss
 
 
+def wrap(o, dev, net):
+    """net in DistributedDataParallel with o's bucket size, and its SGD optimizer."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    model = DDP(net, bucket_cap_mb=o.bucket_mb, device_ids=[dev.index] if o.device == "cuda" else None)
+    return model, torch.optim.SGD(model.parameters(), lr=o.lr, momentum=0.9)
+
+
+def record_args(o, argv, amp, **extra):
+    """The recorder's keyword arguments for a run of o (argv: main's, None for sys.argv)."""
+    return dict(model_name="torch-cnn", batch_per_rank=o.batch, amp=amp, warmup_steps=o.warmup, seed=o.seed,
+                argv=[sys.argv[0]] + (sys.argv[1:] if argv is None else list(argv)),
+                extra={"image": o.image, "width": o.width, "threads": o.threads, **extra})
+
+
 def device_of(o):
     import torch
     if o.device == "cuda":
@@ -196,7 +212,6 @@ def main(argv=None):
     o = options(sys.argv[1:] if argv is None else argv)
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
 
     from .launch import init_distributed
     from .recorder import record
@@ -207,8 +222,7 @@ def main(argv=None):
     rank, world = dist.get_rank(), dist.get_world_size()
     dev = device_of(o)
     net, batch = build(o, dev)
-    model = DDP(net, bucket_cap_mb=o.bucket_mb, device_ids=[dev.index] if o.device == "cuda" else None)
-    opt = torch.optim.SGD(model.parameters(), lr=o.lr, momentum=0.9)
+    model, opt = wrap(o, dev, net)
     hook, state = make_hook(o)
     step_fn = Stepper(o)
     amp = step_fn.amp
@@ -222,10 +236,8 @@ def main(argv=None):
         if hook is not None:
             model.register_comm_hook(state, hook)
     else:
-        rec = record(model, opt, out, hook=hook, state=state, overlap=not o.no_overlap, model_name="torch-cnn",
-                     batch_per_rank=o.batch, amp=amp, warmup_steps=o.warmup, seed=o.seed, trace=o.trace,
-                     argv=[sys.argv[0]] + (sys.argv[1:] if argv is None else list(argv)),
-                     extra={"image": o.image, "width": o.width, "threads": o.threads})
+        rec = record(model, opt, out, hook=hook, state=state, overlap=not o.no_overlap, trace=o.trace,
+                     **record_args(o, argv, amp))
 
     step_times = []
     model.train()

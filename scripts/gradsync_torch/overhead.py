@@ -18,12 +18,13 @@ plain blocks, so the file is a by-product, not a measurement.
 """
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
 import time
 
-from .example import Stepper, add_options, build, check_options, device_of, make_hook
+from .example import Stepper, add_options, build, check_options, device_of, make_hook, record_args, wrap
 from .launch import Parser
 
 
@@ -60,10 +61,8 @@ def measure(o, rank, plain, opt_p, recorded, opt_r, batch, out, argv):
     hook, state = make_hook(o)
     step_fn = Stepper(o)
     untimed = dist.all_reduce
-    rec = record(recorded, opt_r, out, hook=hook, state=state, overlap=True, model_name="torch-cnn", batch_per_rank=o.batch,
-                 amp=step_fn.amp, warmup_steps=o.warmup, seed=o.seed,
-                 argv=[sys.argv[0]] + (sys.argv[1:] if argv is None else list(argv)),
-                 extra={"image": o.image, "width": o.width, "threads": o.threads, "overhead_ab": 1})
+    rec = record(recorded, opt_r, out, hook=hook, state=state, overlap=True,
+                 **record_args(o, argv, step_fn.amp, overhead_ab=1))
     timed = dist.all_reduce
     models = {"plain": (plain, opt_p, untimed), "recorded": (recorded, opt_r, timed)}
     times = {"plain": [], "recorded": []}
@@ -112,9 +111,7 @@ def measure(o, rank, plain, opt_p, recorded, opt_r, batch, out, argv):
 
 def main(argv=None):
     o = options(sys.argv[1:] if argv is None else argv)
-    import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
 
     from .launch import init_distributed
 
@@ -122,13 +119,9 @@ def main(argv=None):
         return 2
     rank = dist.get_rank()
     dev = device_of(o)
-    ids = [dev.index] if o.device == "cuda" else None
     net_p, batch = build(o, dev)
-    net_r, _ = build(o, dev)
-    plain = DDP(net_p, bucket_cap_mb=o.bucket_mb, device_ids=ids)
-    recorded = DDP(net_r, bucket_cap_mb=o.bucket_mb, device_ids=ids)
-    opt_p = torch.optim.SGD(plain.parameters(), lr=o.lr, momentum=0.9)
-    opt_r = torch.optim.SGD(recorded.parameters(), lr=o.lr, momentum=0.9)
+    plain, opt_p = wrap(o, dev, net_p)
+    recorded, opt_r = wrap(o, dev, build(o, dev)[0])
     hook, state = make_hook(o)
     if hook is not None:
         plain.register_comm_hook(state, hook)
@@ -142,9 +135,7 @@ def main(argv=None):
         measure(o, rank, plain, opt_p, recorded, opt_r, batch, out, argv)
     finally:
         if scratch is not None:
-            for name in os.listdir(scratch):
-                os.remove(os.path.join(scratch, name))
-            os.rmdir(scratch)
+            shutil.rmtree(scratch)
     dist.barrier()
     del plain, recorded
     dist.destroy_process_group()
