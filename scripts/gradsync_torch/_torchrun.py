@@ -6,7 +6,6 @@ torchrun with a fresh folder under $TMPDIR and removes it when torchrun ends: no
 failed worker (after torchrun has printed the workers' errors) and on SIGTERM / SIGINT, which
 torchrun turns into exceptions. Only SIGKILL of the agent itself leaves it behind.
 """
-import os
 import shutil
 import sys
 import tempfile
