@@ -6,7 +6,8 @@
 GRADSYNC_BIN names the build's bin folder (gradsync-bench, gradsync-model, gradsync-train).
   spec   every experiments/*.toml loads (and its --quick scale), point labels are unique,
          --dry-run prints one line per point with its command and writes nothing, a bad
-         study file exits 2 naming the key (no MPI needed)
+         study file exits 2 naming the key; study.h5's write leaves the previous table and
+         no temp file when killed (-9) or failing midway (no MPI needed)
   bench  a tiny bench study: a failing point is recorded (status, exit status, stderr tail in
          study.h5 and study.log) while the study goes on; resume (a second run reuses every
          finished point; deleting one result reruns only that point); --dry-run marks done
@@ -121,6 +122,55 @@ def case_spec(tmp):
         check(word in p.stderr, f"bad study ({text!r}): message does not name '{word}': {p.stderr}")
     p = study("run", os.path.join(tmp, "missing.toml"), expect=2)
     check("no such file" in p.stderr, f"missing study file: {p.stderr}")
+    case_atomic_write(tmp)
+
+
+ATOMIC_CHILD = """
+import os, sys, time
+sys.path.insert(0, {scripts!r})
+from gradsync_analysis import studyfile
+if {named}:
+    del os.O_TMPFILE  # the fallback: a named temp + rename
+with studyfile._atomic_h5({path!r}) as f:
+    f["x"] = list(range(1000))
+    print("writing", flush=True)
+    if {mode!r} == "raise":
+        raise RuntimeError("stop")
+    time.sleep(60)
+"""
+
+
+def case_atomic_write(tmp):
+    """study.h5 is rewritten after every point: a kill -9 or an error in the middle of a write
+    keeps the previous table and leaves no temp file (the O_TMPFILE path); the named-temp
+    fallback leaves none on an error."""
+    d = os.path.join(tmp, "atomic")
+    os.makedirs(d)
+    path = os.path.join(d, "study.h5")
+    with h5py.File(path, "w") as f:
+        f["old"] = [1]
+    for named, mode in ((False, "kill"), (False, "raise"), (True, "raise")):
+        code = ATOMIC_CHILD.format(scripts=os.path.join(REPO, "scripts"), named=named, path=path, mode=mode)
+        p = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = p.stdout.readline()
+        what = f"{'named temp' if named else 'O_TMPFILE'}, {mode}"
+        if mode == "kill":
+            p.kill()
+        p.wait(timeout=60)
+        check(line.strip() == "writing", f"atomic write ({what}): child said {line!r}, {p.stderr.read()[-500:]}")
+        p.stdout.close()
+        p.stderr.close()
+        check(sorted(os.listdir(d)) == ["study.h5"], f"atomic write ({what}): the folder holds {sorted(os.listdir(d))}")
+        with h5py.File(path, "r") as f:
+            check(list(f) == ["old"], f"atomic write ({what}): study.h5 holds {list(f)}, not the previous table")
+    # and a finished write replaces it whole
+    sys.path.insert(0, os.path.join(REPO, "scripts"))
+    from gradsync_analysis import studyfile
+    with studyfile._atomic_h5(path) as f:
+        f["new"] = [2]
+    check(sorted(os.listdir(d)) == ["study.h5"], f"atomic write: after a finished write the folder holds {os.listdir(d)}")
+    with h5py.File(path, "r") as f:
+        check(list(f) == ["new"], f"atomic write: study.h5 holds {list(f)} after a finished write")
 
 
 # ---- bench ------------------------------------------------------------------------------------
