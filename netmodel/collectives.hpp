@@ -110,6 +110,14 @@ double nccl_collective_time(const Fabric& fabric, Op op, const Topology& topo, d
 double collective_time(const Fabric& fabric, Op op, const std::string& algo, const Topology& topo,
                        double bytes, const CollOptions& opt = {});
 
+// Bytes a collective's buffers span on one node: per rank its input and output (as
+// gradsync-bench times it, out of place; ping-pong and sendrecv a send and a receive
+// buffer) and the algorithm's scratch (rd and rabenseifner a whole vector, ring n/p per
+// step, hier n/G, shm its window round, tree and dbtree only slots), times the ranks of
+// the node. The key of working-set regimes (fabric.hpp); `algo` as resolved.
+double node_working_set(Op op, const std::string& algo, const Topology& topo, double bytes,
+                        const CollOptions& opt = {});
+
 // nccl-tests' bus bandwidth factor: allreduce 2(p-1)/p; allgather, reducescatter,
 // alltoall (p-1)/p; broadcast, pingpong and sendrecv 1.
 double busbw_factor(Op op, int p);

@@ -72,6 +72,19 @@ double Level::p2p_s(double m, int sharing, int channels) const {
   return alpha(m) + m / flow_bw(m, sharing, channels);
 }
 
+Level Level::at_working_set(double ws) const {
+  if (regime_key != RegimeKey::WorkingSet || regimes.empty()) return *this;
+  Level l = *this;
+  l.source.clear();
+  const Regime& r = *regime_for(*this, ws);
+  l.alpha_s = r.alpha_s;
+  l.bw_Bps = r.bw_Bps;
+  l.duplex_bw_Bps = r.duplex_bw_Bps;
+  l.regimes.clear();
+  l.regime_key = RegimeKey::Message;
+  return l;
+}
+
 // ---- built-in profiles -----------------------------------------------------------------------
 // Every number carries its source. "GB/s" is 1e9 bytes/s. alpha is the one-way time of a
 // small message through the software stack the runtime uses (MPI or NCCL), not the wire.
@@ -424,9 +437,16 @@ class FabricReader {
     if (!node.is_table()) fail(line_of(node), name, "must be a table ([" + name + "]), got " + type_name(node));
     const toml::table& t = *node.as_table();
     check_keys(t, name + ".", {"alpha_us", "bw_GBps", "gamma_GBps", "gamma_fp16_GBps", "gamma_bf16_GBps", "conn_bw_GBps", "connections", "burst_bytes", "peak_bw_GBps",
-                           "nics_per_node", "duplex", "contention", "contention_us", "cores_per_node", "source", "regime"});
+                           "nics_per_node", "duplex", "contention", "contention_us", "cores_per_node", "source", "regime",
+                           "regimes_by"});
     Level l;
     l.source = get_string(t, "source", false);
+    if (const toml::node* kn = t.get("regimes_by")) {
+      const auto v = kn->value<std::string>();
+      if (!v || (*v != "message" && *v != "working_set"))
+        fail(line_of(*kn), name + ".regimes_by", "must be \"message\" or \"working_set\"");
+      l.regime_key = *v == "working_set" ? RegimeKey::WorkingSet : RegimeKey::Message;
+    }
     const bool has_regimes = t.get("regime") != nullptr;
     l.alpha_s = get_number(t, "alpha_us", name + ".alpha_us", !has_regimes, 0, nonneg, "a finite number >= 0") * us;
     l.bw_Bps = get_number(t, "bw_GBps", name + ".bw_GBps", !has_regimes, 0, positive, "a finite number > 0") * GBps;
@@ -516,6 +536,7 @@ void level_toml(std::ostringstream& os, const std::string& name, const Level& l)
   if (l.contention != 1) os << "contention = " << toml_num(l.contention) << "\n";
   if (l.contention_alpha_s > 0) os << "contention_us = " << toml_num(l.contention_alpha_s / us) << "\n";
   if (l.cores_per_node > 0) os << "cores_per_node = " << l.cores_per_node << "\n";
+  if (l.regime_key == RegimeKey::WorkingSet) os << "regimes_by = \"working_set\"\n";
   for (const auto& r : l.regimes) {
     os << "[[" << name << ".regime]]\n";
     if (std::isfinite(r.up_to_bytes)) os << "up_to_bytes = " << toml_num(r.up_to_bytes) << "\n";

@@ -62,6 +62,14 @@
 //
 // Size regimes make alpha and bw piecewise in the message size (eager vs rendezvous,
 // protocol switches): regime i covers sizes <= up_to_bytes[i]; the last is unbounded.
+// A level's regimes may instead be keyed by the collective's working set on a node
+// (`regimes_by = "working_set"`): the bytes its ranks' buffers span there (input, output
+// and the algorithm's scratch, times the ranks of the node; collectives.hpp,
+// node_working_set). That is the key of a cache: on shared memory the copies slow down
+// several-fold once the buffers of all ranks leave the last-level cache, which a 2-rank
+// sendrecv of 8 MiB does (4 x 8 MiB) and one of 4 MiB does not, while a ring all-reduce
+// leaves it already at 4 MiB (2 x (4 + 4 + 2) MiB). With message-size regimes no one
+// breakpoint holds both; calibrate tries both keys and keeps the better fit.
 //
 // File format (TOML; see netmodel/README.md):
 //
@@ -81,6 +89,7 @@
 //   contention = 1.3                     # optional, > 0: slowdown while backward computes (default 1)
 //   contention_us = 800                  # optional, >= 0: added per collective started inside backward
 //   cores_per_node = 2                   # optional, >= 1: CPUs a node gives its ranks (default: enough)
+//   regimes_by = "working_set"           # optional: "message" (default) or "working_set"
 //   source = "..."                       # optional, per level
 //   [[inter.regime]]                     # optional; overrides alpha/bw per size range
 //   up_to_bytes = 65536                  # all but the last regime; increasing
@@ -103,8 +112,11 @@ namespace gradsync::netmodel {
 
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// What a level's regimes are keyed by (see above).
+enum class RegimeKey { Message, WorkingSet };
+
 struct Regime {
-  double up_to_bytes = kInf;  // sizes <= this use this regime
+  double up_to_bytes = kInf;  // keys (message size or working set, bytes) <= this use this regime
   double alpha_s = 0;
   double bw_Bps = 0;  // bytes per second
   double duplex_bw_Bps = 0;  // per direction when sending and receiving at once (0: = bw_Bps)
@@ -127,14 +139,20 @@ struct Level {
   double contention_alpha_s = 0; // added to each collective that starts while backward computes
   int cores_per_node = 0;        // CPUs of a node for its ranks (0: as many as ranks)
   std::vector<Regime> regimes;   // empty: one regime (alpha_s, bw_Bps, duplex_bw_Bps)
+  RegimeKey regime_key = RegimeKey::Message;
 
-  // Regime parameters for a message of m bytes (alpha, raw link bandwidth).
+  // Regime parameters for a message of m bytes (alpha, raw link bandwidth). On a level
+  // keyed by working set, m is taken as the working set: collective_time first flattens
+  // such a level to its collective's regime (at_working_set).
   double alpha(double m) const;
   double bw(double m) const;
   // Per-direction bandwidth of a both-ways step (the regime's duplex_bw, else its bw).
   double duplex_bw(double m) const;
   // duplex_bw / bw for a message of m bytes (1: full duplex).
   double duplex(double m) const { return duplex_bw(m) / bw(m); }
+  // This level with one regime: the one a collective whose node working set is ws bytes
+  // falls into (itself when its regimes are keyed by message size or it has none).
+  Level at_working_set(double ws) const;
   // Bandwidth one flow gets when `sharing` flows (each with `channels` x connections)
   // share the node's links: min(nics x bw, sharing * channels * connections * conn_bw) /
   // sharing, and one flow uses at most min(channels, nics) NICs (a flow's channels are

@@ -690,6 +690,7 @@ int cmd_calibrate(const std::vector<std::string>& args) {
         x.set("alpha_us", r.alpha_s * 1e6).set("bw_GBps", r.bw_Bps / 1e9).set("duplex", l.params.duplex(r.up_to_bytes));
         regs.push(x);
       }
+      j.set("regimes_by", l.params.regime_key == RegimeKey::WorkingSet ? "working_set" : "message");
       j.set("regimes", regs).set("r2", l.r2).set("max_abs_rel_residual", l.max_abs_rel_residual).set("notes", l.notes);
       Json warn = Json::array();
       for (const auto& w : l.warnings) warn.push(w);
@@ -724,7 +725,8 @@ int cmd_calibrate(const std::vector<std::string>& args) {
                   l.params.duplex(kInf));
     } else {
       for (const auto& r : l.params.regimes)
-        std::printf("  regime <= %s: alpha %.3f us, bw %.4f GB/s, duplex %.3f\n",
+        std::printf("  regime %s<= %s: alpha %.3f us, bw %.4f GB/s, duplex %.3f\n",
+                    l.params.regime_key == RegimeKey::WorkingSet ? "working set " : "",
                     std::isfinite(r.up_to_bytes) ? fmt("%.0f B", r.up_to_bytes).c_str() : "inf", r.alpha_s * 1e6,
                     r.bw_Bps / 1e9, l.params.duplex(r.up_to_bytes));
       std::printf(" ");

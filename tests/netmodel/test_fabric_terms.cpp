@@ -359,3 +359,108 @@ TEST(ReducerCost, AddsToTheStepEvenWhenCommunicationHides) {
   EXPECT_NEAR(with.step_time_s - base.step_time_s, 70e-6, 1e-12);
   EXPECT_DOUBLE_EQ(with.comm_exposed_s, base.comm_exposed_s);
 }
+
+// ---- working-set regimes (the shared-memory cache cliff) --------------------------------------
+
+namespace {
+// Shared memory with a last-level cache: in cache (node working set <= 16 MiB) both-ways
+// copies stream at 10 GB/s per direction, past it at 2.4; ping-pong at 3.5 GB/s in both.
+Fabric cache_fabric() {
+  Fabric f = simple_fabric(1e-6, 3.5e9);
+  f.name = "llc";
+  f.intra.regime_key = RegimeKey::WorkingSet;
+  f.intra.regimes = {Regime{16.0 * (1 << 20), 2e-6, 3.5e9, 10e9}, Regime{kInf, 40e-6, 3.5e9, 2.4e9}};
+  f.intra.gamma_Bps = 12e9;
+  f.inter = f.intra;
+  return f;
+}
+}  // namespace
+
+TEST(WorkingSet, NodeFootprintPerOperation) {
+  const double n = 1 << 20;
+  const Topology two{1, 2}, four{1, 4};
+  EXPECT_DOUBLE_EQ(node_working_set(Op::Sendrecv, "mpi", two, n), 2 * 2 * n);     // send + receive, 2 ranks
+  EXPECT_DOUBLE_EQ(node_working_set(Op::Pingpong, "mpi", two, n), 2 * 2 * n);
+  EXPECT_DOUBLE_EQ(node_working_set(Op::Allreduce, "ring", two, n), 2 * 2.5 * n);  // in, out, n/p scratch
+  EXPECT_DOUBLE_EQ(node_working_set(Op::Allreduce, "rd", four, n), 4 * 3 * n);     // a whole-vector scratch
+  EXPECT_DOUBLE_EQ(node_working_set(Op::Allreduce, "tree", four, n), 4 * 2 * n);
+  EXPECT_DOUBLE_EQ(node_working_set(Op::Allreduce, "ring", Topology{2, 1}, n), 2.5 * n);  // one rank per node
+}
+
+TEST(WorkingSet, EveryStepOfACollectiveRunsInItsFootprintsRegime) {
+  const Fabric f = cache_fabric();
+  const Topology two{1, 2};
+  const double mib = 1 << 20;
+  // sendrecv 4 MiB spans 16 MiB: in cache; 8 MiB spans 32 MiB: out.
+  EXPECT_NEAR(collective_time(f, Op::Sendrecv, "mpi", two, 4 * mib), 2e-6 + 4 * mib / 10e9, 1e-12);
+  EXPECT_NEAR(collective_time(f, Op::Sendrecv, "mpi", two, 8 * mib), 40e-6 + 8 * mib / 2.4e9, 1e-12);
+  // A ring all-reduce of 4 MiB spans 2 x (4 + 4 + 2) MiB = 20 MiB: out of cache, although
+  // each of its messages (2 MiB) is smaller than the sendrecv's that stays in.
+  const Fabric out = [&] {
+    Fabric g = f;
+    g.intra = g.inter = f.intra.at_working_set(kInf);
+    return g;
+  }();
+  EXPECT_DOUBLE_EQ(collective_time(f, Op::Allreduce, "ring", two, 4 * mib),
+                   collective_time(out, Op::Allreduce, "ring", two, 4 * mib));
+  const Fabric in = [&] {
+    Fabric g = f;
+    g.intra = g.inter = f.intra.at_working_set(0);
+    return g;
+  }();
+  EXPECT_DOUBLE_EQ(collective_time(f, Op::Allreduce, "ring", two, 2 * mib),
+                   collective_time(in, Op::Allreduce, "ring", two, 2 * mib));
+  EXPECT_EQ(in.intra.regimes.size(), 0u);
+  EXPECT_DOUBLE_EQ(in.intra.duplex_bw(1), 10e9);
+}
+
+TEST(WorkingSet, FileRoundTripAndValidation) {
+  const Fabric f = cache_fabric();
+  const std::string text = fabric_to_toml(f);
+  EXPECT_NE(text.find("regimes_by = \"working_set\""), std::string::npos) << text;
+  const Fabric g = parse_fabric(text, "rt.toml");
+  EXPECT_EQ(g.intra.regime_key, RegimeKey::WorkingSet);
+  for (double n : {1e3, 1e6, 4e6, 8e6, 64e6})
+    EXPECT_NEAR(collective_time(g, Op::Allreduce, "ring", Topology{1, 2}, n) /
+                    collective_time(f, Op::Allreduce, "ring", Topology{1, 2}, n), 1.0, 1e-9) << n;
+  try {
+    parse_fabric("name = \"x\"\n[intra]\nalpha_us = 1\nbw_GBps = 1\nregimes_by = \"cache\"\n", "bad.toml");
+    FAIL() << "regimes_by = \"cache\" was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("intra.regimes_by"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bad.toml"), std::string::npos) << e.what();
+  }
+}
+
+// Calibrate on ping-pong + sendrecv + ring sweeps of a cache-cliff host: message-size
+// regimes cannot hold the cliff (sendrecv leaves the cache at 8 MiB, the ring at 4 MiB),
+// working-set regimes can; the fit picks them, finds the bound and predicts rd and
+// rabenseifner all-reduces it never saw within 3%.
+TEST(WorkingSet, CalibratePicksWorkingSetRegimesForACacheCliff) {
+  const Fabric planted = cache_fabric();
+  std::vector<BenchPoint> pts;
+  for (const auto& v : {points(planted, "pingpong", "mpi", 1, 2, 0.01, 21), points(planted, "sendrecv", "mpi", 1, 2, 0.01, 22),
+                        points(planted, "allreduce", "ring", 1, 2, 0.01, 23)})
+    pts.insert(pts.end(), v.begin(), v.end());
+  const LevelFit l = calibrate_fabric(pts, "llc").levels.at(0);
+  EXPECT_EQ(l.params.regime_key, RegimeKey::WorkingSet) << l.notes;
+  ASSERT_GE(l.params.regimes.size(), 2u) << l.notes;
+  // The last bound below the cliff lies between the in-cache and out-of-cache footprints.
+  const double bound = l.params.regimes[l.params.regimes.size() - 2].up_to_bytes;
+  EXPECT_GE(bound, 16.0 * (1 << 20)) << l.notes;
+  EXPECT_LT(bound, 20.0 * (1 << 20)) << l.notes;
+  EXPECT_NE(l.notes.find("working set"), std::string::npos) << l.notes;
+  for (const char* algo : {"ring", "rd", "rabenseifner"})
+    for (int ranks : {2, 4})
+      for (double n : {1.0 * (1 << 20), 16.0 * (1 << 20)}) {
+        const Topology t{1, ranks};
+        const double want = collective_time(planted, Op::Allreduce, algo, t, n);
+        Fabric fitted = planted;
+        fitted.intra = fitted.inter = l.params;
+        EXPECT_NEAR(collective_time(fitted, Op::Allreduce, algo, t, n) / want, 1.0, 0.03) << algo << " " << ranks << " " << n;
+      }
+  // Message-size regimes on the same points: the fit keeps message keys where they do as
+  // well (one operation only: the two keys are proportional).
+  const LevelFit one_op = calibrate_fabric(points(planted, "sendrecv", "mpi", 1, 2, 0.01, 24), "sr").levels.at(0);
+  EXPECT_EQ(one_op.params.regime_key, RegimeKey::Message) << one_op.notes;
+}
