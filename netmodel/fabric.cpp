@@ -80,6 +80,7 @@ Level Level::at_working_set(double ws) const {
   l.alpha_s = r.alpha_s;
   l.bw_Bps = r.bw_Bps;
   l.duplex_bw_Bps = r.duplex_bw_Bps;
+  if (r.gamma_Bps > 0) l.gamma_Bps = r.gamma_Bps;
   l.regimes.clear();
   l.regime_key = RegimeKey::Message;
   return l;
@@ -325,6 +326,9 @@ std::pair<std::string, std::string> level_problem(const Level& l) {
     if (!(std::isfinite(r.alpha_s) && r.alpha_s >= 0)) return {k + "alpha_us", "must be a finite number >= 0, got " + num(r.alpha_s / us)};
     if (!positive(r.bw_Bps)) return {k + "bw_GBps", "must be a finite number > 0, got " + num(r.bw_Bps / GBps)};
     if (!(std::isfinite(r.duplex_bw_Bps) && r.duplex_bw_Bps >= 0)) return {k + "duplex", "must be a finite number > 0, got " + num(r.duplex_bw_Bps / r.bw_Bps)};
+    if (!(std::isfinite(r.gamma_Bps) && r.gamma_Bps >= 0)) return {k + "gamma_GBps", "must be a finite number > 0, got " + num(r.gamma_Bps / GBps)};
+    if (r.gamma_Bps > 0 && l.regime_key != RegimeKey::WorkingSet)
+      return {k + "gamma_GBps", "a regime's own reduction rate needs regimes_by = \"working_set\""};
     const bool last = i + 1 == l.regimes.size();
     if (!last && !(std::isfinite(r.up_to_bytes) && r.up_to_bytes > prev))
       return {k + "up_to_bytes", "must be a finite size greater than the previous regime's (" + num(prev) + "), got " + num(r.up_to_bytes)};
@@ -473,12 +477,16 @@ class FabricReader {
       for (std::size_t i = 0; i < arr->size(); ++i) {
         const toml::table& rt = *(*arr)[i].as_table();
         const std::string k = name + ".regime[" + std::to_string(i) + "]";
-        check_keys(rt, k + ".", {"up_to_bytes", "alpha_us", "bw_GBps", "duplex"});
+        check_keys(rt, k + ".", {"up_to_bytes", "alpha_us", "bw_GBps", "duplex", "gamma_GBps"});
         Regime r;
         r.alpha_s = get_number(rt, "alpha_us", k + ".alpha_us", true, 0, nonneg, "a finite number >= 0") * us;
         r.bw_Bps = get_number(rt, "bw_GBps", k + ".bw_GBps", true, 0, positive, "a finite number > 0") * GBps;
         const double rdx = get_number(rt, "duplex", k + ".duplex", false, 0, positive, "a finite number > 0");
         if (rdx > 0 || dx > 0) r.duplex_bw_Bps = (rdx > 0 ? rdx : dx) * r.bw_Bps;
+        r.gamma_Bps = get_number(rt, "gamma_GBps", k + ".gamma_GBps", false, 0, positive, "a finite number > 0") * GBps;
+        if (r.gamma_Bps > 0 && l.regime_key != RegimeKey::WorkingSet)
+          fail(line_of(*rt.get("gamma_GBps")), k + ".gamma_GBps",
+               "a regime's own reduction rate needs regimes_by = \"working_set\" on the level");
         const bool last = i + 1 == arr->size();
         const double up = get_number(rt, "up_to_bytes", k + ".up_to_bytes", !last, kInf, positive, "a size in bytes > 0");
         if (up <= prev)
@@ -543,6 +551,7 @@ void level_toml(std::ostringstream& os, const std::string& name, const Level& l)
     os << "alpha_us = " << toml_num(r.alpha_s / us) << "\n";
     os << "bw_GBps = " << toml_num(r.bw_Bps / GBps) << "\n";
     if (r.duplex_bw_Bps > 0) os << "duplex = " << toml_num(r.duplex_bw_Bps / r.bw_Bps) << "\n";
+    if (r.gamma_Bps > 0) os << "gamma_GBps = " << toml_num(r.gamma_Bps / GBps) << "\n";
   }
 }
 

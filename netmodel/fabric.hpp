@@ -69,7 +69,10 @@
 // several-fold once the buffers of all ranks leave the last-level cache, which a 2-rank
 // sendrecv of 8 MiB does (4 x 8 MiB) and one of 4 MiB does not, while a ring all-reduce
 // leaves it already at 4 MiB (2 x (4 + 4 + 2) MiB). With message-size regimes no one
-// breakpoint holds both; calibrate tries both keys and keeps the better fit.
+// breakpoint holds both; calibrate tries both keys and keeps the better fit. A working-set
+// regime may have its own reduction rate (gamma_GBps): out of cache a sum reads two
+// operands from memory and writes one (this host, 2 ranks: ~2.6 GB/s past the cache
+// where the same sums ran at 12 GB/s in it).
 //
 // File format (TOML; see netmodel/README.md):
 //
@@ -96,6 +99,7 @@
 //   alpha_us = 30.0
 //   bw_GBps = 2.0
 //   duplex = 0.6                         # optional (default: the level's)
+//   gamma_GBps = 3.0                     # optional, working-set regimes only (default: the level's)
 //   [[inter.regime]]
 //   alpha_us = 60.0
 //   bw_GBps = 2.7
@@ -120,6 +124,7 @@ struct Regime {
   double alpha_s = 0;
   double bw_Bps = 0;  // bytes per second
   double duplex_bw_Bps = 0;  // per direction when sending and receiving at once (0: = bw_Bps)
+  double gamma_Bps = 0;      // reduction throughput in this regime (0: the level's; working-set regimes only)
 };
 
 struct Level {

@@ -688,6 +688,7 @@ int cmd_calibrate(const std::vector<std::string>& args) {
         Json x = Json::object();
         x.set("up_to_bytes", std::isfinite(r.up_to_bytes) ? Json(r.up_to_bytes) : Json(nullptr));
         x.set("alpha_us", r.alpha_s * 1e6).set("bw_GBps", r.bw_Bps / 1e9).set("duplex", l.params.duplex(r.up_to_bytes));
+        x.set("gamma_GBps", r.gamma_Bps > 0 ? Json(r.gamma_Bps / 1e9) : Json(nullptr));
         regs.push(x);
       }
       j.set("regimes_by", l.params.regime_key == RegimeKey::WorkingSet ? "working_set" : "message");
@@ -725,10 +726,11 @@ int cmd_calibrate(const std::vector<std::string>& args) {
                   l.params.duplex(kInf));
     } else {
       for (const auto& r : l.params.regimes)
-        std::printf("  regime %s<= %s: alpha %.3f us, bw %.4f GB/s, duplex %.3f\n",
+        std::printf("  regime %s<= %s: alpha %.3f us, bw %.4f GB/s, duplex %.3f%s\n",
                     l.params.regime_key == RegimeKey::WorkingSet ? "working set " : "",
                     std::isfinite(r.up_to_bytes) ? fmt("%.0f B", r.up_to_bytes).c_str() : "inf", r.alpha_s * 1e6,
-                    r.bw_Bps / 1e9, l.params.duplex(r.up_to_bytes));
+                    r.bw_Bps / 1e9, l.params.duplex(r.up_to_bytes),
+                    r.gamma_Bps > 0 ? fmt(", gamma %.4f GB/s", r.gamma_Bps / 1e9).c_str() : "");
       std::printf(" ");
     }
     if (l.gamma_fitted) std::printf(", gamma %.4f GB/s", l.params.gamma_Bps / 1e9);

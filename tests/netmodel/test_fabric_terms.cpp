@@ -459,8 +459,45 @@ TEST(WorkingSet, CalibratePicksWorkingSetRegimesForACacheCliff) {
         fitted.intra = fitted.inter = l.params;
         EXPECT_NEAR(collective_time(fitted, Op::Allreduce, algo, t, n) / want, 1.0, 0.03) << algo << " " << ranks << " " << n;
       }
+  EXPECT_EQ(l.params.regimes.back().gamma_Bps, 0) << "no own rate was planted past the cache: " << l.notes;
   // Message-size regimes on the same points: the fit keeps message keys where they do as
   // well (one operation only: the two keys are proportional).
   const LevelFit one_op = calibrate_fabric(points(planted, "sendrecv", "mpi", 1, 2, 0.01, 24), "sr").levels.at(0);
   EXPECT_EQ(one_op.params.regime_key, RegimeKey::Message) << one_op.notes;
+}
+
+// Past the cache a sum reads two operands from memory: the last working-set regime sums at
+// 3 GB/s where the cache did 12. Calibrate gives that regime its own gamma, says so, and
+// the fitted fabric predicts an rd all-reduce (one 16 MiB exchange and sum) within 3%.
+TEST(WorkingSet, TheLastRegimeSumsAtItsOwnRate) {
+  Fabric planted = cache_fabric();
+  planted.intra.regimes.back().gamma_Bps = 3e9;
+  planted.inter = planted.intra;
+  std::vector<BenchPoint> pts;
+  for (const auto& v : {points(planted, "pingpong", "mpi", 1, 2, 0.01, 31), points(planted, "sendrecv", "mpi", 1, 2, 0.01, 32),
+                        points(planted, "allreduce", "ring", 1, 2, 0.01, 33)})
+    pts.insert(pts.end(), v.begin(), v.end());
+  const LevelFit l = calibrate_fabric(pts, "llc-sums").levels.at(0);
+  ASSERT_EQ(l.params.regime_key, RegimeKey::WorkingSet) << l.notes;
+  EXPECT_NEAR(l.params.regimes.back().gamma_Bps / 3e9, 1.0, 0.05) << l.notes;
+  EXPECT_NEAR(l.params.gamma_Bps / 12e9, 1.0, 0.1) << l.notes;
+  EXPECT_NE(l.notes.find("sums past the last bound"), std::string::npos) << l.notes;
+  Fabric fitted = planted;
+  fitted.intra = fitted.inter = l.params;
+  for (const char* algo : {"rd", "ring"})
+    for (double n : {1.0 * (1 << 20), 16.0 * (1 << 20)}) {
+      const double want = collective_time(planted, Op::Allreduce, algo, Topology{1, 2}, n);
+      EXPECT_NEAR(collective_time(fitted, Op::Allreduce, algo, Topology{1, 2}, n) / want, 1.0, 0.03) << algo << " " << n;
+    }
+  // The file keeps the regime's rate; a message-keyed level refuses one.
+  const Fabric back = parse_fabric(fabric_to_toml(fitted), "rt.toml");
+  EXPECT_DOUBLE_EQ(back.intra.regimes.back().gamma_Bps, l.params.regimes.back().gamma_Bps);
+  try {
+    parse_fabric("name = \"x\"\n[intra]\n[[intra.regime]]\nup_to_bytes = 100\nalpha_us = 1\nbw_GBps = 1\n"
+                 "[[intra.regime]]\nalpha_us = 1\nbw_GBps = 1\ngamma_GBps = 3\n", "msg.toml");
+    FAIL() << "a regime gamma on a message-keyed level was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("intra.regime[1].gamma_GBps"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("working_set"), std::string::npos) << e.what();
+  }
 }
