@@ -15,6 +15,9 @@ step the same way in both modes. Overhead = median(recorded steps) / median(plai
 - 1, with the per-pair ratios' median and spread. The recorder writes its file at the end
 (--out, default under $TMPDIR, removed unless --out is given); its data time includes the
 plain blocks, so the file is a by-product, not a measurement.
+--plain-hook allreduce (with --hook none): the plain copy runs PyTorch's own Python
+allreduce_hook instead of DDP's built-in all-reduce, so the figure is the recorder's cost
+beyond what any Python communication hook costs (the recorder needs one to see buckets).
 """
 import json
 import os
@@ -34,7 +37,12 @@ def options(argv):
     ap.add_argument("--pairs", type=int, default=20, help="pairs of blocks (plain, recorded) after warm-up (default 20)")
     ap.add_argument("--block", type=int, default=5, help="steps per block (default 5)")
     ap.add_argument("--json", default=None, help="rank 0 writes the step times and the summary here")
+    ap.add_argument("--plain-hook", choices=["builtin", "allreduce"], default="builtin",
+                    help="with --hook none, what the plain copy all-reduces with: DDP's built-in (default) or "
+                         "PyTorch's Python allreduce_hook")
     o = check_options(ap, ap.parse_args(argv))
+    if o.plain_hook != "builtin" and o.hook != "none":
+        ap.error(f"option --plain-hook: applies to --hook none only (got --hook {o.hook})")
     for name in ("pairs", "block"):
         if getattr(o, name) < 1:
             ap.error(f"option --{name}: must be >= 1, got {getattr(o, name)}")
@@ -99,13 +107,15 @@ def measure(o, rank, plain, opt_p, recorded, opt_r, batch, out, argv):
     rec.close()
     if rank == 0:
         s = summarize(times["plain"], times["recorded"], pair_ratios)
-        print(f"gradsync_torch.overhead: {dist.get_world_size()} ranks, hook {o.hook}, bucket {o.bucket_mb:g} MB, "
+        print(f"gradsync_torch.overhead: {dist.get_world_size()} ranks, hook {o.hook}"
+              f"{' (plain: allreduce_hook)' if o.plain_hook != 'builtin' else ''}, bucket {o.bucket_mb:g} MB, "
               f"{o.pairs} pairs of {o.block} steps: plain {s['plain_s'] * 1e3:.2f} ms, recorded "
               f"{s['recorded_s'] * 1e3:.2f} ms, overhead {s['overhead_pct']:+.2f}% (pair ratios median "
               f"{s['pair_ratio_median']:.3f}, p10 {s['pair_ratio_p10']:.3f}, p90 {s['pair_ratio_p90']:.3f})")
         if o.json:
             with open(o.json, "w") as f:
-                json.dump(dict(s, step_time_s=times, pair_ratios=pair_ratios, hook=o.hook, bucket_mb=o.bucket_mb,
+                json.dump(dict(s, step_time_s=times, pair_ratios=pair_ratios, hook=o.hook, plain_hook=o.plain_hook,
+                               bucket_mb=o.bucket_mb,
                                pairs=o.pairs, block=o.block), f)
 
 
@@ -125,6 +135,9 @@ def main(argv=None):
     hook, state = make_hook(o)
     if hook is not None:
         plain.register_comm_hook(state, hook)
+    elif o.plain_hook == "allreduce":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        plain.register_comm_hook(dist.group.WORLD, default_hooks.allreduce_hook)
 
     scratch = None
     out = o.out
