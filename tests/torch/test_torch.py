@@ -173,10 +173,17 @@ def case_recorder(tmp):
             nsteps, codec = len(f["steps/step_time_s"]), f["buckets/codec_s"][:]
         check(nsteps == 7, f"overhead: the recorded copy's 1 + 6 steps in its file ({nsteps})")
         check(np.all(np.isfinite(codec)), "overhead: the plain copy's all-reduces were timed by the recorder")
+    # Without --out (scratch folder), against PyTorch's Python allreduce_hook as the plain copy.
+    oj2 = os.path.join(tmp, "overhead2.json")
     p = run([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.overhead", "--pairs", "1", "--block", "2",
-             "--warmup", "1", "--batch", "8"], tmp, env={"TMPDIR": tmp})
+             "--warmup", "1", "--batch", "8", "--plain-hook", "allreduce", "--json", oj2], tmp, env={"TMPDIR": tmp})
     left = [n for n in os.listdir(tmp) if n.startswith("gs_overhead.")]
     check(left == [], f"overhead without --out left its scratch folder {left}")
+    if p.returncode == 0 and check(os.path.exists(oj2), "overhead --plain-hook allreduce wrote its JSON"):
+        with open(oj2) as f:
+            j = json.load(f)
+        check(j.get("plain_hook") == "allreduce" and len(j["step_time_s"]["plain"]) == 2,
+              f"overhead --plain-hook allreduce: {j.get('plain_hook')}, {len(j['step_time_s']['plain'])} plain steps")
 
 
 def case_membership(tmp):
@@ -331,7 +338,8 @@ def case_killed(tmp):
     check("w.h5.2" not in names, "a writer killed mid-write left a file under the final name")
     # A bad option under torchrun: one line, from rank 0 only (every rank finds it), no file.
     for mod, bad in (("gradsync_torch.example", ["--hook", "bogus"]), ("gradsync_torch.bench", ["-n", "0"]),
-                     ("gradsync_torch.overhead", ["--block", "0"])):
+                     ("gradsync_torch.overhead", ["--block", "0"]),
+                     ("gradsync_torch.overhead", ["--hook", "fp16", "--plain-hook", "allreduce"])):
         p = subprocess.run([TORCHRUN, "--nproc-per-node", "2", "-m", mod, *bad, "--out", os.path.join(tmp, "bad.h5")],
                            cwd=tmp, capture_output=True, text=True, timeout=120, env=dict(os.environ, TMPDIR=tmp))
         ours = [ln for ln in (p.stdout + p.stderr).splitlines() if ln.startswith(f"python -m {mod}: error:")]
