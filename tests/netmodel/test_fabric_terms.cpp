@@ -374,6 +374,15 @@ Fabric cache_fabric() {
   f.inter = f.intra;
   return f;
 }
+
+// The microbenchmark set on 2 ranks: ping-pong, sendrecv and ring sweeps (seeds s, s+1, s+2).
+std::vector<BenchPoint> sweep_set(const Fabric& f, unsigned s) {
+  std::vector<BenchPoint> pts;
+  for (const auto& v : {points(f, "pingpong", "mpi", 1, 2, 0.01, s), points(f, "sendrecv", "mpi", 1, 2, 0.01, s + 1),
+                        points(f, "allreduce", "ring", 1, 2, 0.01, s + 2)})
+    pts.insert(pts.end(), v.begin(), v.end());
+  return pts;
+}
 }  // namespace
 
 TEST(WorkingSet, NodeFootprintPerOperation) {
@@ -438,11 +447,7 @@ TEST(WorkingSet, FileRoundTripAndValidation) {
 // rabenseifner all-reduces it never saw within 3%.
 TEST(WorkingSet, CalibratePicksWorkingSetRegimesForACacheCliff) {
   const Fabric planted = cache_fabric();
-  std::vector<BenchPoint> pts;
-  for (const auto& v : {points(planted, "pingpong", "mpi", 1, 2, 0.01, 21), points(planted, "sendrecv", "mpi", 1, 2, 0.01, 22),
-                        points(planted, "allreduce", "ring", 1, 2, 0.01, 23)})
-    pts.insert(pts.end(), v.begin(), v.end());
-  const LevelFit l = calibrate_fabric(pts, "llc").levels.at(0);
+  const LevelFit l = calibrate_fabric(sweep_set(planted, 21), "llc").levels.at(0);
   EXPECT_EQ(l.params.regime_key, RegimeKey::WorkingSet) << l.notes;
   ASSERT_GE(l.params.regimes.size(), 2u) << l.notes;
   // The last bound below the cliff lies between the in-cache and out-of-cache footprints.
@@ -473,11 +478,7 @@ TEST(WorkingSet, TheLastRegimeSumsAtItsOwnRate) {
   Fabric planted = cache_fabric();
   planted.intra.regimes.back().gamma_Bps = 3e9;
   planted.inter = planted.intra;
-  std::vector<BenchPoint> pts;
-  for (const auto& v : {points(planted, "pingpong", "mpi", 1, 2, 0.01, 31), points(planted, "sendrecv", "mpi", 1, 2, 0.01, 32),
-                        points(planted, "allreduce", "ring", 1, 2, 0.01, 33)})
-    pts.insert(pts.end(), v.begin(), v.end());
-  const LevelFit l = calibrate_fabric(pts, "llc-sums").levels.at(0);
+  const LevelFit l = calibrate_fabric(sweep_set(planted, 31), "llc-sums").levels.at(0);
   ASSERT_EQ(l.params.regime_key, RegimeKey::WorkingSet) << l.notes;
   EXPECT_NEAR(l.params.regimes.back().gamma_Bps / 3e9, 1.0, 0.05) << l.notes;
   EXPECT_NEAR(l.params.gamma_Bps / 12e9, 1.0, 0.1) << l.notes;
