@@ -2,7 +2,7 @@
 # scripts/testbed.sh — an emulated multi-host cluster on one machine, for Open MPI runs.
 #
 #   scripts/testbed.sh up --hosts N [--rate 1gbit[,RATE2]] [--ranks-per-host R] [--nics 1|2]
-#                         [--subnet 10.77.X] [--burst BYTES[,BYTES2]] [--docker]
+#                         [--subnet 10.77.X] [--burst BYTES[,BYTES2]] [--mtu BYTES] [--docker]
 #   scripts/testbed.sh run [--mca K V]... [-x VAR[=VAL]]... [--np N] [--net 1|2|both|default]
 #                          [--tcp-only] [--timeout S] -- CMD [ARGS...]
 #   scripts/testbed.sh status | down | probe
@@ -25,6 +25,12 @@
 #     has no netem, so latency is what the stack gives (tens of microseconds). The token
 #     bucket's burst (default 1 ms at RATE, at least 64 KiB; --burst) passes at full speed:
 #     messages smaller than about the burst are not slowed; large ones see RATE.
+#   * `--mtu BYTES` (default 1500, Ethernet's; 9000: jumbo frames) on every NIC, veth and
+#     bridge. It sets how much of the shaped rate TCP can carry: at 1500 every 1448 bytes of
+#     payload travel in a 1502-1514-byte frame, and where a connection carries data one way
+#     only (a ring of 3 or more hosts), its pure ACKs take the other direction's frames too;
+#     a 3-host ring measured 93.2-94.1% of the rate at 1500 and 97.4-97.8% at 9000
+#     (200 Mbit/s, 16-64 MiB, 2026-12-03).
 #   * `--docker`: what Docker leaves on a host, for interface-choice experiments
 #     (NCCL_SOCKET_IFNAME, btl_tcp_if_include): a bridge docker0 inside every host with the
 #     SAME address on every host (172.17.0.1/16), up but connected to nothing (no port),
@@ -225,7 +231,7 @@ teardown() {
 
 # ---- up --------------------------------------------------------------------------------
 cmd_up() {
-  local hosts="" rate=1gbit rph=1 nics="" subnet=${GS_TESTBED_SUBNET:-10.77.0} burst="" docker=0
+  local hosts="" rate=1gbit rph=1 nics="" subnet=${GS_TESTBED_SUBNET:-10.77.0} burst="" docker=0 mtu=1500
   while (($#)); do
     case $1 in
       --hosts) hosts=${2:-}; shift 2 || usage_error "--hosts needs a value" ;;
@@ -235,11 +241,13 @@ cmd_up() {
       --subnet) subnet=${2:-}; shift 2 || usage_error "--subnet needs a value" ;;
       --burst) burst=${2:-}; shift 2 || usage_error "--burst needs a value" ;;
       --docker) docker=1; shift ;;
+      --mtu) mtu=${2:-}; shift 2 || usage_error "--mtu needs a value" ;;
       *) usage_error "up: unknown option '$1'" ;;
     esac
   done
   [[ $hosts =~ ^[0-9]+$ ]] && ((hosts >= 1 && hosts <= 64)) || usage_error "up: --hosts N (1..64) is required"
   [[ $rph =~ ^[0-9]+$ ]] && ((rph >= 1 && rph <= 256)) || usage_error "up: --ranks-per-host must be 1..256"
+  [[ $mtu =~ ^[0-9]+$ ]] && ((mtu >= 576 && mtu <= 65535)) || usage_error "up: --mtu must be 576..65535 bytes, got '$mtu'"
   # --rate/--burst: one value for every NIC, or one per NIC (eth0,eth1).
   rate=${rate,,}
   local rates=() bursts=() k
@@ -283,12 +291,13 @@ cmd_up() {
 
   if healthy; then
     if [[ $HOSTS == "$hosts" && $RATE == "$rate" && $RANKS_PER_HOST == "$rph" && $NICS == "$nics" &&
-      $SUBNET1 == "$subnet" && ${BURST:-} == "$burst" && ${DOCKER:-0} == "$docker" ]]; then
+      $SUBNET1 == "$subnet" && ${BURST:-} == "$burst" && ${DOCKER:-0} == "$docker" && ${MTU:-1500} == "$mtu" ]]; then
       say "testbed '$NAME' is already up with these settings ($HOSTS hosts, rate $RATE); nothing to do"
       return 0
     fi
     die "testbed '$NAME' is already up with other settings ($HOSTS hosts, rate $RATE, burst ${BURST:-none}," \
-      "$RANKS_PER_HOST ranks/host, $NICS NIC(s), subnet $SUBNET1$( ((${DOCKER:-0})) && echo ", docker0")); run '$PROG down' first"
+      "MTU ${MTU:-1500}, $RANKS_PER_HOST ranks/host, $NICS NIC(s), subnet $SUBNET1$( ((${DOCKER:-0})) && echo ", docker0"));" \
+      "run '$PROG down' first"
   fi
   local left
   left=$(teardown)
@@ -304,7 +313,7 @@ cmd_up() {
   local i ns br veth dev addr pid subnets=("$subnet" "$subnet2")
   for ((k = 0; k < nics; k++)); do
     br=$(bridge_name "$k")
-    ip link add "$br" type bridge stp_state 0 forward_delay 0
+    ip link add "$br" mtu "$mtu" type bridge stp_state 0 forward_delay 0
     # If br_netfilter is loaded, keep iptables out of the testbed's bridged traffic.
     ip link set "$br" type bridge nf_call_iptables 0 nf_call_ip6tables 0 nf_call_arptables 0 2>/dev/null || true
     ip link set "$br" up
@@ -326,7 +335,7 @@ cmd_up() {
     for ((k = 0; k < nics; k++)); do
       veth=$(veth_name "$i" "$k"); dev=eth$k
       addr="${subnets[k]}.$((i + 1))"
-      ip link add "$veth" type veth peer name "$dev" netns "$ns"
+      ip link add "$veth" mtu "$mtu" type veth peer name "$dev" mtu "$mtu" netns "$ns"
       ip link set "$veth" master "$(bridge_name "$k")"
       ip link set "$veth" up
       ip -n "$ns" addr add "$addr/24" dev "$dev"
@@ -376,12 +385,13 @@ NICS=$nics
 SUBNET1=$subnet
 SUBNET2=$( ((nics == 2)) && echo "$subnet2" || echo "")
 DOCKER=$docker
+MTU=$mtu
 EOF
   # shellcheck disable=SC2034  # read by the EXIT trap
   UP_DONE=1
   trap - EXIT INT TERM
   say "testbed '$NAME' is up: $hosts host(s) $(ns_name 0)..$(ns_name $((hosts - 1))), rate $rate per link" \
-    "direction, $rph rank(s)/host, $nics NIC(s) (eth0 ${subnet}.0/24$( ((nics == 2)) && echo ", eth1 ${subnet2}.0/24"))$( ((docker)) && echo ", docker0 172.17.0.1/16 on every host")"
+    "direction, MTU $mtu, $rph rank(s)/host, $nics NIC(s) (eth0 ${subnet}.0/24$( ((nics == 2)) && echo ", eth1 ${subnet2}.0/24"))$( ((docker)) && echo ", docker0 172.17.0.1/16 on every host")"
   say "state in $STATE; next: $PROG$([[ $NAME == gs ]] || echo " --name $NAME") run -- CMD"
 }
 
@@ -505,7 +515,7 @@ cmd_status() {
   local shaping="rate $RATE per link direction (tbf burst $BURST B)"
   [[ $RATE == none ]] && shaping="unshaped links"
   [[ $RATE == *,* ]] && shaping="rates eth0 ${RATE%%,*}, eth1 ${RATE#*,} per link direction (tbf bursts ${BURST%%,*}, ${BURST#*,} B)"
-  echo "  hosts $HOSTS, $shaping, ranks/host $RANKS_PER_HOST, NICs $NICS" \
+  echo "  hosts $HOSTS, $shaping, MTU ${MTU:-1500}, ranks/host $RANKS_PER_HOST, NICs $NICS" \
     "(eth0 $SUBNET1.0/24${SUBNET2:+, eth1 $SUBNET2.0/24})$( ((${DOCKER:-0})) && echo ", docker0 172.17.0.1/16 on every host (no port)")"
   echo "  state $STATE (hostfile, agent, hosts), TMPDIRs under $TMPROOT"
   printf '  %-10s %-12s %-12s %-8s %s\n' host eth0 eth1 holder "bytes sent by the host (eth0 eth1, from tc)"

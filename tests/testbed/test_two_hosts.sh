@@ -4,7 +4,7 @@
 # Brings up a 2-host testbed shaped at 1gbit, checks that each rank runs on its own host
 # (hostname, TMPDIR), that an MPI ping-pong of 4 MiB between the hosts stays under the
 # shaped line rate (125 MB/s) and above a floor (traffic really crosses the link, which
-# counts it), then takes it down and checks that status says nothing is up.
+# counts it), then takes it down and checks that status says nothing is up; then --mtu.
 # Exit: 0 pass, 1 fail, 77 skip (not root, or the kernel lacks namespaces/veth/bridge/tbf).
 # Bounded: every mpirun has a timeout; the testbed goes down on every exit (trap).
 set -uo pipefail
@@ -65,6 +65,20 @@ echo "host 1 sent $crossed bytes through its shaped eth0 during the run"
 ((crossed > 12 * 4194304)) || fail "host 1's link carried only $crossed bytes: the traffic did not cross it"
 
 tb down || fail "down"
+
+# --mtu: every link of the testbed takes it (jumbo frames), status says it; a bad one is refused.
+tb up --hosts 2 --rate 1gbit --subnet "$SUBNET" --mtu 9000 || fail "testbed up --mtu 9000"
+for h in 0 1; do
+  m=$(ip netns exec "$NAME-h$h" cat /sys/class/net/eth0/mtu)
+  [[ $m == 9000 ]] || fail "host $h eth0 MTU is $m after up --mtu 9000"
+done
+[[ $(cat "/sys/class/net/$NAME-br0/mtu") == 9000 ]] || fail "bridge MTU is not 9000"
+[[ $(tb status) == *"MTU 9000"* ]] || fail "status does not say MTU 9000: $(tb status)"
+tb run --timeout 60 -- "$BENCH" --op pingpong -b 64K -e 64K -n 3 -w 1 >/dev/null || fail "a run over MTU 9000 links"
+tb down || fail "down after --mtu"
+out=$(tb up --hosts 2 --mtu 100 2>&1) && fail "up --mtu 100 was accepted"
+[[ $out == *"--mtu must be"* ]] || fail "up --mtu 100: $out"
+
 st=$(tb status) || fail "status after down exits non-zero: $st"
 echo "$st"
 [[ $st == *"nothing is up"* ]] || fail "status after down should say nothing is up, got: $st"
