@@ -183,7 +183,9 @@ def model_curve(ctx, bench: results.Bench, fabric: str):
     op = a.get("op", "allreduce")
     args = ["collective", "--op", op, "--ranks", int(a.get("nranks", 2)), "--nodes", int(a.get("nnodes", 1)),
             "--bytes", ",".join(str(s) for s in sizes), "--fabric", fabric, "--json"]
-    if op != "pingpong":
+    if op == "sendrecv":
+        pass  # one both-ways step in the model, whatever the bench's variant (mpi, pieces)
+    elif op != "pingpong":
         args += ["--algo", a.get("algo", "ring")]
         if a.get("algo") == "ring":
             chunk = int(a.get("chunk_bytes_used", 0)) or int(a.get("chunk_bytes", 0))  # 0: auto, see _used
