@@ -32,6 +32,7 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import time
 
 import h5py
@@ -177,6 +178,16 @@ def _atomic_h5(path: str):
         dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
         try:
             os.link(f"/proc/self/fd/{fh.fileno()}", os.path.basename(tmp), dst_dir_fd=dfd, follow_symlinks=True)
+        except OSError:
+            # No /proc (or a file system that cannot link it): copy the finished bytes out.
+            fh.seek(0)
+            try:
+                with open(tmp, "wb") as out:
+                    shutil.copyfileobj(fh, out)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.remove(tmp)
+                raise
         finally:
             os.close(dfd)
         try:

@@ -7,7 +7,8 @@ GRADSYNC_BIN names the build's bin folder (gradsync-bench, gradsync-model, grads
   spec   every experiments/*.toml loads (and its --quick scale), point labels are unique,
          --dry-run prints one line per point with its command and writes nothing, a bad
          study file exits 2 naming the key; study.h5's write leaves the previous table and
-         no temp file when killed (-9) or failing midway (no MPI needed)
+         no temp file when killed (-9) or failing midway, and completes without /proc
+         (no MPI needed)
   bench  a tiny bench study: a failing point is recorded (status, exit status, stderr tail in
          study.h5 and study.log) while the study goes on; resume (a second run reuses every
          finished point; deleting one result reruns only that point); --dry-run marks done
@@ -131,12 +132,17 @@ sys.path.insert(0, {scripts!r})
 from gradsync_analysis import studyfile
 if {named}:
     del os.O_TMPFILE  # the fallback: a named temp + rename
+if {mode!r} == "nolink":
+    def nolink(*args, **kwargs):
+        raise OSError(2, "no /proc")
+    os.link = nolink  # the unnamed inode cannot be named: its bytes are copied out
 with studyfile._atomic_h5({path!r}) as f:
     f["x"] = list(range(1000))
     print("writing", flush=True)
     if {mode!r} == "raise":
         raise RuntimeError("stop")
-    time.sleep(60)
+    if {mode!r} != "nolink":
+        time.sleep(60)
 """
 
 
@@ -163,6 +169,13 @@ def case_atomic_write(tmp):
         check(sorted(os.listdir(d)) == ["study.h5"], f"atomic write ({what}): the folder holds {sorted(os.listdir(d))}")
         with h5py.File(path, "r") as f:
             check(list(f) == ["old"], f"atomic write ({what}): study.h5 holds {list(f)}, not the previous table")
+    # Without /proc to name the inode, the finished file is copied out under the temp name.
+    code = ATOMIC_CHILD.format(scripts=os.path.join(REPO, "scripts"), named=False, path=path, mode="nolink")
+    p = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, f"atomic write (no link): exit {p.returncode}: {p.stderr[-500:]}")
+    check(sorted(os.listdir(d)) == ["study.h5"], f"atomic write (no link): the folder holds {sorted(os.listdir(d))}")
+    with h5py.File(path, "r") as f:
+        check(list(f) == ["x"] and len(f["x"]) == 1000, f"atomic write (no link): study.h5 holds {list(f)}")
     # and a finished write replaces it whole
     sys.path.insert(0, os.path.join(REPO, "scripts"))
     from gradsync_analysis import studyfile
