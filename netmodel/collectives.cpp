@@ -409,23 +409,22 @@ double node_working_set(Op op, const std::string& algo, const Topology& t, doubl
   return per_rank * (op == Op::Pingpong ? std::min(2.0, g) : g);
 }
 
-double collective_time(const Fabric& f_in, Op op, const std::string& algo_in, const Topology& t, double n,
+double collective_time(const Fabric& f, Op op, const std::string& algo_in, const Topology& t, double n,
                        const CollOptions& o) {
   GS_USAGE_CHECK(t.nodes >= 1 && t.ranks_per_node >= 1, "collective: nodes and ranks per node must be >= 1");
   GS_USAGE_CHECK(n >= 0, "collective: bytes must be >= 0");
   const int p = t.ranks();
   if (n == 0) return 0;
-  if (f_in.intra.regime_key == RegimeKey::WorkingSet || f_in.inter.regime_key == RegimeKey::WorkingSet) {
+  if (f.intra.regime_key == RegimeKey::WorkingSet || f.inter.regime_key == RegimeKey::WorkingSet) {
     // Working-set regimes: every step of this collective runs in the regime of its
     // buffers' footprint on the node (fabric.hpp), whatever its message size.
     const std::string a = algo_in == "nccl" ? "ring" : resolve_algo(algo_in, op, n, t);
     const double ws = node_working_set(op, a, t, n, o);
     Fabric g;  // the levels only: collective costs do not read the names
-    g.intra = f_in.intra.at_working_set(ws);
-    g.inter = f_in.inter.at_working_set(ws);
+    g.intra = f.intra.at_working_set(ws);
+    g.inter = f.inter.at_working_set(ws);
     return collective_time(g, op, algo_in, t, n, o);
   }
-  const Fabric& f = f_in;
   if (o.reduce_dtype != DType::F32) {  // 16-bit sums: the levels at that type's reduction rate
     Fabric g = f;
     g.intra.gamma_Bps = f.intra.gamma(o.reduce_dtype);

@@ -159,43 +159,39 @@ def _atomic_h5(path: str):
         fd = os.open(d, os.O_TMPFILE | os.O_RDWR, 0o644)
     except (AttributeError, OSError):
         fd = None
-    if fd is None:
-        try:
+    # One cleanup for every path: whatever fails before the rename removes the named temp
+    # (absent while the O_TMPFILE inode has no name yet).
+    try:
+        if fd is None:
             with h5py.File(tmp, "w") as f:
                 yield f
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.remove(tmp)
-            raise
-        return
-    with os.fdopen(fd, "w+b") as fh:
-        with h5py.File(fh, "w") as f:
-            yield f
-        fh.flush()
-        # linkat(..., AT_SYMLINK_FOLLOW) names the inode; os.link only calls linkat (rather
-        # than link(2), which would link the /proc symlink itself) when given a dir_fd.
-        dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.link(f"/proc/self/fd/{fh.fileno()}", os.path.basename(tmp), dst_dir_fd=dfd, follow_symlinks=True)
-        except OSError:
-            # No /proc (or a file system that cannot link it): copy the finished bytes out.
-            fh.seek(0)
-            try:
-                with open(tmp, "wb") as out:
-                    shutil.copyfileobj(fh, out)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.remove(tmp)
-                raise
-        finally:
-            os.close(dfd)
-        try:
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.remove(tmp)
-            raise
+        else:
+            with os.fdopen(fd, "w+b") as fh:
+                with h5py.File(fh, "w") as f:
+                    yield f
+                fh.flush()
+                _name_inode(fh, d, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
+def _name_inode(fh, d: str, tmp: str):
+    """Gives the unnamed inode open as `fh` the name `tmp` (in folder d)."""
+    # linkat(..., AT_SYMLINK_FOLLOW) names the inode; os.link only calls linkat (rather
+    # than link(2), which would link the /proc symlink itself) when given a dir_fd.
+    dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.link(f"/proc/self/fd/{fh.fileno()}", os.path.basename(tmp), dst_dir_fd=dfd, follow_symlinks=True)
+    except OSError:
+        # No /proc (or a file system that cannot link it): copy the finished bytes out.
+        fh.seek(0)
+        with open(tmp, "wb") as out:
+            shutil.copyfileobj(fh, out)
+    finally:
+        os.close(dfd)
 
 
 class StudyTable:
