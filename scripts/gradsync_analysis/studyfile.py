@@ -1,4 +1,4 @@
-"""DIR/study.h5: one table of a study's points (written atomically, see _atomic_h5).
+"""DIR/study.h5: one table of a study's points (written atomically: atomicfile.atomic_h5).
 
 Layout (P points, S distinct bench sizes):
 
@@ -28,17 +28,16 @@ Every dataset carries a `description` attribute.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import shutil
 import time
 
 import h5py
 import numpy as np
 
 from . import results
+from .atomicfile import atomic_h5
 
 STR = h5py.string_dtype()
 
@@ -58,7 +57,7 @@ def write(path: str, study, points, records, model_info: dict | None = None):
     sizes = sorted({int(s) for r in records if r.get("bench") is not None for s in r["bench"].size})
     sidx = {s: i for i, s in enumerate(sizes)}
     P, S = len(points), len(sizes)
-    with _atomic_h5(path) as f:
+    with atomic_h5(path) as f:
         a = f.attrs
         a["schema_version"] = 1
         a["program"] = "gradsync-study"
@@ -140,58 +139,6 @@ def write(path: str, study, points, records, model_info: dict | None = None):
                     cg.create_dataset(k, data=np.array([str(x) for x in v], dtype=object), dtype=STR)
                 else:
                     cg.create_dataset(k, data=v)
-
-
-@contextlib.contextmanager
-def _atomic_h5(path: str):
-    """An h5py.File that becomes `path` whole when the block ends, or leaves nothing.
-
-    The study rewrites study.h5 after every point, so a kill -9 of the study (Slurm's
-    --time, a user) can land in a write. The file is built in an unnamed O_TMPFILE inode in
-    the target folder and given a name only when complete (link, then rename over `path`):
-    a kill before that leaves no file; the named temp lives for two system calls. Where
-    the file system has no O_TMPFILE, a named "<path>.tmp.<pid>" is written and renamed
-    (a kill then may leave it; a resumed study removes such files)."""
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    tmp = f"{path}.tmp.{os.getpid()}"
-    try:
-        fd = os.open(d, os.O_TMPFILE | os.O_RDWR, 0o644)
-    except (AttributeError, OSError):
-        fd = None
-    # One cleanup for every path: whatever fails before the rename removes the named temp
-    # (absent while the O_TMPFILE inode has no name yet).
-    try:
-        if fd is None:
-            with h5py.File(tmp, "w") as f:
-                yield f
-        else:
-            with os.fdopen(fd, "w+b") as fh:
-                with h5py.File(fh, "w") as f:
-                    yield f
-                fh.flush()
-                _name_inode(fh, d, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
-
-
-def _name_inode(fh, d: str, tmp: str):
-    """Gives the unnamed inode open as `fh` the name `tmp` (in folder d)."""
-    # linkat(..., AT_SYMLINK_FOLLOW) names the inode; os.link only calls linkat (rather
-    # than link(2), which would link the /proc symlink itself) when given a dir_fd.
-    dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.link(f"/proc/self/fd/{fh.fileno()}", os.path.basename(tmp), dst_dir_fd=dfd, follow_symlinks=True)
-    except OSError:
-        # No /proc (or a file system that cannot link it): copy the finished bytes out.
-        fh.seek(0)
-        with open(tmp, "wb") as out:
-            shutil.copyfileobj(fh, out)
-    finally:
-        os.close(dfd)
 
 
 class StudyTable:

@@ -164,6 +164,8 @@ def main(argv=None):
     import torch
     import torch.distributed as dist
 
+    from gradsync_analysis.atomicfile import atomic_h5
+
     from . import h5out
     from .recorder import BACKEND_ALGO
 
@@ -311,7 +313,7 @@ def main(argv=None):
             print(f"# Avg bus bandwidth    : {mean_bus:.6g}")
             print("#")
             path = out_path(o, op)
-            with h5out.AtomicH5(path) as f:
+            with atomic_h5(path) as f:
                 h5out.write_provenance(f, "gradsync-bench", hosts, cpus=cpus)
                 attrs = {"source": "pytorch", "torch_version": torch.__version__, "backend": o.backend,
                          "op": op, "algo": algo, "device": o.device, "dtype": o.datatype,

@@ -2,9 +2,10 @@
 
 Purpose: every file the bridge writes carries the same provenance as gradsync's C++ writer
 (runtime/core/provenance.hpp, results/README.md "Provenance") and appears atomically.
-Approach: h5py writes into `<file>.tmp.<pid>`; os.replace() renames it over the final name
-only after the file is closed, so a killed rank leaves no partial result (at most a
-`*.tmp.*`, exactly like the C++ writer). Strings are variable-length UTF-8, the type the
+Approach: files are written through gradsync_analysis.atomicfile (atomic_h5, atomic_file):
+an unnamed O_TMPFILE inode named and renamed over the final name only when complete, so a
+rank killed mid-write (kill -9, or torchrun's SIGTERM after another rank failed) leaves no
+file at all (the C++ writer removes its `<file>.tmp.<pid>` on SIGTERM, not on kill -9). Strings are variable-length UTF-8, the type the
 C++ reader (h5::Reader::attr_string / read_strings) expects; integers are int64.
 """
 import datetime
@@ -129,33 +130,6 @@ def write_provenance(f, program, hostnames, argv=None, params=None, cpus=None):
     p = f.create_group("params")
     for k, v in sorted((params or {}).items()):
         set_attr(p, k, str(v))
-
-
-class AtomicH5:
-    """`with AtomicH5(path) as f:` writes `path.tmp.<pid>` and renames it on success; on an
-    exception the temp file is removed and the final name is untouched."""
-
-    def __init__(self, path):
-        self.path = os.path.abspath(path)
-        self.tmp = f"{self.path}.tmp.{os.getpid()}"
-        self.f = None
-
-    def __enter__(self):
-        d = os.path.dirname(self.path)
-        os.makedirs(d, exist_ok=True)
-        self.f = h5py.File(self.tmp, "w")
-        return self.f
-
-    def __exit__(self, exc_type, exc, tb):
-        self.f.close()
-        if exc_type is None:
-            os.replace(self.tmp, self.path)
-        else:
-            try:
-                os.unlink(self.tmp)
-            except OSError:
-                pass
-        return False
 
 
 def hostname():

@@ -47,7 +47,7 @@ Approach (nothing in the user's loop changes; everything comes from hooks):
     writes: step_time_s = max over ranks, the other /steps columns the mean, /buckets rank 0's
     timeline (as gradsync-train), and every rank's own columns as /ranks/<column> [steps,
     nranks] (step_time_s, data_s, forward_s, backward_s, comm_exposed_s, optimizer_s,
-    reducer_s, encode_s, decode_s). The file is written atomically (h5out.AtomicH5).
+    reducer_s, encode_s, decode_s). The file is written atomically (gradsync_analysis.atomicfile).
 
 Wire precision: torch.autocast leaves gradients and their all-reduce in fp32, so the file
 says precision = fp32 and amp = bf16|fp16|none; a cast hook (fp16/bf16) is the compressor
@@ -67,6 +67,8 @@ import time
 
 import torch
 import torch.distributed as dist
+
+from gradsync_analysis.atomicfile import atomic_file, atomic_h5
 
 from . import h5out
 
@@ -424,9 +426,8 @@ class Recorder:
             self._write(gathered)
             if self.trace_path:
                 from .trace import measured_trace
-                with open(self.trace_path + f".tmp.{os.getpid()}", "w") as f:
+                with atomic_file(self.trace_path, text=True) as f:
                     json.dump(measured_trace(gathered), f)
-                os.replace(self.trace_path + f".tmp.{os.getpid()}", self.trace_path)
         dist.barrier()
         return self.out
 
@@ -488,7 +489,7 @@ class Recorder:
             "skipped_steps": 0, "compression_ratio": ratio, "compute_threads": int(torch.get_num_threads()), "emulation_overruns": 0, "emulation_overrun_s": 0.0,
         }
         attrs.update(self.extra)
-        with h5out.AtomicH5(self.out) as f:
+        with atomic_h5(self.out) as f:
             h5out.write_provenance(f, "gradsync-train", hosts, self.argv,
                                    params={"GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "")},
                                    cpus=[g["cpus"] for g in gathered])

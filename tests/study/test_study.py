@@ -20,6 +20,7 @@ GRADSYNC_BIN names the build's bin folder (gradsync-bench, gradsync-model, grads
 Exit status 0 on success, 1 on a failed check, 77 when a needed program is missing.
 """
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -129,14 +130,14 @@ def case_spec(tmp):
 ATOMIC_CHILD = """
 import os, sys, time
 sys.path.insert(0, {scripts!r})
-from gradsync_analysis import studyfile
+from gradsync_analysis import atomicfile
 if {named}:
     del os.O_TMPFILE  # the fallback: a named temp + rename
 if {mode!r} == "nolink":
     def nolink(*args, **kwargs):
         raise OSError(2, "no /proc")
     os.link = nolink  # the unnamed inode cannot be named: its bytes are copied out
-with studyfile._atomic_h5({path!r}) as f:
+with atomicfile.atomic_h5({path!r}) as f:
     f["x"] = list(range(1000))
     print("writing", flush=True)
     if {mode!r} == "raise":
@@ -178,12 +179,26 @@ def case_atomic_write(tmp):
         check(list(f) == ["x"] and len(f["x"]) == 1000, f"atomic write (no link): study.h5 holds {list(f)}")
     # and a finished write replaces it whole
     sys.path.insert(0, os.path.join(REPO, "scripts"))
-    from gradsync_analysis import studyfile
-    with studyfile._atomic_h5(path) as f:
+    from gradsync_analysis import atomicfile
+    with atomicfile.atomic_h5(path) as f:
         f["new"] = [2]
     check(sorted(os.listdir(d)) == ["study.h5"], f"atomic write: after a finished write the folder holds {os.listdir(d)}")
     with h5py.File(path, "r") as f:
         check(list(f) == ["new"], f"atomic write: study.h5 holds {list(f)} after a finished write")
+    # Text (the recorder's trace): UTF-8 whole; an error keeps the previous file, no temp.
+    tpath = os.path.join(d, "trace.json")
+    with atomicfile.atomic_file(tpath, text=True) as fh:
+        fh.write('{"\u00fc": 1}')
+    for attempt in range(2):
+        with open(tpath, encoding="utf-8") as fh:
+            body = fh.read()
+        check(body == '{"\u00fc": 1}', f"atomic text write: trace.json holds {body!r}")
+        check(sorted(os.listdir(d)) == ["study.h5", "trace.json"], f"atomic text write: the folder holds {os.listdir(d)}")
+        if attempt == 0:
+            with contextlib.suppress(RuntimeError):
+                with atomicfile.atomic_file(tpath, text=True) as fh:
+                    fh.write("partial")
+                    raise RuntimeError("stop")
 
 
 # ---- bench ------------------------------------------------------------------------------------

@@ -323,19 +323,22 @@ def case_killed(tmp):
     log.close()
     left = [n for n in os.listdir(tmp) if n.startswith("killed.h5")]
     check(left == [], f"a killed run left {left}")
-    # The writer itself: an exception leaves nothing; SIGKILL mid-write leaves no final file.
-    code = ("import sys; sys.path.insert(0, %r)\nfrom gradsync_torch import h5out\nimport os, time\n"
-            "p = sys.argv[1]\ntry:\n    with h5out.AtomicH5(p) as f:\n        f['x'] = [1.0]\n"
+    # The writer itself (gradsync_analysis.atomicfile): an exception leaves nothing; a
+    # writer killed mid-write (SIGKILL, or the SIGTERM torchrun sends the other ranks when
+    # one fails) leaves no file either, neither the final name nor a temp.
+    code = ("import sys; sys.path.insert(0, %r)\nfrom gradsync_analysis.atomicfile import atomic_h5\n"
+            "import time\np = sys.argv[1]\ntry:\n    with atomic_h5(p) as f:\n        f['x'] = [1.0]\n"
             "        raise RuntimeError('boom')\nexcept RuntimeError:\n    pass\n"
-            "with h5out.AtomicH5(p + '.2') as f:\n    f['x'] = [1.0]\n    print('writing', flush=True)\n"
+            "with atomic_h5(p + '.2') as f:\n    f['x'] = [1.0]\n    print('writing', flush=True)\n"
             "    time.sleep(60)\n") % os.path.join(REPO, "scripts")
-    w = subprocess.Popen([TPY, "-c", code, os.path.join(tmp, "w.h5")], stdout=subprocess.PIPE, text=True)
-    check(w.stdout.readline().strip() == "writing", "writer started")
-    w.kill()
-    w.wait()
-    names = os.listdir(tmp)
-    check("w.h5" not in names and not any(n.startswith("w.h5.tmp") for n in names), f"exception left {names}")
-    check("w.h5.2" not in names, "a writer killed mid-write left a file under the final name")
+    for sig in (signal.SIGKILL, signal.SIGTERM):
+        w = subprocess.Popen([TPY, "-c", code, os.path.join(tmp, "w.h5")], stdout=subprocess.PIPE, text=True)
+        check(w.stdout.readline().strip() == "writing", "writer started")
+        w.send_signal(sig)
+        w.wait()
+        w.stdout.close()
+        names = [n for n in os.listdir(tmp) if n.startswith("w.h5")]
+        check(names == [], f"a writer that raised, then one killed by {sig.name} mid-write, left {names}")
     # A bad option under torchrun: one line, from rank 0 only (every rank finds it), no file.
     for mod, bad in (("gradsync_torch.example", ["--hook", "bogus"]), ("gradsync_torch.bench", ["-n", "0"]),
                      ("gradsync_torch.overhead", ["--block", "0"]),
