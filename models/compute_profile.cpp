@@ -134,7 +134,7 @@ std::optional<Problem> first_problem(const ComputeProfile& p) {
   if (!std::isfinite(p.backward_efficiency) || p.backward_efficiency < 0 || p.backward_efficiency > 1)
     return Problem{"backward_efficiency", "must be in [0, 1] (0 or absent: as efficiency), got " + num(p.backward_efficiency)};
   for (const Field& f : {Field{"reducer_per_step_s", p.reducer_per_step_s},
-                         Field{"reducer_per_bucket_s", p.reducer_per_bucket_s}})
+                         Field{"reducer_per_bucket_s", p.reducer_per_bucket_s}, Field{"rank_jitter", p.rank_jitter}})
     if (!std::isfinite(f.value) || f.value < 0)
       return Problem{f.key, "must be a finite number >= 0, got " + num(f.value)};
   if (!std::isfinite(p.per_layer_overhead_s) || p.per_layer_overhead_s < 0)
@@ -161,6 +161,7 @@ constexpr const char* kKnownKeys[] = {"name",
                                       "optimizer_bytes_per_s",
                                       "reducer_per_step_s",
                                       "reducer_per_bucket_s",
+                                      "rank_jitter",
                                       "measured"};
 
 class ProfileReader {
@@ -190,7 +191,8 @@ class ProfileReader {
     p.optimizer_bytes_per_s = get_number(tbl, "optimizer_bytes_per_s");
     for (auto [key, dst] : {std::pair{"backward_efficiency", &p.backward_efficiency},
                             std::pair{"reducer_per_step_s", &p.reducer_per_step_s},
-                            std::pair{"reducer_per_bucket_s", &p.reducer_per_bucket_s}})
+                            std::pair{"reducer_per_bucket_s", &p.reducer_per_bucket_s},
+                            std::pair{"rank_jitter", &p.rank_jitter}})
       if (const toml::node* n = tbl.get(key)) *dst = number(*n, key);
     if (const toml::node* m = tbl.get("measured")) read_measured(*m, p);
     if (auto problem = first_problem(p)) {
@@ -392,6 +394,8 @@ void save_profile(const ComputeProfile& p, const std::string& path) {
   if (p.reducer_per_step_s > 0 || p.reducer_per_bucket_s > 0)
     os << "reducer_per_step_s = " << toml_float(p.reducer_per_step_s) << "\n"
        << "reducer_per_bucket_s = " << toml_float(p.reducer_per_bucket_s) << "\n";
+  if (p.rank_jitter > 0)
+    os << "rank_jitter = " << toml_float(p.rank_jitter) << "  # sigma of a rank's step / its compute\n";
   if (!p.measured.empty()) {
     os << "\n[measured]  # layer = [fwd_s, bwd_s], seconds per sample\n";
     for (const auto& [layer, t] : p.measured)

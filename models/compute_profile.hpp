@@ -59,6 +59,13 @@ struct ComputeProfile {
   // Optional in files (default 0); fitted by gradsync-model calibrate --compute.
   double reducer_per_step_s = 0;
   double reducer_per_bucket_s = 0;
+  // Ranks do not finish a step together (memory traffic, the OS, a busier core): the standard
+  // deviation of one rank's step time around the ranks' mean, as a fraction of its compute
+  // (forward + backward + optimizer). A synchronous step waits for the slowest of its p
+  // ranks: E[max of p standard normals] x rank_jitter x compute longer than the mean rank
+  // (0 for one rank; 0.56x for 2, 1.03x for 4, 1.42x for 8). Optional (default 0); fitted by
+  // gradsync-model calibrate --compute from the runs' /ranks/step_time_s.
+  double rank_jitter = 0;
   // Optional measured per-layer (fwd_s, bwd_s), in seconds PER SAMPLE (the overhead is
   // added on top), keyed by LayerSpec::name. Replaces the FLOP estimate for that layer.
   std::map<std::string, std::pair<double, double>> measured;

@@ -21,6 +21,7 @@
 #include "netmodel/compress.hpp"
 #include "netmodel/nccl_tuning.hpp"
 #include "netmodel/predict.hpp"
+#include "netmodel/timeline.hpp"
 #include "netmodel/train_file.hpp"
 
 namespace gradsync::netmodel {
@@ -1164,6 +1165,7 @@ ComputeFit calibrate_compute(const std::vector<std::string>& files, const std::s
   bool half = false;
   std::vector<double> opt_rates;
   std::vector<std::pair<double, double>> reducer_rows;  // (buckets, reducer_s) per run
+  std::vector<double> jitters;                          // per run with /ranks/step_time_s
   for (const auto& path : files) {
     const TrainRun run = read_train_file(path);
     models::ModelSpec m;
@@ -1187,6 +1189,10 @@ ComputeFit calibrate_compute(const std::vector<std::string>& files, const std::s
     half = half || precision_bytes(run.config.precision) == 2;
     if (std::isfinite(run.reducer_s) && run.reducer_s >= 0 && !run.bucket_bytes.empty())
       reducer_rows.emplace_back(static_cast<double>(run.bucket_bytes.size()), run.reducer_s);
+    const double compute = run.forward_s + run.backward_s + (std::isnan(run.optimizer_s) ? 0.0 : run.optimizer_s);
+    const int p = run.config.nodes * run.config.ranks_per_node;
+    if (p >= 2 && std::isfinite(run.rank_spread_s) && compute > 0)
+      jitters.push_back(run.rank_spread_s / expected_max_std_normal(p) / compute);
     out.used.push_back(path);
   }
   if (rows.size() < 2) {
@@ -1282,6 +1288,10 @@ ComputeFit calibrate_compute(const std::vector<std::string>& files, const std::s
     p.reducer_per_step_s = out.reducer_per_step_s;
     p.reducer_per_bucket_s = out.reducer_per_bucket_s;
   }
+  // A synchronous step ends with its slowest rank: the ranks' jitter, relative to compute.
+  out.jitter_runs = static_cast<int>(jitters.size());
+  out.rank_jitter = jitters.empty() ? 0.0 : std::max(0.0, median(jitters));
+  p.rank_jitter = out.rank_jitter;
   models::validate_profile(p);
   out.profile = p;
   return out;

@@ -172,11 +172,17 @@ ContentionFit calibrate_contention(const std::vector<std::string>& train_files, 
 // overhead x layers + FLOPs / rate (relative least squares). When that needs a negative
 // overhead (backward slower against forward than its 2x FLOPs), the fit is constrained: no
 // overhead, forward and backward each their own rate (profile.backward_efficiency).
+// Also the reducer's own work per step and bucket, and the ranks' step-time jitter.
 struct ComputeFit {
   models::ComputeProfile profile;
   double overhead_s = 0, flops_per_s = 0;
   double bwd_flops_per_s = 0;  // = flops_per_s unless the constrained fit gave backward its own rate
   double reducer_per_step_s = 0, reducer_per_bucket_s = 0;  // from /steps/reducer_s vs buckets
+  // profile.rank_jitter: per run with /ranks/step_time_s and >= 2 ranks, the median over steps
+  // of (slowest - mean rank) / E[max of p std normals] / (forward + backward + optimizer);
+  // the median over those runs (0 and jitter_runs = 0 when none has the column).
+  double rank_jitter = 0;
+  int jitter_runs = 0;
   double r2 = 0, max_abs_rel_residual = 0;
   std::vector<std::string> used, skipped;
 };

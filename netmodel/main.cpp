@@ -292,9 +292,9 @@ void print_prediction(const PredictConfig& c, const StepResult& r, Predictor& pr
   }
   const double hidden = r.comm_total_s - r.comm_exposed_s;
   std::printf("  step: data %.3f + forward %.3f + backward %.3f + exposed comm %.3f + optimizer %.3f + reducer %.3f"
-              " = %.3f ms\n",
+              " + slowest rank %.3f = %.3f ms\n",
               r.data_s * 1e3, r.forward_s * 1e3, r.backward_s * 1e3, r.comm_exposed_s * 1e3, r.optimizer_s * 1e3,
-              r.reducer_s * 1e3, r.step_time_s * 1e3);
+              r.reducer_s * 1e3, r.straggler_s * 1e3, r.step_time_s * 1e3);
   std::printf("  communication: %.3f ms in total, %.3f ms hidden behind backward (%.0f%%), %.3f ms exposed\n",
               r.comm_total_s * 1e3, hidden * 1e3, r.comm_total_s > 0 ? 100 * hidden / r.comm_total_s : 100.0,
               r.comm_exposed_s * 1e3);
@@ -311,6 +311,7 @@ Json prediction_json(const PredictConfig& c, const StepResult& r) {
   j.set("step_time_s", r.step_time_s).set("epoch_time_s", r.epoch_time_s).set("comm_exposed_s", r.comm_exposed_s);
   j.set("comm_total_s", r.comm_total_s).set("data_s", r.data_s).set("forward_s", r.forward_s);
   j.set("backward_s", r.backward_s).set("optimizer_s", r.optimizer_s).set("reducer_s", r.reducer_s);
+  j.set("straggler_s", r.straggler_s);
   j.set("steps_per_epoch", static_cast<long long>(r.steps_per_epoch)).set("bytes_sent", r.bytes_sent);
   j.set("buckets", bucket_timings_json(r.buckets));
   return j;
@@ -577,6 +578,7 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       j.set("backward_flops_per_s", fit.bwd_flops_per_s);
       j.set("r2", fit.r2).set("max_abs_rel_residual", fit.max_abs_rel_residual).set("runs", static_cast<long long>(fit.used.size()));
       j.set("reducer_per_step_s", fit.reducer_per_step_s).set("reducer_per_bucket_s", fit.reducer_per_bucket_s);
+      j.set("rank_jitter", fit.rank_jitter).set("jitter_runs", static_cast<long long>(fit.jitter_runs));
       Json sk = Json::array();
       for (const auto& s : fit.skipped) sk.push(s);
       j.set("skipped", sk);
@@ -593,6 +595,12 @@ int cmd_calibrate(const std::vector<std::string>& args) {
                     fit.used.size(), fit.overhead_s * 1e6, fit.flops_per_s, fit.r2, 100 * fit.max_abs_rel_residual);
       std::printf("reducer's own work per step: %.3f us + %.3f us per bucket\n", fit.reducer_per_step_s * 1e6,
                   fit.reducer_per_bucket_s * 1e6);
+      if (fit.jitter_runs > 0)
+        std::printf("ranks' step-time jitter: sigma %.2f%% of compute (from %d runs' /ranks/step_time_s); a step of "
+                    "p ranks waits E[max of p std normals] x that for its slowest rank (2 ranks: 0.56x)\n",
+                    100 * fit.rank_jitter, fit.jitter_runs);
+      else
+        std::printf("ranks' step-time jitter: not fitted (no run with /ranks/step_time_s and >= 2 ranks)\n");
       for (const auto& s : fit.skipped) std::printf("  skipped %s\n", s.c_str());
       std::printf("wrote %s\n", out.c_str());
     }

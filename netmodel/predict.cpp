@@ -79,6 +79,7 @@ const Workload& Predictor::workload(const PredictConfig& c) {
   w.optimizer_s = models::optimizer_step_s(model, prof, optimizer_bytes_per_param(c.optimizer));
   w.reducer_per_step_s = prof.reducer_per_step_s;
   w.reducer_per_bucket_s = prof.reducer_per_bucket_s;
+  w.rank_jitter = prof.rank_jitter;
   return workloads_.emplace(key, std::move(w)).first->second;
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <queue>
 
 #include "core/error.hpp"
@@ -70,6 +71,23 @@ Fabric peak_fabric(const Fabric& f) {
 
 }  // namespace
 
+double expected_max_std_normal(int p) {
+  GS_CHECK(p >= 1, "expected_max_std_normal: p must be >= 1, got ", p);
+  if (p == 1) return 0;
+  // E[max] = integral of x p phi(x) Phi(x)^(p-1) dx; Simpson's rule on [-12, 12] (the
+  // integrand is below 1e-30 outside it for any p this program meets).
+  constexpr int n = 4800;
+  constexpr double lo = -12, hi = 12, h = (hi - lo) / n;
+  auto f = [p](double x) {
+    const double phi = std::exp(-0.5 * x * x) / std::sqrt(2 * std::numbers::pi);
+    const double cdf = 0.5 * std::erfc(-x / std::numbers::sqrt2);
+    return x * p * phi * std::pow(cdf, p - 1);
+  };
+  double s = f(lo) + f(hi);
+  for (int i = 1; i < n; ++i) s += (i % 2 ? 4 : 2) * f(lo + i * h);
+  return s * h / 3;
+}
+
 double backward_contention(const Fabric& fabric, const NetConfig& net, double compute_threads) {
   const Level& l = net.nodes > 1 ? fabric.inter : fabric.intra;
   if (l.contention != 1 || l.contention_alpha_s > 0 || compute_threads <= 0) return l.contention;
@@ -94,6 +112,9 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
   const double bwd_start = (k - 1) * (w.forward_s + w.backward_s) + w.forward_s;
   const double bwd_end = bwd_start + w.backward_s;
   const int nb = static_cast<int>(buckets.size());
+  // The slowest of the ranks ends the synchronous step (compute profile's rank_jitter).
+  const double straggler =
+      expected_max_std_normal(topo.ranks()) * w.rank_jitter * (k * (w.forward_s + w.backward_s) + w.optimizer_s);
 
   // A shaped inter-node link: collectives spend tokens (the bytes one rank sends, nccl-tests'
   // bus factor x size), which refill at the sustained rate.
@@ -185,7 +206,8 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
     }
     r.comm_exposed_s = std::max(0.0, last_end - bwd_end);
     r.reducer_s = w.reducer_per_step_s + w.reducer_per_bucket_s * nb;
-    const double compute_part = bwd_end + r.comm_exposed_s + r.optimizer_s + r.reducer_s;
+    r.straggler_s = straggler;
+    const double compute_part = bwd_end + r.comm_exposed_s + r.optimizer_s + r.reducer_s + r.straggler_s;
 
     // Data loading (per micro-step batch x data_time_s of work).
     const double load = k * static_cast<double>(st.batch_per_rank) * st.data_time_s;

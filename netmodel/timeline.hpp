@@ -17,7 +17,9 @@
 //   with overlap off, no earlier than the end of backward. Its duration is its plan
 //   (compress.hpp): encode, collectives, decode.
 // * Step = exposed data + accumulate x forward + backward + max(0, last comm end -
-//   backward end) + optimizer. comm_exposed = max(0, last comm end - backward end).
+//   backward end) + optimizer + the reducer's own work + the wait for the slowest rank
+//   (ranks' compute jitters; a synchronous step ends with its slowest rank).
+//   comm_exposed = max(0, last comm end - backward end).
 //   Gradient accumulation (accumulate = k > 1) runs k-1 micro-steps without sync first.
 // * Data loading: each micro-step loads batch x data_time_s seconds of work. With 0 loader
 //   workers it is serial with compute; with w workers it runs in the background w at a
@@ -59,8 +61,15 @@ struct Workload {
   // The reducer's own work per synchronized step (compute profile): per_step + per_bucket x
   // buckets, on the training thread, added to the step.
   double reducer_per_step_s = 0, reducer_per_bucket_s = 0;
+  // Sigma of one rank's step time around the ranks' mean, as a fraction of its compute
+  // (compute profile's rank_jitter): the step waits for the slowest rank (StepResult::straggler_s).
+  double rank_jitter = 0;
   int64_t samples_per_epoch = 0;
 };
+
+// E[max of p independent standard normal variables]: 0 for p = 1, 1/sqrt(pi) for 2,
+// 1.0294 for 4, 1.4236 for 8 (numerical integration; p >= 1).
+double expected_max_std_normal(int p);
 
 struct Bucket {
   std::vector<GradShape> tensors;
@@ -106,6 +115,9 @@ struct StepResult {
   double data_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0;
   double comm_total_s = 0;    // sum of bucket durations
   double reducer_s = 0;       // the reducer's own work (Workload), part of the step
+  // The wait for the slowest rank, part of the step: E[max of p std normals] x rank_jitter x
+  // (forward + backward + optimizer); 0 for one rank or without a fitted jitter.
+  double straggler_s = 0;
   double comm_exposed_s = 0;
   double step_time_s = 0;
   int64_t steps_per_epoch = 0;

@@ -74,6 +74,30 @@ void read_rank_columns(const h5::Reader& r, const std::string& path, int nranks,
   }
 }
 
+// Median over the steps from `skip` of (slowest - mean) of /ranks/step_time_s [steps, nranks];
+// NaN without the column, with one rank, or when no step has every rank's time.
+double rank_spread(const h5::Reader& r, const std::string& path, int nranks, std::size_t skip) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  if (nranks < 2 || !r.exists("/ranks/step_time_s")) return nan;
+  const auto p = static_cast<std::size_t>(nranks);
+  const auto dims = r.dims("/ranks/step_time_s");
+  GS_USAGE_CHECK(dims.size() == 2 && dims[1] == p, path, ": /ranks/step_time_s is not [steps, nranks = ", nranks, "]");
+  const auto v = r.read_double("/ranks/step_time_s");
+  std::vector<double> spread;
+  for (std::size_t s = skip; s < dims[0]; ++s) {
+    double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+    bool ok = true;
+    for (std::size_t k = 0; k < p; ++k) {
+      const double t = v[s * p + k];
+      ok = ok && std::isfinite(t);
+      mx = std::max(mx, t);
+      sum += t;
+    }
+    if (ok) spread.push_back(mx - sum / static_cast<double>(p));
+  }
+  return median(spread);
+}
+
 }  // namespace
 
 TrainRun read_train_file(const std::string& path) {
@@ -164,6 +188,7 @@ TrainRun read_train_file(const std::string& path) {
   run.encode_s = col("encode_s", &TrainStepRow::encode_s);
   run.decode_s = col("decode_s", &TrainStepRow::decode_s);
   read_rank_columns(r, path, nranks, skip, run.rows);
+  run.rank_spread_s = rank_spread(r, path, nranks, skip);
   run.bytes_sent = col("bytes_sent");
   run.epoch_time_s = r.exists("/epochs/epoch_time_s") ? median(r.read_double("/epochs/epoch_time_s"))
                                                       : std::numeric_limits<double>::quiet_NaN();

@@ -64,6 +64,9 @@ struct TrainRun {
   double step_time_s = 0, data_s = 0, forward_s = 0, backward_s = 0, comm_exposed_s = 0, optimizer_s = 0;
   double comm_total_s = 0, encode_s = 0, decode_s = 0, bytes_sent = 0;  // NaN when absent (older files)
   double reducer_s = 0;  // the reducer's own bookkeeping per step (NaN when absent)
+  // How much later the slowest rank ends a step than the ranks' mean: median over steps of
+  // max - mean of /ranks/step_time_s (NaN without that column or with one rank).
+  double rank_spread_s = std::numeric_limits<double>::quiet_NaN();
   int cores_per_node = 0;  // the CPUs a node gave its ranks (0 when absent)
   int64_t compress_start = 0;  // PowerSGD start=K: steps before K run uncompressed (excluded when possible)
   int64_t steps_total = 0;

@@ -394,3 +394,19 @@ TEST(ComputeProfile, ReducerCostIsOptionalAndRoundTrips) {
   p.reducer_per_bucket_s = -1;
   EXPECT_THROW(gradsync::models::validate_profile(p), gradsync::UsageError);
 }
+
+TEST(ComputeProfile, RankJitterIsOptionalAndRoundTrips) {
+  auto p = gradsync::models::builtin_profile("cpu");
+  EXPECT_EQ(p.rank_jitter, 0.0);
+  p.rank_jitter = 0.025;
+  const std::string path = ::testing::TempDir() + "/jitter_profile.toml";
+  gradsync::models::save_profile(p, path);
+  EXPECT_DOUBLE_EQ(gradsync::models::load_profile(path).rank_jitter, 0.025);
+  p.rank_jitter = -0.01;
+  try {
+    gradsync::models::validate_profile(p);
+    ADD_FAILURE() << "a negative rank_jitter was accepted";
+  } catch (const gradsync::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank_jitter"), std::string::npos) << e.what();
+  }
+}

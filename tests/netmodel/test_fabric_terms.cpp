@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <numbers>
 #include <random>
 #include <string>
 #include <vector>
@@ -358,6 +359,42 @@ TEST(ReducerCost, AddsToTheStepEvenWhenCommunicationHides) {
   EXPECT_NEAR(with.reducer_s, 40e-6 + 2 * 15e-6, 1e-15);
   EXPECT_NEAR(with.step_time_s - base.step_time_s, 70e-6, 1e-12);
   EXPECT_DOUBLE_EQ(with.comm_exposed_s, base.comm_exposed_s);
+}
+
+TEST(Straggler, ExpectedMaxOfStandardNormals) {
+  EXPECT_DOUBLE_EQ(expected_max_std_normal(1), 0.0);
+  EXPECT_NEAR(expected_max_std_normal(2), 1 / std::sqrt(std::numbers::pi), 1e-9);
+  EXPECT_NEAR(expected_max_std_normal(3), 1.5 / std::sqrt(std::numbers::pi), 1e-9);
+  EXPECT_NEAR(expected_max_std_normal(4), 1.0293754, 1e-6);  // order-statistics tables
+  EXPECT_NEAR(expected_max_std_normal(8), 1.4236003, 1e-6);
+  EXPECT_NEAR(expected_max_std_normal(1000), 3.2414, 1e-3);
+}
+
+TEST(Straggler, TheSlowestRankLengthensTheStep) {
+  // A step of p ranks waits for the slowest: E[max of p std normals] x rank_jitter x
+  // (forward + backward + optimizer), whether communication hides or not; one rank: nothing.
+  Workload w;
+  w.forward_s = 2e-3;
+  w.backward_s = 3e-3;
+  w.optimizer_s = 0.5e-3;
+  w.grads = {{GradShape{1024, 1024, 1}, 1e-3}, {GradShape{1024, 1024, 1}, 2e-3}};
+  auto bs = make_buckets(w.grads, 0.001, 0.001);
+  for (auto& b : bs) b.plan = Compressor("none").plan(b.tensors, 4, 2, DeviceRates{});
+  const Fabric f = simple_fabric(1e-6, 1e10);
+  StepConfig st;
+  st.loader_workers = 0;
+  for (int p : {1, 2, 4, 8}) {
+    const NetConfig net{1, p, "ring", 0, 1};
+    Workload wj = w;
+    const StepResult base = simulate_step(w, bs, f, net, st, 0);
+    wj.rank_jitter = 0.02;
+    const StepResult with = simulate_step(wj, bs, f, net, st, 0);
+    const double want = expected_max_std_normal(p) * 0.02 * 5.5e-3;
+    EXPECT_NEAR(with.straggler_s, want, 1e-15) << p << " ranks";
+    EXPECT_NEAR(with.step_time_s - base.step_time_s, want, 1e-12) << p << " ranks";
+    EXPECT_DOUBLE_EQ(with.comm_exposed_s, base.comm_exposed_s);
+    EXPECT_EQ(base.straggler_s, 0.0);
+  }
 }
 
 // ---- working-set regimes (the shared-memory cache cliff) --------------------------------------

@@ -1614,6 +1614,44 @@ TEST(Calibrate, ComputeGivesBackwardItsOwnRateWhenOneRateCannotFit) {
   EXPECT_DOUBLE_EQ(j.profile.backward_efficiency, 0.0);
 }
 
+TEST(Calibrate, ComputeFitsTheRanksJitterFromTheirStepTimes) {
+  // Four ranks whose step times differ every step: one rank 3 ms late, the others 1 ms early
+  // (slowest - mean = 3 ms). The fit gives the jitter that predicts exactly that wait for 4
+  // ranks, scales it by E[max of p std normals] for other rank counts, and leaves it 0 for
+  // runs without /ranks/step_time_s.
+  PredictConfig c = two_local_ranks();
+  c.ranks_per_node = 4;
+  Predictor p;
+  const StepResult truth = p.predict(c);
+  ASSERT_EQ(truth.straggler_s, 0.0) << "the built-in profile has no jitter";
+  auto ranks = [&](h5::Writer& w) {
+    std::vector<double> t;
+    for (int i = 0; i < 30; ++i)
+      for (int r = 0; r < 4; ++r) t.push_back(truth.step_time_s + (r == i % 4 ? 3e-3 : -1e-3));
+    w.write("/ranks/step_time_s", t, {30, 4});
+  };
+  const std::vector<std::string> files = {train_file("jitter-a.h5", c, "emulated", truth, 0.0, 41, ranks),
+                                          train_file("jitter-b.h5", c, "emulated", truth, 0.0, 42, ranks)};
+  const ComputeFit fit = calibrate_compute(files, "jittery");
+  EXPECT_EQ(fit.jitter_runs, 2);
+  const double compute = truth.forward_s + truth.backward_s + truth.optimizer_s;
+  EXPECT_NEAR(fit.rank_jitter, 3e-3 / expected_max_std_normal(4) / compute, 1e-9);
+  const std::string prof = tmp_path("jittery.toml");
+  models::save_profile(fit.profile, prof);
+  c.compute_profile = prof;
+  const StepResult four = p.predict(c);
+  EXPECT_NEAR(four.straggler_s / 3e-3, 1.0, 0.01) << "the fitted compute's forward/backward/optimizer are the runs'";
+  c.ranks_per_node = 8;
+  EXPECT_NEAR(p.predict(c).straggler_s / four.straggler_s, expected_max_std_normal(8) / expected_max_std_normal(4), 1e-9);
+  c.ranks_per_node = 1;
+  EXPECT_EQ(p.predict(c).straggler_s, 0.0);
+  // Without the per-rank column: no jitter fitted.
+  c = two_local_ranks();
+  const ComputeFit none = calibrate_compute({train_file("jitter-none.h5", c, "emulated", truth, 0.0, 43)}, "plain");
+  EXPECT_EQ(none.jitter_runs, 0);
+  EXPECT_EQ(none.profile.rank_jitter, 0.0);
+}
+
 TEST(Compare, RealComputeUsesRecordedTensorShapes) {
   // A compute=real PowerSGD run with /model: the plan sees the real shapes (and the recorded
   // bucket of each tensor), so the predicted bytes follow the runtime's rule per tensor:
