@@ -36,12 +36,16 @@ Json meta(int pid, int tid, const char* what, const std::string& name) {
 }
 
 // The compute thread of one step: data wait, forward, backward from the step start, the
-// optimizer ending the step.
-void compute_events(Json& ev, int pid, double base, double data, double fwd, double bwd, double opt, double step) {
+// optimizer ending the step, and (predicted, with a fitted rank jitter) the wait for the
+// slowest rank before it.
+void compute_events(Json& ev, int pid, double base, double data, double fwd, double bwd, double opt, double step,
+                    double straggler = 0) {
   Json none = Json::object();
   ev.push(complete("data wait", "data", pid, 0, base, base + data, none));
   ev.push(complete("forward", "compute", pid, 0, base + data, base + data + fwd, none));
   ev.push(complete("backward", "compute", pid, 0, base + data + fwd, base + data + fwd + bwd, none));
+  if (straggler > 0)
+    ev.push(complete("wait for the slowest rank", "sync", pid, 0, base + step - opt - straggler, base + step - opt, none));
   ev.push(complete("optimizer", "compute", pid, 0, base + step - opt, base + step, none));
 }
 
@@ -80,7 +84,7 @@ Json compare_trace(const CompareReport& r) {
       }
       ev.push(complete("all-reduce bucket " + std::to_string(b), "comm", mp, 1, base + codec_end, base + end, std::move(a)));
     }
-    compute_events(ev, pp, base, p.data_s, p.forward_s, p.backward_s, p.optimizer_s, p.step_time_s);
+    compute_events(ev, pp, base, p.data_s, p.forward_s, p.backward_s, p.optimizer_s, p.step_time_s, p.straggler_s);
     for (std::size_t b = 0; b < p.buckets.size(); ++b) {
       const BucketTiming& t = p.buckets[b];
       Json a = Json::object();

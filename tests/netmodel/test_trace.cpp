@@ -81,6 +81,17 @@ TEST(Trace, MeasuredCodecIsDrawnBeforeTheCollective) {
   EXPECT_NE(s.find("\"codec_ms\":3"), std::string::npos) << s;
 }
 
+TEST(Trace, ThePredictedWaitForTheSlowestRankPrecedesTheOptimizer) {
+  CompareReport r = one_run();
+  EXPECT_EQ(count(compare_trace(r).dump(), "\"wait for the slowest rank\""), 0);  // none fitted
+  r.rows[0].predicted.straggler_s = 0.0015;
+  const std::string s = compare_trace(r).dump();
+  EXPECT_EQ(count(s, "\"wait for the slowest rank\""), 1);  // predicted only
+  // Step 95 ms, optimizer 2 ms: the wait 91.5 .. 93 ms, the optimizer 93 .. 95 ms.
+  EXPECT_NE(s.find("\"ts\":91500,\"dur\":1500"), std::string::npos) << s;
+  EXPECT_NE(s.find("\"ts\":93000,\"dur\":2000"), std::string::npos) << s;
+}
+
 TEST(Trace, RunsFollowOneAnotherOnTheTimeAxis) {
   CompareReport r = one_run();
   r.rows.push_back(r.rows[0]);
