@@ -2,11 +2,12 @@
 
 Purpose: every file the bridge writes carries the same provenance as gradsync's C++ writer
 (runtime/core/provenance.hpp, results/README.md "Provenance") and appears atomically.
-Approach: files are written through gradsync_analysis.atomicfile (atomic_h5, atomic_file):
-an unnamed O_TMPFILE inode named and renamed over the final name only when complete, so a
-rank killed mid-write (kill -9, or torchrun's SIGTERM after another rank failed) leaves no
-file at all (the C++ writer removes its `<file>.tmp.<pid>` on SIGTERM, not on kill -9). Strings are variable-length UTF-8, the type the
-C++ reader (h5::Reader::attr_string / read_strings) expects; integers are int64.
+Approach: the bridge's modules write through gradsync_analysis.atomicfile (atomic_h5,
+atomic_file): an unnamed O_TMPFILE inode, named and renamed over the final name only when
+complete, so a rank killed mid-write (kill -9, or torchrun's SIGTERM after another rank
+failed) leaves no file at all (the C++ writer removes its `<file>.tmp.<pid>` on SIGTERM,
+not on kill -9). Strings are variable-length UTF-8, the type the C++ reader
+(h5::Reader::attr_string / read_strings) expects; integers are int64.
 """
 import datetime
 import os
