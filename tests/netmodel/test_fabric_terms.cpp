@@ -337,25 +337,39 @@ TEST(Contention, FileRoundTripAndValidation) {
   EXPECT_THROW(parse_fabric("name = \"b\"\n[intra]\nalpha_us = 1\nbw_GBps = 1\ncontention_us = -1\n", "b.toml"), UsageError);
 }
 
+namespace {
+// A small step whose two tiny buckets hide behind backward on a fast link (2 ranks unless
+// `net` says otherwise): what the reducer's cost and the slowest rank add shows in the step.
+struct HiddenStep {
+  Workload w;
+  std::vector<Bucket> bs;
+  Fabric f = simple_fabric(1e-6, 1e10);
+  StepConfig st;
+  HiddenStep() {
+    w.forward_s = 2e-3;
+    w.backward_s = 3e-3;
+    w.optimizer_s = 0.5e-3;
+    w.grads = {{GradShape{1024, 1024, 1}, 1e-3}, {GradShape{1024, 1024, 1}, 2e-3}};
+    bs = make_buckets(w.grads, 0.001, 0.001);
+    for (auto& b : bs) b.plan = Compressor("none").plan(b.tensors, 4, 2, DeviceRates{});
+    st.loader_workers = 0;
+  }
+  StepResult run(const Workload& wl, const NetConfig& net = NetConfig{1, 2, "ring", 0, 1}) const {
+    return simulate_step(wl, bs, f, net, st, 0);
+  }
+};
+}  // namespace
+
 TEST(ReducerCost, AddsToTheStepEvenWhenCommunicationHides) {
   // One tiny bucket on a fast link: communication hides behind backward; the reducer's
   // own work (per step + per bucket) still lengthens the step by exactly its cost.
-  Workload w;
-  w.forward_s = 2e-3;
-  w.backward_s = 3e-3;
-  w.optimizer_s = 0.5e-3;
-  w.grads = {{GradShape{1024, 1024, 1}, 1e-3}, {GradShape{1024, 1024, 1}, 2e-3}};
-  auto bs = make_buckets(w.grads, 0.001, 0.001);
-  ASSERT_EQ(bs.size(), 2u);
-  for (auto& b : bs) b.plan = Compressor("none").plan(b.tensors, 4, 2, DeviceRates{});
-  const Fabric f = simple_fabric(1e-6, 1e10);
-  const NetConfig net{1, 2, "ring", 0, 1};
-  StepConfig st;
-  st.loader_workers = 0;
-  const StepResult base = simulate_step(w, bs, f, net, st, 0);
+  HiddenStep h;
+  ASSERT_EQ(h.bs.size(), 2u);
+  const StepResult base = h.run(h.w);
+  Workload w = h.w;
   w.reducer_per_step_s = 40e-6;
   w.reducer_per_bucket_s = 15e-6;
-  const StepResult with = simulate_step(w, bs, f, net, st, 0);
+  const StepResult with = h.run(w);
   EXPECT_NEAR(with.reducer_s, 40e-6 + 2 * 15e-6, 1e-15);
   EXPECT_NEAR(with.step_time_s - base.step_time_s, 70e-6, 1e-12);
   EXPECT_DOUBLE_EQ(with.comm_exposed_s, base.comm_exposed_s);
@@ -373,22 +387,13 @@ TEST(Straggler, ExpectedMaxOfStandardNormals) {
 TEST(Straggler, TheSlowestRankLengthensTheStep) {
   // A step of p ranks waits for the slowest: E[max of p std normals] x rank_jitter x
   // (forward + backward + optimizer), whether communication hides or not; one rank: nothing.
-  Workload w;
-  w.forward_s = 2e-3;
-  w.backward_s = 3e-3;
-  w.optimizer_s = 0.5e-3;
-  w.grads = {{GradShape{1024, 1024, 1}, 1e-3}, {GradShape{1024, 1024, 1}, 2e-3}};
-  auto bs = make_buckets(w.grads, 0.001, 0.001);
-  for (auto& b : bs) b.plan = Compressor("none").plan(b.tensors, 4, 2, DeviceRates{});
-  const Fabric f = simple_fabric(1e-6, 1e10);
-  StepConfig st;
-  st.loader_workers = 0;
+  HiddenStep h;
+  Workload wj = h.w;
+  wj.rank_jitter = 0.02;
   for (int p : {1, 2, 4, 8}) {
     const NetConfig net{1, p, "ring", 0, 1};
-    Workload wj = w;
-    const StepResult base = simulate_step(w, bs, f, net, st, 0);
-    wj.rank_jitter = 0.02;
-    const StepResult with = simulate_step(wj, bs, f, net, st, 0);
+    const StepResult base = h.run(h.w, net);
+    const StepResult with = h.run(wj, net);
     const double want = expected_max_std_normal(p) * 0.02 * 5.5e-3;
     EXPECT_NEAR(with.straggler_s, want, 1e-15) << p << " ranks";
     EXPECT_NEAR(with.step_time_s - base.step_time_s, want, 1e-12) << p << " ranks";
