@@ -27,12 +27,13 @@ namespace {
 
 // /ranks/<column> [steps, nranks] into the rows (which start at step `skip`); a file without
 // the group's timing columns leaves the rank vectors empty (the replay then uses the /steps
-// means); one of another shape is refused, naming it.
+// means), one without step_time_s the spread NaN; one of another shape is refused, naming it.
 void read_rank_columns(const h5::Reader& r, const std::string& path, int nranks, std::size_t skip,
                        std::vector<TrainStepRow>& rows) {
-  const char* needed[] = {"data_s", "forward_s", "backward_s", "optimizer_s"};
-  for (const char* n : needed)
-    if (!r.exists(std::string("/ranks/") + n)) return;
+  bool timing = true;
+  for (const char* n : {"data_s", "forward_s", "backward_s", "optimizer_s"})
+    timing = timing && r.exists(std::string("/ranks/") + n);
+  if (!timing && !r.exists("/ranks/step_time_s")) return;
   const auto p = static_cast<std::size_t>(nranks);
   // Raw values, NaN kept (encode_s/decode_s: "not measured"); the timing columns count a NaN
   // as 0 below (e.g. data_s of a run that times none).
@@ -44,8 +45,11 @@ void read_rank_columns(const h5::Reader& r, const std::string& path, int nranks,
                    " is not [steps, nranks] = [", skip + rows.size(), ", ", nranks, "]");
     return r.read_double(ds);
   };
-  const auto data = read("data_s"), fwd = read("forward_s"), bwd = read("backward_s"), opt = read("optimizer_s"),
-             red = read("reducer_s"), enc = read("encode_s"), dec = read("decode_s");
+  const auto step = read("step_time_s");
+  // The timing columns only as a group (one missing: none of them is used).
+  auto timed = [&](const char* n) { return timing ? read(n) : std::vector<double>(); };
+  const auto data = timed("data_s"), fwd = timed("forward_s"), bwd = timed("backward_s"), opt = timed("optimizer_s"),
+             red = timed("reducer_s"), enc = timed("encode_s"), dec = timed("decode_s");
   auto at = [&](const std::vector<double>& v, std::size_t step, std::size_t rank) {
     const double x = v.empty() ? 0.0 : v[step * p + rank];
     return std::isnan(x) ? 0.0 : x;
@@ -63,39 +67,22 @@ void read_rank_columns(const h5::Reader& r, const std::string& path, int nranks,
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const std::size_t s = skip + i;
     auto& row = rows[i];
-    for (std::size_t k = 0; k < p; ++k) {
-      row.rank_pre_s.push_back(at(data, s, k) + at(fwd, s, k) + at(bwd, s, k));
-      row.rank_backward_s.push_back(at(bwd, s, k));
-      row.rank_post_s.push_back(post(s, k));
-      row.rank_prev_post_s.push_back(s > 0 ? post(s - 1, k) : 0.0);
+    if (timing) {
+      for (std::size_t k = 0; k < p; ++k) {
+        row.rank_pre_s.push_back(at(data, s, k) + at(fwd, s, k) + at(bwd, s, k));
+        row.rank_backward_s.push_back(at(bwd, s, k));
+        row.rank_post_s.push_back(post(s, k));
+        row.rank_prev_post_s.push_back(s > 0 ? post(s - 1, k) : 0.0);
+      }
+      row.rank_max_encode_s = slowest(enc, s);
+      row.rank_max_decode_s = slowest(dec, s);
     }
-    row.rank_max_encode_s = slowest(enc, s);
-    row.rank_max_decode_s = slowest(dec, s);
-  }
-}
-
-// Median over the steps from `skip` of (slowest - mean) of /ranks/step_time_s [steps, nranks];
-// NaN without the column, with one rank, or when no step has every rank's time.
-double rank_spread(const h5::Reader& r, const std::string& path, int nranks, std::size_t skip) {
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  if (nranks < 2 || !r.exists("/ranks/step_time_s")) return nan;
-  const auto p = static_cast<std::size_t>(nranks);
-  const auto dims = r.dims("/ranks/step_time_s");
-  GS_USAGE_CHECK(dims.size() == 2 && dims[1] == p, path, ": /ranks/step_time_s is not [steps, nranks = ", nranks, "]");
-  const auto v = r.read_double("/ranks/step_time_s");
-  std::vector<double> spread;
-  for (std::size_t s = skip; s < dims[0]; ++s) {
-    double mx = -std::numeric_limits<double>::infinity(), sum = 0;
-    bool ok = true;
-    for (std::size_t k = 0; k < p; ++k) {
-      const double t = v[s * p + k];
-      ok = ok && std::isfinite(t);
-      mx = std::max(mx, t);
-      sum += t;
+    if (p >= 2 && !step.empty()) {
+      double sum = 0;
+      for (std::size_t k = 0; k < p; ++k) sum += step[s * p + k];
+      row.rank_spread_s = slowest(step, s) - sum / static_cast<double>(p);
     }
-    if (ok) spread.push_back(mx - sum / static_cast<double>(p));
   }
-  return median(spread);
 }
 
 }  // namespace
@@ -188,7 +175,12 @@ TrainRun read_train_file(const std::string& path) {
   run.encode_s = col("encode_s", &TrainStepRow::encode_s);
   run.decode_s = col("decode_s", &TrainStepRow::decode_s);
   read_rank_columns(r, path, nranks, skip, run.rows);
-  run.rank_spread_s = rank_spread(r, path, nranks, skip);
+  {
+    std::vector<double> spread;  // steps where every rank's time was recorded
+    for (const auto& row : run.rows)
+      if (!std::isnan(row.rank_spread_s)) spread.push_back(row.rank_spread_s);
+    run.rank_spread_s = median(spread);
+  }
   run.bytes_sent = col("bytes_sent");
   run.epoch_time_s = r.exists("/epochs/epoch_time_s") ? median(r.read_double("/epochs/epoch_time_s"))
                                                       : std::numeric_limits<double>::quiet_NaN();

@@ -50,6 +50,9 @@ struct TrainStepRow {
   // rank did not measure them).
   double rank_max_encode_s = std::numeric_limits<double>::quiet_NaN();
   double rank_max_decode_s = std::numeric_limits<double>::quiet_NaN();
+  // The slowest rank's /ranks/step_time_s less the ranks' mean (NaN with one rank, without
+  // the column, or when a rank's time is missing).
+  double rank_spread_s = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct TrainRun {
@@ -64,8 +67,8 @@ struct TrainRun {
   double step_time_s = 0, data_s = 0, forward_s = 0, backward_s = 0, comm_exposed_s = 0, optimizer_s = 0;
   double comm_total_s = 0, encode_s = 0, decode_s = 0, bytes_sent = 0;  // NaN when absent (older files)
   double reducer_s = 0;  // the reducer's own bookkeeping per step (NaN when absent)
-  // How much later the slowest rank ends a step than the ranks' mean: median over steps of
-  // max - mean of /ranks/step_time_s (NaN without that column or with one rank).
+  // How much later the slowest rank ends a step than the ranks' mean: the median of the
+  // rows' rank_spread_s (NaN without /ranks/step_time_s or with one rank).
   double rank_spread_s = std::numeric_limits<double>::quiet_NaN();
   int cores_per_node = 0;  // the CPUs a node gave its ranks (0 when absent)
   int64_t compress_start = 0;  // PowerSGD start=K: steps before K run uncompressed (excluded when possible)
