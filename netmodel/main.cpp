@@ -478,7 +478,10 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       "  a fabric from gradsync-bench sweeps, nccl-tests logs (text or -J JSON) and/or the bucket\n"
       "  all-reduces of gradsync-train runs with overlap off and no compressor (others are listed as skipped)");
   d.add_options()("help,h", "this help")("output,o", po::value<std::string>(), "fabric (or compute profile) TOML to write")(
-      "compute", "fit a compute profile from gradsync-train files instead")(
+      "compute",
+      "fit a compute profile from gradsync-train files instead: FLOP rate(s) and per-layer overhead, the "
+      "optimizer rate, the reducer's cost per step and bucket, the ranks' step-time jitter (the wait for the "
+      "slowest rank, from /ranks/step_time_s)")(
       "kernels", "fit compression-kernel rates from gradsync-kernels-bench --benchmark_format=json output instead")(
       "contention", "fit the contention factor (communication during backward) from overlap-on gradsync-train files "
                     "on top of the fabric --base (e.g. one fitted from microbenchmarks)")(
