@@ -129,6 +129,44 @@ int rename_noreplace(const std::string& from, const std::string& to) {
   return 0;
 }
 
+// An unnamed inode in `folder` (O_TMPFILE), or -1 where the file system has none (or the
+// folder cannot be written: the named path then reports why).
+int open_unnamed(const std::string& folder) {
+#ifdef O_TMPFILE
+  return open(folder.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+#else
+  (void)folder;
+  return -1;
+#endif
+}
+
+// The folder a path's file lives in ("." for a bare name).
+std::string folder_of(const std::string& path) {
+  const std::filesystem::path p(path);
+  return p.has_parent_path() ? p.parent_path().string() : std::string(".");
+}
+
+// 0, or ENAMETOOLONG when the last component of `path` is longer than its folder's file
+// system takes: checked up front where no named file is created until the end.
+int name_fits(const std::string& path) {
+  const long max = pathconf(folder_of(path).c_str(), _PC_NAME_MAX);
+  const std::size_t len = std::filesystem::path(path).filename().string().size();
+  return len > static_cast<std::size_t>(max > 0 ? max : 255) ? ENAMETOOLONG : 0;
+}
+
+// write(2) until done; 0 or the errno (ENOSPC for a short write that makes no progress).
+int write_all(int fd, const char* data, std::size_t n) {
+  while (n > 0) {
+    const ssize_t w = write(fd, data, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return errno;
+    if (w == 0) return ENOSPC;
+    data += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return 0;
+}
+
 // "<stem><suffix>.h5" for "<stem>.h5" (or "<path><suffix>" without the extension).
 std::string with_suffix(const std::string& path, const std::string& suffix) {
   const std::filesystem::path p(path);
@@ -160,16 +198,19 @@ PathState check_output_path(const std::string& path) {
   if (!fs::is_directory(parent, ec)) throw Error(parent.string() + " is not a folder");
   if (access(parent.c_str(), W_OK | X_OK) != 0)
     throw Error("cannot write in folder " + parent.string() + ": " + errno_text(errno));
-  // A probe the size of a small result's first blocks: a full disk fails now, not after the run.
-  const std::string probe = path + ".tmp." + std::to_string(getpid()) + ".probe";
-  const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  // A probe the size of a small result's first blocks: a full disk fails now, not after the
+  // run. Unnamed where the file system allows (nothing to leave behind), else named.
+  std::string probe = path + ".tmp." + std::to_string(getpid()) + ".probe";
+  if (const int e = name_fits(probe); e != 0) throw Error("cannot create a file next to " + path + ": " + errno_text(e));
+  int fd = open_unnamed(parent.string());
+  if (fd >= 0) probe.clear();
+  if (fd < 0) fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) throw Error("cannot create a file next to " + path + ": " + errno_text(errno));
   static const char block[8192] = {0};
-  int err = 0;
-  if (write(fd, block, sizeof block) != static_cast<ssize_t>(sizeof block)) err = errno ? errno : ENOSPC;
+  int err = write_all(fd, block, sizeof block);
   if (err == 0 && fsync(fd) != 0 && errno != EINVAL) err = errno;
   close(fd);
-  unlink(probe.c_str());
+  if (!probe.empty()) unlink(probe.c_str());
   if (err != 0) throw Error("cannot write " + path + ": " + errno_text(err));
   return path_state(path);
 }
@@ -233,28 +274,47 @@ Writer::Writer(std::string final_path, Naming naming, const PathState* at_start)
     if (ec) throw Error(where() + ": cannot create folder " + p.parent_path().string() + ": " + ec.message());
   }
   at_start_ = at_start ? *at_start : path_state(final_path_);
-  // "<final>.tmp.<pid>"; a second writer of the same final name in this process (threads,
-  // tests) appends ".<n>" so the two temp files never coincide.
+  // "<final>.tmp.<pid>"; a second writer in this process (threads, tests) appends ".<n>",
+  // so no two writers share a temp name (nor an in-memory file name: HDF5 keys those by it).
   static std::atomic<std::uint64_t> writers{0};
   const std::uint64_t n = writers.fetch_add(1);
   temp_path_ = final_path_ + ".tmp." + std::to_string(getpid());
-  std::error_code exists_ec;
-  if (n > 0 && std::filesystem::exists(temp_path_, exists_ec)) {
+  if (n > 0) {
     temp_path_ += '.';
     temp_path_ += std::to_string(n);
   }
   signal_slot_ = claim_slot(temp_path_);
-  file_ = H5Fcreate(temp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  // Preferred: the file in memory over an unnamed inode in the target folder (nothing named
+  // until commit); else the named temp file, written as it goes.
+  if (const int e = name_fits(temp_path_); e != 0) {
+    release_slot(signal_slot_);
+    throw Error(where() + ": cannot create " + temp_path_ + " (for " + final_path_ + "): " + errno_text(e));
+  }
+  tmp_fd_ = open_unnamed(folder_of(final_path_));
+  if (tmp_fd_ >= 0) {
+    in_memory_ = true;
+    const hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    constexpr std::size_t kCoreIncrement = std::size_t{1} << 20;  // the image grows 1 MiB at a time
+    if (fapl >= 0 && H5Pset_fapl_core(fapl, kCoreIncrement, false) >= 0)
+      file_ = H5Fcreate(temp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    if (fapl >= 0) H5Pclose(fapl);
+  } else {
+    file_ = H5Fcreate(temp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  }
   if (file_ < 0) {
     // A full disk can leave a 0-byte file behind a failed create.
     const std::string msg = hdf5_message();
-    unlink(temp_path_.c_str());  // a file only: never a folder of that name
+    if (tmp_fd_ >= 0) close(tmp_fd_);
+    tmp_fd_ = -1;
+    if (!in_memory_) unlink(temp_path_.c_str());  // a file only: never a folder of that name
     release_slot(signal_slot_);
-    throw Error(where() + ": cannot create " + temp_path_ + " (for " + final_path_ + "): " + msg);
+    throw Error(where() + ": cannot create " + (in_memory_ ? "the in-memory image of " + final_path_ : temp_path_ +
+                " (for " + final_path_ + ")") + ": " + msg);
   }
 }
 
 Writer::~Writer() {
+  if (tmp_fd_ >= 0) close(tmp_fd_);  // an unnamed inode vanishes with it
   if (committed_) return;
   if (file_ >= 0) H5Fclose(file_);
   unlink(temp_path_.c_str());  // a file only: never a folder of that name
@@ -377,13 +437,20 @@ void Writer::write(const std::string& path, const std::vector<std::string>& data
 void Writer::commit() {
   if (committed_) return;
   GS_H5(H5Fflush(file_, H5F_SCOPE_GLOBAL), temp_path_, "/");
+  std::vector<char> image;
+  if (in_memory_) {
+    const ssize_t n = GS_H5(H5Fget_file_image(file_, nullptr, 0), temp_path_, "/");
+    image.resize(static_cast<std::size_t>(n));
+    if (H5Fget_file_image(file_, image.data(), image.size()) != n) fail("H5Fget_file_image", temp_path_, "/");
+  }
   const herr_t rc = H5Fclose(file_);
   file_ = -1;
   if (rc < 0) {
-    unlink(temp_path_.c_str());  // a file only: never a folder of that name
+    if (!in_memory_) unlink(temp_path_.c_str());  // a file only: never a folder of that name
     fail("H5Fclose", temp_path_, "/");
   }
   try {
+    if (in_memory_) write_out_image(image);
     publish();
   } catch (...) {
     unlink(temp_path_.c_str());  // a file only: never a folder of that name
@@ -392,6 +459,26 @@ void Writer::commit() {
   }
   release_slot(signal_slot_);
   committed_ = true;
+}
+
+// The finished image into the unnamed inode, which then gets the temp name (publish()
+// renames it from there). Where the inode cannot be linked (no /proc), the image is written
+// under the temp name instead. A stale temp of a dead process with this pid is replaced.
+void Writer::write_out_image(const std::vector<char>& image) {
+  if (const int err = write_all(tmp_fd_, image.data(), image.size()); err != 0)
+    throw Error(where() + ": cannot write " + final_path_ + ": " + errno_text(err));
+  const std::string proc = "/proc/self/fd/" + std::to_string(tmp_fd_);
+  int rc = linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, temp_path_.c_str(), AT_SYMLINK_FOLLOW);
+  if (rc != 0 && errno == EEXIST && unlink(temp_path_.c_str()) == 0)
+    rc = linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, temp_path_.c_str(), AT_SYMLINK_FOLLOW);
+  close(tmp_fd_);
+  tmp_fd_ = -1;
+  if (rc == 0) return;
+  const int fd = open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(where() + ": cannot create " + temp_path_ + " (for " + final_path_ + "): " + errno_text(errno));
+  const int err = write_all(fd, image.data(), image.size());
+  close(fd);
+  if (err != 0) throw Error(where() + ": cannot write " + final_path_ + ": " + errno_text(err));
 }
 
 void Writer::publish() {

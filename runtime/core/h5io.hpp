@@ -1,8 +1,13 @@
 // gradsync/core/h5io.hpp — the one HDF5 writer and reader of gradsync results.
 //
-// Writer: everything goes to "<final>.tmp.<pid>" in the same folder; commit() flushes,
-// closes and publishes it under the final path. A writer destroyed without commit() (an
-// exception, a full disk), a failed create, or SIGTERM/SIGINT/SIGHUP while it is open
+// Writer: the file is built in memory (HDF5's core driver, no backing store) while an
+// unnamed O_TMPFILE inode in the target folder is held open; commit() writes the image into
+// that inode, names it "<final>.tmp.<pid>" (linkat through /proc/self/fd) and publishes it
+// under the final path. Until commit() nothing in the folder has a name, so even kill -9
+// leaves nothing: an unnamed inode vanishes with its last descriptor. Where the file system
+// has no O_TMPFILE (NFS, Lustre, older overlayfs) the file is written to the named
+// "<final>.tmp.<pid>" as it goes, as before. Either way, a writer destroyed without commit()
+// (an exception, a full disk), a failed create, or SIGTERM/SIGINT/SIGHUP while it is open
 // removes its temp file: a result file is complete or absent.
 // Publishing never silently replaces another run's result: a final path that did not
 // exist when the writer was created is published with "no replace" semantics
@@ -48,7 +53,11 @@ class Writer {
   Writer& operator=(const Writer&) = delete;
 
   const std::string& final_path() const { return final_path_; }
+  // The name the file has between being written out and being published (commit() only,
+  // when in_memory(); from construction on otherwise).
   const std::string& temp_path() const { return temp_path_; }
+  // True when the file is built in memory over an unnamed inode (nothing named until commit).
+  bool in_memory() const { return in_memory_; }
 
   // Creates the group and its parents if missing ("/steps", "/a/b").
   void group(const std::string& path);
@@ -70,9 +79,12 @@ class Writer {
                      std::vector<std::uint64_t> dims);
   void ensure_parent(const std::string& path);
   void publish();
+  void write_out_image(const std::vector<char>& image);
   std::string final_path_;
   std::string temp_path_;
   std::int64_t file_ = -1;
+  int tmp_fd_ = -1;  // the unnamed O_TMPFILE inode in the target folder (in memory, until commit)
+  bool in_memory_ = false;
   bool committed_ = false;
   Naming naming_ = Naming::Exact;
   int signal_slot_ = -1;                 // index in the signal-cleanup table, -1 if none
