@@ -222,7 +222,11 @@ double level_step(const Level& l, double m, double reduce, int share, int channe
   const double c = m / k;
   const double send = cpu_copy * c / l.flow_bw(c, share, channels, both_ways);
   const double red = cpu_reduce * reduce * l.reduce_s(c);
-  return k * l.alpha(c) + k * std::max(send, red) + std::min(send, red);
+  // The runtime keeps W = pipeline_slots(c) chunks in flight per peer (plan/algos.hpp): the
+  // first chunk pays the whole alpha, each further one 1/W of it (W messages share one
+  // latency), so 32 KiB chunks with 1 MiB in flight cost the link's rate, not alpha per chunk.
+  const double window = static_cast<double>(plan::pipeline_slots(static_cast<std::size_t>(c)));
+  return (1 + (k - 1) / window) * l.alpha(c) + k * std::max(send, red) + std::min(send, red);
 }
 
 double step(const Fabric& f, const Shape& s, double m, double reduce, int channels = 1, double chunk = 0) {

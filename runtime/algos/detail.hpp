@@ -23,6 +23,7 @@
 #include "comm/communicator.hpp"
 #include "core/dtype.hpp"
 #include "core/reduce.hpp"
+#include "plan/algos.hpp"
 
 namespace gradsync::algos {
 
@@ -45,17 +46,10 @@ static_assert(kTagRingReduceScatter + kMaxChannels <= kTagRingAllgather);
 static_assert(kTagRingAllgather + kMaxChannels <= kTagRdFold);
 static_assert(kTagHierLocalReduceScatter + kMaxChannels <= kTagHierLocalAllgather);
 
-// Pipelining depth: chunks that may be in flight per peer and channel (NCCL_STEPS analog),
-// at least kPipelineSlots and enough for kInFlightBytes: small chunks (32 KiB below the TCP
-// eager limit) then still keep 1 MiB posted, which the sockets go on moving while a rank
-// is descheduled (Open MPI's TCP BTL progresses only inside MPI calls).
-inline constexpr std::size_t kPipelineSlots = 4;
-inline constexpr std::size_t kInFlightBytes = std::size_t{1} << 20;
-inline constexpr std::size_t kMaxPipelineSlots = 64;
-inline std::size_t pipeline_slots(std::size_t chunk_bytes) {
-  const std::size_t want = kInFlightBytes / (chunk_bytes > 0 ? chunk_bytes : 1);
-  return want < kPipelineSlots ? kPipelineSlots : (want > kMaxPipelineSlots ? kMaxPipelineSlots : want);
-}
+// Pipelining depth: chunks that may be in flight per peer and channel (plan/algos.hpp, where
+// the model reads the same rule).
+using plan::kPipelineSlots;
+using plan::pipeline_slots;
 
 // ---- element arithmetic ------------------------------------------------------------------
 inline char* at(void* base, std::size_t elems, std::size_t esz) { return static_cast<char*>(base) + elems * esz; }

@@ -21,6 +21,7 @@
 // Use case: runtime auto's pick(bytes), the model's resolve_algo, the parity tests.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -41,6 +42,21 @@ struct Shape {
 constexpr std::uint64_t kAutoSmallBytes = std::uint64_t{64} << 10;   // rd up to here
 constexpr std::uint64_t kAutoMediumBytes = std::uint64_t{1} << 20;   // rabenseifner up to here
 constexpr std::uint64_t kMpiRdBytes = 10000;                         // Open MPI < 4.0: rd below
+
+// Pipelining depth of the chunked algorithms (ring, hier's rings, the bench's ring
+// reduce-scatter and all-gather): chunks that may be in flight per peer and channel (the
+// NCCL_STEPS analog), at least kPipelineSlots and enough for kInFlightBytes, so that small
+// chunks (32 KiB below the TCP eager limit) still keep 1 MiB posted, which the sockets go on
+// moving while a rank is descheduled (Open MPI's TCP BTL progresses only inside MPI calls).
+// The runtime posts that many (runtime/algos/ring.cpp); the model prices a chunked step's
+// per-message latency as overlapped by as many (netmodel/collectives.cpp).
+inline constexpr std::size_t kPipelineSlots = 4;
+inline constexpr std::size_t kInFlightBytes = std::size_t{1} << 20;
+inline constexpr std::size_t kMaxPipelineSlots = 64;
+inline constexpr std::size_t pipeline_slots(std::size_t chunk_bytes) {
+  const std::size_t want = kInFlightBytes / (chunk_bytes > 0 ? chunk_bytes : 1);
+  return want < kPipelineSlots ? kPipelineSlots : (want > kMaxPipelineSlots ? kMaxPipelineSlots : want);
+}
 
 // The runtime's all-reduce algorithms, in the order users see them:
 // ring, rd, rabenseifner, tree, hier, shm, mpi, auto.

@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/h5io.hpp"
 #include "core/provenance.hpp"
+#include "plan/algos.hpp"
 #include "netmodel/calibrate.hpp"
 #include "netmodel/collectives.hpp"
 #include "netmodel/compare.hpp"
@@ -272,25 +273,41 @@ TEST(Collectives, ShmScheduleOnOneNode) {
 }
 
 TEST(Collectives, ChunkPipelining) {
-  // No gamma: chunking only adds per-chunk alpha: step = k a + m/B.
+  // No gamma: chunking only adds per-chunk alpha, shared by the W = 4 chunks of 256 KiB in
+  // flight (plan::pipeline_slots): step = (1 + (k-1)/W) a + m/B.
   const double a = 10e-6, B = 1e9;
   const Fabric f = simple_fabric(a, B);
   const double n = 8.0 * (1 << 20), p = 8, m = n / p, C = 256 * 1024;
   const double k = m / C;  // 4 chunks
+  const double W = 4;
+  ASSERT_EQ(gradsync::plan::pipeline_slots(static_cast<std::size_t>(C)), 4u);
+  const double alphas = 1 + (k - 1) / W;
   CollOptions o;
   o.chunk_bytes = C;
-  EXPECT_NEAR(collective_time(f, Op::Allreduce, "ring", Topology{1, 8}, n, o), 2 * (p - 1) * (k * a + m / B), 1e-12);
+  EXPECT_NEAR(collective_time(f, Op::Allreduce, "ring", Topology{1, 8}, n, o), 2 * (p - 1) * (alphas * a + m / B),
+              1e-12);
   // With gamma the reduction of one chunk overlaps the next chunk's transfer.
   const double G = 2e9;
   const Fabric fg = simple_fabric(a, B, G);
   const double c = C;
-  const double rs_step = k * a + k * std::max(c / B, c / G) + std::min(c / B, c / G);
-  const double ag_step = k * a + m / B;
+  const double rs_step = alphas * a + k * std::max(c / B, c / G) + std::min(c / B, c / G);
+  const double ag_step = alphas * a + m / B;
   EXPECT_NEAR(collective_time(fg, Op::Allreduce, "ring", Topology{1, 8}, n, o), (p - 1) * (rs_step + ag_step), 1e-12);
   // ...which beats the unpipelined ring when the reduction is slow enough.
   const Fabric slow = simple_fabric(1e-6, B, 1e9);
   EXPECT_LT(collective_time(slow, Op::Allreduce, "ring", Topology{1, 8}, n, o),
             collective_time(slow, Op::Allreduce, "ring", Topology{1, 8}, n));
+  // Small chunks keep 1 MiB in flight (32 KiB: W = 32), so on a slow link with a long
+  // latency (the 1 Gbit/s testbed: 64 us, 262 us per 32 KiB chunk) the ring runs at the
+  // link's rate: within 1% of the unchunked ring, not 1 + a/(c/B) = 1.24x of it.
+  const Fabric tcp = simple_fabric(64e-6, 0.125e9);
+  CollOptions small;
+  small.chunk_bytes = 32 * 1024;
+  EXPECT_EQ(gradsync::plan::pipeline_slots(32 * 1024), 32u);
+  const double whole = collective_time(tcp, Op::Allreduce, "ring", Topology{2, 1}, 64.0 * (1 << 20));
+  const double chunked = collective_time(tcp, Op::Allreduce, "ring", Topology{2, 1}, 64.0 * (1 << 20), small);
+  EXPECT_GT(chunked, whole);
+  EXPECT_LT(chunked, 1.01 * whole);
 }
 
 TEST(Collectives, FlatRingAcrossNodesIsInterLimited) {
