@@ -222,10 +222,10 @@ double level_step(const Level& l, double m, double reduce, int share, int channe
   const double c = m / k;
   const double send = cpu_copy * c / l.flow_bw(c, share, channels, both_ways);
   const double red = cpu_reduce * reduce * l.reduce_s(c);
-  // The runtime keeps W = pipeline_slots(c) chunks in flight per peer (plan/algos.hpp): the
+  // The runtime keeps W = pipeline_slots(chunk) chunks in flight per peer (plan/algos.hpp): the
   // first chunk pays the whole alpha, each further one 1/W of it (W messages share one
   // latency), so 32 KiB chunks with 1 MiB in flight cost the link's rate, not alpha per chunk.
-  const double window = static_cast<double>(plan::pipeline_slots(static_cast<std::size_t>(c)));
+  const double window = static_cast<double>(plan::pipeline_slots(static_cast<std::size_t>(chunk)));
   return (1 + (k - 1) / window) * l.alpha(c) + k * std::max(send, red) + std::min(send, red);
 }
 
@@ -312,7 +312,7 @@ double dbtree_allreduce(const Fabric& f, const Topology& t, double n, const Coll
 // bandwidth, the sum at its gamma, each sync costs one intra alpha:
 //   T = 2 ceil(n/R) a + 2 (g-1)/g n / B + (g-1)/g n g_reduce.
 // Several nodes: the runtime falls back to ring.
-constexpr double kShmRoundBytes = 4.0 * 1024 * 1024;
+constexpr double kShmRoundBytes = static_cast<double>(plan::kShmRoundBytes);
 double shm_allreduce(const Fabric& f, const Topology& t, double n, const CollOptions& o) {
   const int g = t.ranks_per_node;
   if (t.nodes > 1) return ring_allreduce(f, t, n, o);
@@ -398,7 +398,7 @@ double node_working_set(Op op, const std::string& algo, const Topology& t, doubl
       double scratch = 0;
       if (algo == "rd" || algo == "rabenseifner") scratch = n;
       else if (algo == "hier") scratch = n / g;
-      else if (algo == "shm") scratch = std::min(n, o.chunk_bytes > 0 ? o.chunk_bytes : 4.0 * 1024 * 1024);
+      else if (algo == "shm") scratch = std::min(n, o.chunk_bytes > 0 ? o.chunk_bytes : kShmRoundBytes);
       else if (algo != "tree" && algo != "dbtree") scratch = n / p;  // ring, nccl, mpi (ring-like)
       per_rank = 2 * n + scratch;
       break;

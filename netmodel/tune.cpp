@@ -35,6 +35,7 @@
 #include "core/error.hpp"
 #include "core/units.hpp"
 #include "netmodel/collectives.hpp"
+#include "plan/algos.hpp"
 
 namespace gradsync::netmodel {
 
@@ -43,8 +44,9 @@ namespace {
 bool pipelined(const std::string& algo) { return algo == "ring" || algo == "hier" || algo == "tree" || algo == "auto"; }
 bool takes_chunk(const std::string& algo) { return pipelined(algo) || algo == "shm"; }
 
-// The runtime's transport-aware chunk (runtime/algos/chunk.cpp) for Open MPI over TCP.
-double runtime_chunk(int nodes) { return nodes > 1 ? 32.0 * 1024 : 4.0 * 1024 * 1024; }
+// The runtime's transport-aware chunk for Open MPI over TCP (plan/algos.hpp, the rule
+// runtime/algos/chunk.cpp applies).
+double runtime_chunk(int nodes) { return static_cast<double>(plan::default_chunk_bytes(nodes)); }
 
 TuneEntry entry(const PredictConfig& c, const StepResult& r) {
   return TuneEntry{c, r.step_time_s, r.epoch_time_s, r.comm_exposed_s};
@@ -108,8 +110,7 @@ TuneSpace default_tune_space(int nodes, int ranks_per_node) {
   if (nodes == 1 && ranks_per_node > 1) s.algo.push_back("shm");
   if (nodes > 1 && ranks_per_node > 1) s.algo.push_back("hier");
   s.chunk_bytes = {runtime_chunk(nodes), 16.0 * 1024, 64.0 * 1024, 256.0 * 1024, 1024.0 * 1024};
-  if (nodes > 1) s.chunk_bytes.push_back(4.0 * 1024 * 1024);
-  else s.chunk_bytes.push_back(32.0 * 1024);
+  s.chunk_bytes.push_back(runtime_chunk(nodes > 1 ? 1 : 2));  // the other placement's default
   s.channels = {1, 2, 4};
   s.compress = {"none",       "fp16",       "bf16",   "powersgd:rank=1", "powersgd:rank=4",
                 "qsgd:levels=16", "qsgd:levels=4", "onebit", "topk:ratio=0.01"};

@@ -12,10 +12,11 @@
 //      pipeline once per chunk. Measured 2026-11-29 on the 2-host 1 Gbit/s testbed, one
 //      TCP connection per peer: 32 KiB chunks 94-95% of the line rate, 4 MiB chunks
 //      67-105 MB/s (54-84%).
-//   3. all ranks on one node (shared-memory BTL): kShmChunk. Large chunks use the BTL's
+//   3. all ranks on one node (shared-memory BTL): kShmChunkBytes. Large chunks use the BTL's
 //      single-copy path; smaller ones keep the pipeline's slots in cache (see ring.cpp's
 //      header for the measurements behind the value).
-//   4. transport unknown (another backend): kDefaultChunk, the NCCL_BUFFSIZE default.
+//   4. transport unknown (another backend): kDefaultChunkBytes, the NCCL_BUFFSIZE default.
+//   The sizes and the eager-limit rule are plan/algos.hpp's (the model's tune reads them).
 //   The answer depends only on placement and on the MPI library's settings, which are
 //   the same on every rank of a job launched with one set of MCA parameters.
 //
@@ -31,21 +32,12 @@
 
 #include "algos/algorithms.hpp"
 #include "core/units.hpp"
+#include "plan/algos.hpp"
 
 namespace gradsync {
 
-namespace {
-constexpr std::size_t kDefaultChunk = std::size_t{4} << 20;
-constexpr std::size_t kShmChunk = std::size_t{4} << 20;
-// Room for the BTL's match header inside the eager limit (Open MPI's is ~ 30 bytes).
-constexpr std::size_t kHeaderReserve = 256;
-
-std::size_t floor_pow2(std::size_t v) {
-  std::size_t q = 1;
-  while (q * 2 <= v) q *= 2;
-  return q;
-}
-}  // namespace
+using plan::kDefaultChunkBytes;
+using plan::kShmChunkBytes;
 
 ChunkChoice algos::choose_chunk(const Communicator& comm, const AlgoOptions& opts) {
   if (opts.chunk_bytes > 0) return {opts.chunk_bytes, "set (--chunk-bytes / GRADSYNC_CHUNK_BYTES)"};
@@ -58,15 +50,15 @@ ChunkChoice algos::choose_chunk(const Communicator& comm, const AlgoOptions& opt
       if (link.kind == PeerLink::Kind::Network) net = link;
       if (link.kind == PeerLink::Kind::Unknown) break;
     }
-    if (net.kind != PeerLink::Kind::Network) return {kDefaultChunk, "transport unknown: NCCL_BUFFSIZE default"};
-    const std::size_t eager = net.eager_limit > 0 ? net.eager_limit : std::size_t{64} << 10;
-    const std::size_t bytes = floor_pow2(std::max<std::size_t>(eager, 2 * kHeaderReserve) - kHeaderReserve);
+    if (net.kind != PeerLink::Kind::Network) return {kDefaultChunkBytes, "transport unknown: NCCL_BUFFSIZE default"};
+    const std::size_t eager = net.eager_limit > 0 ? net.eager_limit : plan::kTcpEagerLimitBytes;
+    const std::size_t bytes = plan::chunk_below_eager_limit(eager);
     return {bytes, net.transport + " between nodes: largest power of two below the eager limit " +
                        format_bytes(static_cast<double>(eager)) + " (no rendezvous per chunk)"};
   }
   if (comm.size() > 1 && comm.link_to(comm.rank() == 0 ? 1 : 0).kind == PeerLink::Kind::SharedMemory)
-    return {kShmChunk, "one node, shared-memory transport"};
-  return {kDefaultChunk, "transport unknown: NCCL_BUFFSIZE default"};
+    return {kShmChunkBytes, "one node, shared-memory transport"};
+  return {kDefaultChunkBytes, "transport unknown: NCCL_BUFFSIZE default"};
 }
 
 ChunkChoice algos::choose_piece(const Communicator& comm, const AlgoOptions& opts) {

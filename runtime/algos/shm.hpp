@@ -44,7 +44,8 @@ class ShmReducer {
   std::size_t rounds_ = 0;  // rounds run on seg_ (selects the half)
 };
 
-// Default round size of shm when --chunk-bytes is not given (measured; see shm.cpp).
-inline constexpr std::size_t kShmRoundBytes = std::size_t{4} << 20;
+// Default round size of shm when --chunk-bytes is not given (measured, see shm.cpp; in
+// plan/algos.hpp, which the model reads too).
+using plan::kShmRoundBytes;
 
 }  // namespace gradsync::algos

@@ -58,6 +58,32 @@ inline constexpr std::size_t pipeline_slots(std::size_t chunk_bytes) {
   return want < kPipelineSlots ? kPipelineSlots : (want > kMaxPipelineSlots ? kMaxPipelineSlots : want);
 }
 
+// The transport-aware pipelining chunk (the rule; runtime/algos/chunk.cpp applies it with
+// what MPI reports, netmodel/tune.cpp with Open MPI's defaults):
+//   between nodes over a network transport: the largest power of two that fits under its
+//     eager limit less a header reserve (64 KiB, Open MPI's btl_tcp_eager_limit, -> 32 KiB),
+//     so that no chunk waits for a rendezvous handshake;
+//   one node over shared memory, or an unknown transport: 4 MiB (NCCL_BUFFSIZE's default).
+inline constexpr std::size_t kDefaultChunkBytes = std::size_t{4} << 20;
+inline constexpr std::size_t kShmChunkBytes = std::size_t{4} << 20;
+// shm's round (runtime/algos/shm.cpp) when --chunk-bytes is not given: p copies of a round
+// stay in the last-level cache.
+inline constexpr std::size_t kShmRoundBytes = std::size_t{4} << 20;
+inline constexpr std::size_t kTcpEagerLimitBytes = std::size_t{64} << 10;  // Open MPI's default
+inline constexpr std::size_t kEagerHeaderReserve = 256;  // the BTL's match header (~30 bytes)
+inline constexpr std::size_t chunk_below_eager_limit(std::size_t eager_limit) {
+  const std::size_t room = (eager_limit > 2 * kEagerHeaderReserve ? eager_limit : 2 * kEagerHeaderReserve) -
+                           kEagerHeaderReserve;
+  std::size_t q = 1;
+  while (q * 2 <= room) q *= 2;
+  return q;
+}
+// The chunk gradsync's runtime picks by default on `nodes` nodes of Open MPI (TCP between
+// nodes, shared memory on one), as the model assumes it.
+inline constexpr std::size_t default_chunk_bytes(int nodes) {
+  return nodes > 1 ? chunk_below_eager_limit(kTcpEagerLimitBytes) : kShmChunkBytes;
+}
+
 // The runtime's all-reduce algorithms, in the order users see them:
 // ring, rd, rabenseifner, tree, hier, shm, mpi, auto.
 const std::vector<std::string>& allreduce_names();

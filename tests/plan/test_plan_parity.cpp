@@ -158,6 +158,36 @@ TEST(PlanParity, AutoOnUnevenNodesNeverPicksHier) {
 
 // ---- compressors -------------------------------------------------------------------------------
 
+// The pipelining rules both sides read: the chunk below a transport's eager limit, the
+// default chunk per placement (runtime: algos::choose_chunk; model: tune's default), and
+// the chunks kept in flight (runtime: the ring's slots; model: the chunk alphas they share).
+TEST(PlanParity, ChunkAndPipelineRules) {
+  EXPECT_EQ(plan::chunk_below_eager_limit(64 << 10), 32u << 10);  // Open MPI's TCP default
+  EXPECT_EQ(plan::chunk_below_eager_limit(1 << 20), 512u << 10);
+  EXPECT_EQ(plan::chunk_below_eager_limit(4 << 10), 2u << 10);
+  EXPECT_EQ(plan::chunk_below_eager_limit(0), 256u);  // never below the header reserve's room
+  EXPECT_EQ(plan::default_chunk_bytes(1), 4u << 20);
+  EXPECT_EQ(plan::default_chunk_bytes(2), 32u << 10);
+  EXPECT_EQ(plan::default_chunk_bytes(64), 32u << 10);
+  EXPECT_EQ(plan::pipeline_slots(4 << 20), plan::kPipelineSlots);
+  EXPECT_EQ(plan::pipeline_slots(256 << 10), 4u);
+  EXPECT_EQ(plan::pipeline_slots(32 << 10), 32u);  // 1 MiB of 32 KiB chunks
+  EXPECT_EQ(plan::pipeline_slots(1024), plan::kMaxPipelineSlots);
+  EXPECT_EQ(plan::pipeline_slots(0), plan::kMaxPipelineSlots);
+  // The model's chunked ring pays the alphas the runtime's window leaves: with alpha only
+  // (infinite bandwidth) a 2-rank ring step of k chunks costs (1 + (k-1)/W) alpha.
+  netmodel::Fabric f;
+  f.name = "alpha-only";
+  f.intra.alpha_s = 1e-3;
+  f.intra.bw_Bps = 1e30;
+  f.inter = f.intra;
+  netmodel::CollOptions o;
+  o.chunk_bytes = 32 << 10;
+  const double n = 2.0 * 64 * (32 << 10);  // 64 chunks per step on 2 ranks
+  const double t = netmodel::collective_time(f, netmodel::Op::Allreduce, "ring", netmodel::Topology{2, 1}, n, o);
+  EXPECT_NEAR(t, 2 * (1 + 63.0 / 32) * 1e-3, 1e-9);
+}
+
 TEST(PlanParity, CompressorNamesAndSpecs) {
   EXPECT_EQ(compressor_names(), plan::compressor_names());
   const std::vector<std::string> good = {"none", "fp16", "bf16", "onebit", "sign", "powersgd:rank=1",
