@@ -214,7 +214,7 @@ const std::vector<Shape>& alltoall_schedule(int nodes, int g) {
 // share factor of the step's busy ranks (Level::cpu_share), applied to the reduction and,
 // on the intra level (copies by the ranks' cores), to the transfer.
 double level_step(const Level& l, double m, double reduce, int share, int channels, double chunk, bool both_ways,
-                  double cpu_copy, double cpu_reduce) {
+                  double cpu_copy, double cpu_reduce, bool chunks_share_alpha) {
   if (m <= 0) return 0;
   if (chunk <= 0 || chunk >= m)
     return l.alpha(m) + cpu_copy * m / l.flow_bw(m, share, channels, both_ways) + cpu_reduce * reduce * l.reduce_s(m);
@@ -222,18 +222,23 @@ double level_step(const Level& l, double m, double reduce, int share, int channe
   const double c = m / k;
   const double send = cpu_copy * c / l.flow_bw(c, share, channels, both_ways);
   const double red = cpu_reduce * reduce * l.reduce_s(c);
-  // The runtime keeps W = pipeline_slots(chunk) chunks in flight per peer (plan/algos.hpp): the
-  // first chunk pays the whole alpha, each further one 1/W of it (W messages share one
-  // latency), so 32 KiB chunks with 1 MiB in flight cost the link's rate, not alpha per chunk.
-  const double window = static_cast<double>(plan::pipeline_slots(static_cast<std::size_t>(chunk)));
+  // Between nodes the runtime keeps W = pipeline_slots(chunk) chunks in flight per peer
+  // (plan/algos.hpp): the first chunk pays the whole alpha, each further one 1/W of it (W
+  // messages share one network latency), so 32 KiB chunks with 1 MiB in flight cost the
+  // link's rate, not alpha per chunk. On one node (shared memory) alpha is the ranks' own
+  // per-message work (matching, the single-copy handshake), done by the same cores that
+  // copy: every chunk pays it (with the window there too, the flagship's sweep fitted a
+  // 1.2 ms alpha to its out-of-cache regime and its runs' error went 2.8 -> 6.4%).
+  const double window =
+      chunks_share_alpha ? static_cast<double>(plan::pipeline_slots(static_cast<std::size_t>(chunk))) : 1.0;
   return (1 + (k - 1) / window) * l.alpha(c) + k * std::max(send, red) + std::min(send, red);
 }
 
 double step(const Fabric& f, const Shape& s, double m, double reduce, int channels = 1, double chunk = 0) {
   double t = 0;
   const double cpu = f.cpu_share(s.active);
-  if (s.intra) t = level_step(f.intra, m, reduce, 1, channels, chunk, s.both_ways, cpu, cpu);
-  if (s.inter) t = std::max(t, level_step(f.inter, m, reduce, s.share, channels, chunk, s.both_ways, 1, cpu));
+  if (s.intra) t = level_step(f.intra, m, reduce, 1, channels, chunk, s.both_ways, cpu, cpu, false);
+  if (s.inter) t = std::max(t, level_step(f.inter, m, reduce, s.share, channels, chunk, s.both_ways, 1, cpu, true));
   return t;
 }
 

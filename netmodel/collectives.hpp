@@ -44,12 +44,13 @@
 //          nodes, G of them at once over each NIC + intra ring all-gather.
 //
 // Chunk pipelining (--chunk-bytes C, ring and hier): each step's n/p message goes as
-// k = ceil(n/p / C) chunks of c (small chunks may fall in another size regime); W =
-// pipeline_slots(c) of them are in flight per peer (runtime/plan/algos.hpp: 4, or 1 MiB
-// worth of small chunks), so the first chunk pays a(c) and each further one a(c) / W; the
+// k = ceil(n/p / C) chunks of c (small chunks may fall in another size regime); the
 // reduction of one chunk overlaps the transfer of the next: a reduce-scatter step costs
-// (1 + (k-1)/W) a(c) + k max(c/B, c g) + min(c/B, c g). Until 2026-12-03 every chunk paid a
-// whole a(c), which priced the runtime's 32 KiB chunks on the 1 Gbit/s testbed (a = 64 us,
+// A a(c) + k max(c/B, c g) + min(c/B, c g). On one node (shared memory) A = k: every chunk
+// pays a(c), the ranks' own per-message work. Between nodes W = pipeline_slots(C) chunks are
+// in flight per peer (runtime/plan/algos.hpp: 4, or 1 MiB worth of small chunks) and share
+// the network latency: A = 1 + (k-1)/W. Until 2026-12-03 every chunk paid a whole a(c)
+// there too, which priced the runtime's 32 KiB chunks on the 1 Gbit/s testbed (a = 64 us,
 // 262 us per chunk) at 83% of the link where the ring measured 90-95%. Without
 // --chunk-bytes the message is one chunk (Hockney exactly).
 // Channels (--channels h) split n over h concurrent rings; each ring's connections count
