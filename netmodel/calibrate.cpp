@@ -470,8 +470,9 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
     s1 = solve_duplex(pts, one);
   }
   if (s1.rank < one.ncols()) {
-    // Pipelined in equal chunks at every size: k chunks pay 1 + (k-1)/W alphas, and k grows
-    // with the size just as the bytes do, so alpha per chunk and 1/bw cannot be told apart.
+    // Pipelined in equal chunks at every size: k chunks pay k alphas on one node (1 + (k-1)/W
+    // between nodes), and k grows with the size just as the bytes do, so alpha per chunk and
+    // 1/bw cannot be told apart.
     const bool all_chunked = std::all_of(pts.begin(), pts.end(), [](const BenchPoint& p) {
       const int ranks = std::max(1, p.topo.ranks());
       return p.op != Op::Pingpong && p.opt.chunk_bytes > 0 && p.bytes / ranks >= p.opt.chunk_bytes;

@@ -27,7 +27,6 @@
 //   whole messages: shared memory does not stall on them, and 4 MiB pieces measured slower
 //   there (2026-12-02, 2 ranks, 16 MiB, 6 alternating repeats: rabenseifner 5.73 ms median
 //   in pieces, 4.77 ms whole; rd 7.27 vs 7.76 ms over 3 repeats).
-#include <algorithm>
 #include <string>
 
 #include "algos/algorithms.hpp"

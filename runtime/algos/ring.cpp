@@ -34,9 +34,10 @@
 //   Slots and request windows live in a RingWorkspace reused across calls.
 //
 // Cost (alpha-beta-gamma, n bytes, p ranks, C chunks per step):
-//   T = 2 (p-1) (1 + (C-1)/W) alpha + 2 (p-1)/p n beta + (p-1)/p n gamma, W = the chunks in
-//   flight (pipeline_slots): they share one latency, and pipelining hides most of the gamma
-//   term behind the transfers (netmodel/collectives.hpp prices it so).
+//   T = 2 (p-1) A alpha + 2 (p-1)/p n beta + (p-1)/p n gamma, pipelining hiding most of the
+//   gamma term behind the transfers. A = C on one node (the ranks' own per-message work);
+//   between nodes the W = pipeline_slots chunks in flight share one network latency:
+//   A = 1 + (C-1)/W (netmodel/collectives.hpp prices it so).
 //
 // Use case: large gradient buckets (MiB and up), any rank count; the reference algorithm
 //   every other one is measured against.
