@@ -41,8 +41,9 @@ Approach (nothing in the user's loop changes; everything comes from hooks):
     compressing hook; NaN where a collective of the step could not be attributed (a hook
     that launches collectives from its callbacks while buckets overlap: PowerSGD on NCCL).
     The trace draws the collectives as "all-reduce bucket k" and the rest as "codec bucket k".
-  * bucket membership (/model/tensor_bucket): GradBucket.parameters() of each bucket at the
-    last recorded step, i.e. DDP's own assignment after its rebuild at step 1.
+  * bucket membership (/model/tensor_bucket): GradBucket.parameters() of each bucket in the
+    first three recorded steps, i.e. DDP's own assignment after its rebuild at step 1 (DDP
+    does not change it later).
   * close() gathers every rank's table (all_gather_object on the default group) and rank 0
     writes: step_time_s = max over ranks, the other /steps columns the mean, /buckets rank 0's
     timeline (as gradsync-train), and every rank's own columns as /ranks/<column> [steps,
@@ -55,9 +56,12 @@ of that name, PowerSGD is powersgd:rank=R,start=K (gradsync's spec, netmodel/com
 Limits: one backward per optimizer step (accumulate = 1), the default process group.
 PowerSGD on gloo runs its buckets one at a time (serial_buckets = 1; see __init__).
 
-Cost: two perf_counter() reads per hook call and one Python list append; per async
-all_reduce while recording, one more future callback (the end stamp); at close one
-all_gather_object of the tables (O(steps x buckets) floats per rank).
+Cost: per step, a tensor hook on the output and the optimizer's and forward's hooks; per
+bucket, one future callback (the end stamp, which also unwraps a plain all-reduce's value:
+DDP's own Python allreduce_hook has one too) and a few perf_counter() reads; with a
+compressing hook or serial buckets, per async all_reduce one more callback (the
+collective's end). At close one all_gather_object of the tables (O(steps x buckets)
+floats per rank).
 """
 import json
 import math
@@ -73,6 +77,8 @@ from gradsync_analysis.atomicfile import atomic_file, atomic_h5
 from . import h5out
 
 now = time.perf_counter
+
+kMembershipSteps = 3
 
 # torch.distributed backend -> the gradsync algorithm name the model prices it with.
 # Gloo's and NCCL's all-reduce are rings for the sizes DDP sends (on 2 ranks every
@@ -184,15 +190,18 @@ class Recorder:
         # splits into collectives and codec work (codec_s). With serial buckets, decode_s is
         # the codec work after the hook calls returned (their callbacks: PowerSGD's
         # Q = M^T P, orthogonalisation, M = P Q^T and error feedback).
+        # Only a compressing hook's or serial buckets' collectives are read (codec_s,
+        # decode_s): otherwise torch.distributed.all_reduce stays as it is.
         self._launching, self._in_flight = None, None
         self._orig_all_reduce = dist.all_reduce
-        dist.all_reduce = self._timed_all_reduce
+        if self.compress != "none" or self.serial:
+            dist.all_reduce = self._timed_all_reduce
 
         # Parameter names in registration (forward) order, keyed by storage address.
         self.names = [n for n, p in model.module.named_parameters() if p.requires_grad]
         self.params = [p for p in model.module.parameters() if p.requires_grad]
         self.by_ptr = {p.data_ptr(): i for i, p in enumerate(self.params)}
-        self.membership = {}  # param index -> bucket index (last recorded step)
+        self.membership = {}  # param index -> bucket index (the first recorded steps)
 
         self.steps = []       # per step: dict of phase times (absolute perf_counter)
         self.buckets = []     # per step: list of [index, bytes, ready, start, end]
@@ -292,17 +301,24 @@ class Recorder:
         return fut
 
     def _launch_inner(self, bucket):
+        """The hook's future; without a user hook the all-reduce's own future, whose value
+        is a list ([tensor]: the caller's callback unwraps it, see _value)."""
         if self.inner_hook is None:
-            return dist.all_reduce(bucket.buffer().div_(self.world), async_op=True).get_future().then(
-                lambda f: f.value()[0])
+            return dist.all_reduce(bucket.buffer().div_(self.world), async_op=True).get_future()
         return self.inner_hook(self.inner_state, bucket)
+
+    def _value(self, f):
+        return f.value()[0] if self.inner_hook is None else f.value()
 
     def _remember(self, bucket):
         idx = bucket.index()
-        for p in bucket.parameters():
-            i = self.by_ptr.get(p.data_ptr())
-            if i is not None:
-                self.membership[i] = idx
+        # DDP assigns buckets once more, at the forward after the first backward, and then
+        # keeps them: the first three recorded steps see the final assignment.
+        if len(self.steps) < kMembershipSteps:
+            for p in bucket.parameters():
+                i = self.by_ptr.get(p.data_ptr())
+                if i is not None:
+                    self.membership[i] = idx
         row = [idx, int(bucket.buffer().numel()) * 4, now(), math.nan, math.nan, []]  # 5: its collectives
         self.cur_buckets.append(row)
         return row
@@ -325,7 +341,7 @@ class Recorder:
                 row[4] = now()
                 if self._in_flight is row:
                     self._in_flight = None
-                return f.value()
+                return self._value(f)
             self._prev_fut = fut.then(done)
             return self._prev_fut
         # No overlap: hold every bucket until DDP hands over the last one (the end of
@@ -337,7 +353,9 @@ class Recorder:
         pending, self._pending = self._pending, []
         for b, r, ph in pending:
             r[3] = now()
-            value = self._launch(b, r).wait()
+            fut = self._launch(b, r)
+            fut.wait()
+            value = self._value(fut)
             r[4] = now()
             self._in_flight = None
             ph.set_result(value)
