@@ -241,6 +241,12 @@ CompareReport compare_runs(const std::vector<std::string>& files, const std::str
                               ? std::numeric_limits<double>::quiet_NaN()
                               : 100.0 * (row.predicted.epoch_time_s - row.run.epoch_time_s) / row.run.epoch_time_s;
     abs_err.push_back(std::abs(row.step_error_pct));
+    std::vector<double> steps;
+    for (const auto& r : row.run.rows)
+      if (std::isfinite(r.step_time_s)) steps.push_back(r.step_time_s);
+    row.measured_p10_s = percentile(steps, 0.1);
+    row.measured_p90_s = percentile(steps, 0.9);
+    if (row.inside_spread()) ++rep.inside_spread;
     rep.rows.push_back(std::move(row));
   }
   rep.median_abs_error_pct = median(abs_err);
@@ -284,6 +290,8 @@ Json compare_json(const CompareReport& r) {
         .set("measured_step_time_s", row.run.step_time_s)
         .set("predicted_step_time_s", row.predicted.step_time_s)
         .set("step_error_pct", row.step_error_pct)
+        .set("measured_step_p10_s", num_or_null(row.measured_p10_s))
+        .set("measured_step_p90_s", num_or_null(row.measured_p90_s))
         .set("measured_epoch_time_s", num_or_null(row.run.epoch_time_s))
         .set("predicted_epoch_time_s", row.predicted.epoch_time_s)
         .set("epoch_error_pct", num_or_null(row.epoch_error_pct))
@@ -315,6 +323,7 @@ Json compare_json(const CompareReport& r) {
   out.set("fabric", r.fabric)
       .set("median_abs_error_pct", r.median_abs_error_pct)
       .set("p90_abs_error_pct", r.p90_abs_error_pct)
+      .set("inside_spread", r.inside_spread)
       .set("runs", runs);
   return out;
 }
@@ -322,9 +331,9 @@ Json compare_json(const CompareReport& r) {
 std::string compare_table(const CompareReport& r) {
   std::ostringstream os;
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-28s %-14s %-9s %-12s %-14s %-5s %10s %10s %8s %10s %10s %8s\n", "# file", "model",
-                "ranks", "algo", "compress", "prec", "meas_step", "pred_step", "err%", "meas_epoch", "pred_epoch",
-                "err%");
+  std::snprintf(buf, sizeof buf, "%-28s %-14s %-9s %-12s %-14s %-5s %10s %10s %8s %15s %10s %10s %8s\n", "# file",
+                "model", "ranks", "algo", "compress", "prec", "meas_step", "pred_step", "err%", "steps_p10..p90%",
+                "meas_epoch", "pred_epoch", "err%");
   os << buf;
   bool any_measured = false;
   for (const auto& row : r.rows) {
@@ -332,16 +341,28 @@ std::string compare_table(const CompareReport& r) {
     std::string file = row.run.path;
     if (file.size() > 28) file = "..." + file.substr(file.size() - 25);
     const std::string ranks = std::to_string(c.nodes) + "x" + std::to_string(c.ranks_per_node);
-    std::snprintf(buf, sizeof buf, "%-28s %-14s %-9s %-12s %-14s %-5s %10.4f %10.4f %+8.2f %10.2f %10.2f %+8.2f%s\n",
+    // The run's own steps, p10..p90, in percent of its median: an error inside is noise.
+    char spread[32];
+    const double m = row.run.step_time_s;
+    if (std::isfinite(row.measured_p10_s) && m > 0)
+      std::snprintf(spread, sizeof spread, "%+.1f..%+.1f", 100 * (row.measured_p10_s / m - 1),
+                    100 * (row.measured_p90_s / m - 1));
+    else
+      std::snprintf(spread, sizeof spread, "n/a");
+    std::snprintf(buf, sizeof buf,
+                  "%-28s %-14s %-9s %-12s %-14s %-5s %10.4f %10.4f %+8.2f %15s %10.2f %10.2f %+8.2f%s\n",
                   file.c_str(), c.model.c_str(), ranks.c_str(), c.algo.c_str(), c.compress.c_str(),
-                  c.precision.c_str(), row.run.step_time_s, row.predicted.step_time_s, row.step_error_pct,
+                  c.precision.c_str(), row.run.step_time_s, row.predicted.step_time_s, row.step_error_pct, spread,
                   row.run.epoch_time_s, row.predicted.epoch_time_s, row.epoch_error_pct,
                   row.compute_measured ? "  *" : "");
     os << buf;
     any_measured = any_measured || row.compute_measured;
   }
-  std::snprintf(buf, sizeof buf, "# fabric %s; %zu runs; step time |error|: median %.2f%%, p90 %.2f%%\n",
-                r.fabric.c_str(), r.rows.size(), r.median_abs_error_pct, r.p90_abs_error_pct);
+  std::snprintf(buf, sizeof buf,
+                "# fabric %s; %zu runs; step time |error|: median %.2f%%, p90 %.2f%%; %d of %zu predicted inside "
+                "the run's own steps' p10..p90\n",
+                r.fabric.c_str(), r.rows.size(), r.median_abs_error_pct, r.p90_abs_error_pct, r.inside_spread,
+                r.rows.size());
   os << buf;
   if (any_measured)
     os << "# * compute=real: each recorded step replayed with its measured compute (and, with /ranks, its slowest "
@@ -354,7 +375,7 @@ void write_compare(const CompareReport& r, const std::string& path, const std::v
   write_provenance(w, model_provenance(argv));
   std::vector<std::string> file, model, algo, compress, precision, compute;
   std::vector<std::int64_t> nodes, rpn, modelled;
-  std::vector<double> ms, ps, es, me, pe, ee, mc, pc;
+  std::vector<double> ms, ps, es, me, pe, ee, mc, pc, p10, p90;
   for (const auto& row : r.rows) {
     const auto& c = row.run.config;
     file.push_back(row.run.path);
@@ -374,11 +395,14 @@ void write_compare(const CompareReport& r, const std::string& path, const std::v
     ee.push_back(row.epoch_error_pct);
     mc.push_back(row.run.comm_exposed_s);
     pc.push_back(row.predicted.comm_exposed_s);
+    p10.push_back(row.measured_p10_s);
+    p90.push_back(row.measured_p90_s);
   }
   w.group("/compare");
   w.attr("/compare", "fabric", r.fabric);
   w.attr("/compare", "median_abs_error_pct", r.median_abs_error_pct);
   w.attr("/compare", "p90_abs_error_pct", r.p90_abs_error_pct);
+  w.attr("/compare", "inside_spread", static_cast<std::int64_t>(r.inside_spread));
   w.write("/compare/file", file);
   w.write("/compare/model", model);
   w.write("/compare/compute", compute);
@@ -391,6 +415,8 @@ void write_compare(const CompareReport& r, const std::string& path, const std::v
   w.write("/compare/measured_step_time_s", ms);
   w.write("/compare/predicted_step_time_s", ps);
   w.write("/compare/step_error_pct", es);
+  w.write("/compare/measured_step_p10_s", p10);
+  w.write("/compare/measured_step_p90_s", p90);
   w.write("/compare/measured_epoch_time_s", me);
   w.write("/compare/predicted_epoch_time_s", pe);
   w.write("/compare/epoch_error_pct", ee);

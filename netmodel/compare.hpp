@@ -26,6 +26,13 @@ struct CompareRow {
   StepResult predicted;
   double step_error_pct = 0;   // (predicted - measured) / measured x 100
   double epoch_error_pct = 0;  // NaN when the file has no epochs
+  // The run's own spread: the 10th and 90th percentiles of its step times after warmup (the
+  // steps the measured median is taken over; NaN without per-step rows). A prediction
+  // between them is as close as the run's own steps are to its median.
+  double measured_p10_s = 0, measured_p90_s = 0;
+  bool inside_spread() const {
+    return predicted.step_time_s >= measured_p10_s && predicted.step_time_s <= measured_p90_s;
+  }
 };
 
 struct CompareReport {
@@ -33,6 +40,7 @@ struct CompareReport {
   std::vector<CompareRow> rows;
   double median_abs_error_pct = 0;
   double p90_abs_error_pct = 0;
+  int inside_spread = 0;  // runs whose prediction lies inside their own steps' p10..p90
 };
 
 CompareReport compare_runs(const std::vector<std::string>& files, const std::string& fabric, const std::string& intra,

@@ -103,6 +103,14 @@ def failures(ctx):
     return "\n".join(out)
 
 
+def inside_words(inside, n):
+    """', K of N inside their own steps' p10..p90' (compare's count of predictions no further
+    from the run's median than its own steps are), or '' when the count is missing."""
+    if inside is None or not n:
+        return ""
+    return f", {int(inside)} of {n} inside their own steps' p10..p90"
+
+
 def also_compare_lines(study_dir):
     """One line per [model.compare] `also` fabric (model/compare-<name>.json)."""
     out = []
@@ -116,8 +124,9 @@ def also_compare_lines(study_dir):
         except (OSError, json.JSONDecodeError):
             continue
         out.append(f"the same {len(d.get('runs', []))} runs with fabric `{fn[8:-5]}`: step time |error| median "
-                   f"{d.get('median_abs_error_pct', float('nan')):.1f}%, p90 {d.get('p90_abs_error_pct', float('nan')):.1f}% "
-                   f"(model/{fn[:-5]}.h5)")
+                   f"{d.get('median_abs_error_pct', float('nan')):.1f}%, p90 {d.get('p90_abs_error_pct', float('nan')):.1f}%"
+                   + inside_words(d.get("inside_spread"), len(d.get("runs", [])))
+                   + f" (model/{fn[:-5]}.h5)")
     return out
 
 
@@ -144,10 +153,17 @@ def model_summary(ctx):
     c = ctx.t.compare
     if c:
         err = np.asarray(c["step_error_pct"], float)
-        err = err[np.isfinite(err)]
+        ok = np.isfinite(err)
+        inside = None
+        if "measured_step_p10_s" in c and "measured_step_p90_s" in c:
+            pred = np.asarray(c["predicted_step_time_s"], float)[ok]
+            inside = int(np.sum((pred >= np.asarray(c["measured_step_p10_s"], float)[ok])
+                                & (pred <= np.asarray(c["measured_step_p90_s"], float)[ok])))
+        err = err[ok]
         if err.size:
             out.append(f"- compare: {err.size} runs, step time |error| median {np.median(np.abs(err)):.1f}%, "
-                       f"p90 {np.percentile(np.abs(err), 90):.1f}% (model/compare.h5)")
+                       f"p90 {np.percentile(np.abs(err), 90):.1f}%" + inside_words(inside, err.size)
+                       + " (model/compare.h5)")
     for line in also_compare_lines(ctx.dir):
         out.append(f"- {line}")
     for e in ctx.t.model.get("errors", []) or []:

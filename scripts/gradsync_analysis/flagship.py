@@ -12,6 +12,7 @@ interrupted one; delete the folder to measure anew), then analyzed.
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -37,17 +38,25 @@ def prediction_table(ctx) -> str:
         lab = ctx.label(i) if i is not None else os.path.basename(str(f))
         m, p = float(c["measured_step_time_s"][k]), float(c["predicted_step_time_s"][k])
         me, pe = float(c["measured_comm_exposed_s"][k]), float(c["predicted_comm_exposed_s"][k])
-        rows.append((lab, p, m, 100 * (p - m) / m, pe, me))
+        # The run's own steps, p10..p90 in percent of their median (compare's spread; files
+        # written before it have none).
+        lo = hi = math.nan
+        if "measured_step_p10_s" in c:
+            lo, hi = float(c["measured_step_p10_s"][k]), float(c["measured_step_p90_s"][k])
+        rows.append((lab, p, m, 100 * (p - m) / m, pe, me, 100 * (lo / m - 1), 100 * (hi / m - 1), lo <= p <= hi))
     w = max(len(r[0]) for r in rows)
-    out = [f"{'run':<{w}} | {'predicted':>9} | {'measured':>8} | {'error':>7} | "
+    out = [f"{'run':<{w}} | {'predicted':>9} | {'measured':>8} | {'error':>7} | {'steps p10..p90':>14} | "
            f"{'predicted exposed comm':>22} | {'measured exposed comm':>21}",
-           f"{'':-<{w}}-|-{'':->9}-|-{'':->8}-|-{'':->7}-|-{'':->22}-|-{'':->21}"]
-    for lab, p, m, e, pe, me in rows:
-        out.append(f"{lab:<{w}} | {1e3 * p:>6.1f} ms | {1e3 * m:>5.1f} ms | {e:>+6.1f}% | "
+           f"{'':-<{w}}-|-{'':->9}-|-{'':->8}-|-{'':->7}-|-{'':->14}-|-{'':->22}-|-{'':->21}"]
+    for lab, p, m, e, pe, me, lo, hi, _ in rows:
+        spread = f"{lo:+.1f}..{hi:+.1f}%" if math.isfinite(lo) else "n/a"
+        out.append(f"{lab:<{w}} | {1e3 * p:>6.1f} ms | {1e3 * m:>5.1f} ms | {e:>+6.1f}% | {spread:>14} | "
                    f"{1e3 * pe:>19.1f} ms | {1e3 * me:>18.1f} ms")
     err = np.abs([r[3] for r in rows])
+    inside = (f"; {sum(r[8] for r in rows)} of {len(rows)} inside their own steps' p10..p90"
+              if all(math.isfinite(r[6]) for r in rows) else "")
     out.append(f"step time |error|: median {np.median(err):.1f}%, p90 {np.percentile(err, 90):.1f}%, "
-               f"max {err.max():.1f}% over {len(rows)} runs")
+               f"max {err.max():.1f}% over {len(rows)} runs{inside}")
     return "\n".join(out)
 
 

@@ -1351,14 +1351,41 @@ TEST(Compare, PredictsEachRunWithItsOwnConfiguration) {
   EXPECT_LT(rep.p90_abs_error_pct, 3.0);
   EXPECT_EQ(rep.rows[2].run.config.compress, "powersgd:rank=2");
   EXPECT_EQ(rep.rows[1].run.config.nodes, 2);
+  // The runs' own spread (steps after warmup scattered 1% around the truth): the 10th and
+  // 90th percentiles bracket the median, about 1.3% either side, and the prediction (the
+  // truth) lies between them in every run.
+  for (const auto& row : rep.rows) {
+    EXPECT_LT(row.measured_p10_s, row.run.step_time_s);
+    EXPECT_GT(row.measured_p90_s, row.run.step_time_s);
+    EXPECT_LT(row.measured_p90_s / row.measured_p10_s - 1, 0.06);
+    EXPECT_TRUE(row.inside_spread());
+  }
+  EXPECT_EQ(rep.inside_spread, 3);
+  EXPECT_NE(compare_table(rep).find("3 of 3 predicted inside the run's own steps' p10..p90"), std::string::npos);
   // A different fabric predicts differently.
   EXPECT_NE(compare_runs(files, "ib-hdr", "", "").rows[2].predicted.step_time_s, rep.rows[2].predicted.step_time_s);
+  // Another compute profile (an A100's compute for these CPU runs) misses every run by far
+  // more than its steps' spread: none is counted inside it.
+  const CompareReport ib = compare_runs(files, "tcp-10g", "", "a100");
+  int inside = 0;
+  for (const auto& row : ib.rows) {
+    if (std::abs(row.step_error_pct) > 100 * (row.measured_p90_s / row.run.step_time_s - 1) &&
+        std::abs(row.step_error_pct) > 100 * (1 - row.measured_p10_s / row.run.step_time_s))
+      EXPECT_FALSE(row.inside_spread()) << row.run.path;
+    inside += row.inside_spread() ? 1 : 0;
+  }
+  EXPECT_EQ(ib.inside_spread, inside);
+  EXPECT_EQ(ib.inside_spread, 0);
   const std::string out = tmp_path("report.h5");
   write_compare(rep, out, {"test"});
   h5::Reader r(out);
   EXPECT_EQ(r.read_double("/compare/step_error_pct").size(), 3u);
+  EXPECT_EQ(r.read_double("/compare/measured_step_p10_s")[1], rep.rows[1].measured_p10_s);
+  EXPECT_EQ(r.read_double("/compare/measured_step_p90_s")[1], rep.rows[1].measured_p90_s);
   const std::string js = compare_json(rep).dump();
   EXPECT_NE(js.find("median_abs_error_pct"), std::string::npos);
+  EXPECT_NE(js.find("\"inside_spread\":3"), std::string::npos);
+  EXPECT_NE(js.find("measured_step_p90_s"), std::string::npos);
 }
 
 TEST(Compare, RealComputeUsesMeasuredComputeAndBuckets) {

@@ -381,6 +381,16 @@ def case_train(tmp):
     if compared:
         names.append("compare.png")
         check("timeline: no prediction" not in p.stdout, "timeline has no predicted panel")
+        # compare's per-run spread of the measured steps brackets their median, and the
+        # conclusions count the runs predicted inside it.
+        with h5py.File(os.path.join(out, "model", "compare.h5"), "r") as f:
+            lo, mid, hi = (f[f"compare/{k}"][:] for k in ("measured_step_p10_s", "measured_step_time_s",
+                                                           "measured_step_p90_s"))
+            inside = int(f["compare"].attrs["inside_spread"])
+        check(lo.size == mid.size and np.all(lo <= mid) and np.all(mid <= hi), f"step spread {lo} {mid} {hi}")
+        with open(os.path.join(out, "conclusions.md")) as fh:
+            conc = fh.read()
+        check(f"{inside} of {mid.size} inside their own steps' p10..p90" in conc, "conclusions lack the spread count")
     check_pngs([os.path.join(out, "plots", n) for n in names])
     # scripts/plots.py on the same files
     tr = os.path.join(out, "train", "bucket-mb_25__compress_none.h5")
