@@ -78,7 +78,7 @@ from . import h5out
 
 now = time.perf_counter
 
-kMembershipSteps = 3
+MEMBERSHIP_STEPS = 3
 
 # torch.distributed backend -> the gradsync algorithm name the model prices it with.
 # Gloo's and NCCL's all-reduce are rings for the sizes DDP sends (on 2 ranks every
@@ -314,7 +314,7 @@ class Recorder:
         idx = bucket.index()
         # DDP assigns buckets once more, at the forward after the first backward, and then
         # keeps them: the first three recorded steps see the final assignment.
-        if len(self.steps) < kMembershipSteps:
+        if len(self.steps) < MEMBERSHIP_STEPS:
             for p in bucket.parameters():
                 i = self.by_ptr.get(p.data_ptr())
                 if i is not None:
