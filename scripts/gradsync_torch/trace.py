@@ -8,10 +8,15 @@ Layout, the same as `gradsync-model compare --trace` (netmodel/trace.cpp): proce
 compute" (data, forward, backward, optimizer) and tid 2r+1 "rank r comm": per bucket, its
 hook's collectives as "all-reduce bucket k" and the rest of its time (hook call -> future
 completion) as "codec bucket k" where the recorder attributed them (recorder.py, codec_s),
-else one "all-reduce bucket k" event for the whole bucket. Each rank's times are relative
-to its own first recorded step, so ranks on different hosts (unsynchronised clocks) line
-up at step 0.
+else one "all-reduce bucket k" event for the whole bucket. Time 0 is rank 0's first recorded
+step. The ranks' clocks are lined up by their all-reduces: a bucket's all-reduce completes
+at (nearly) the same moment on every rank, so each rank is shifted by the median, over the
+buckets both recorded, of rank 0's end minus its own (ranks on different hosts have
+unsynchronised clocks; on one host this also takes out when each rank called record()).
+A rank that shares no completed bucket with rank 0 starts at its own first step.
 """
+import math
+import statistics
 
 
 def _x(name, cat, pid, tid, t0, t1, args=None):
@@ -23,14 +28,33 @@ def _meta(pid, tid, what, name):
     return {"name": what, "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}
 
 
+def _bucket_ends(rows):
+    """{(step, bucket): absolute end time} of the completed buckets of one rank's rows."""
+    return {(step, b[0]): r["abs"][0] + b[4] for step, r in enumerate(rows) for b in r["buckets"]
+            if math.isfinite(b[4])}
+
+
+def rank_bases(gathered):
+    """Per rank, the time on its own clock that is time 0 of the trace (see the docstring)."""
+    first = [g["rows"][0]["abs"][0] if g["rows"] else 0.0 for g in gathered]
+    if not gathered:
+        return []
+    ref = _bucket_ends(gathered[0]["rows"])
+    bases = [first[0]]
+    for g, own_first in zip(gathered[1:], first[1:]):
+        ends = _bucket_ends(g["rows"])
+        diffs = [ref[k] - t for k, t in ends.items() if k in ref]
+        bases.append(first[0] - statistics.median(diffs) if diffs else own_first)
+    return bases
+
+
 def measured_trace(gathered, pid=0):
     """gathered: the per-rank {"rows": [...]} dicts Recorder.close() collects."""
     ev = [_meta(pid, 0, "process_name", "measured")]
-    for rank, g in enumerate(gathered):
+    for rank, (g, base) in enumerate(zip(gathered, rank_bases(gathered))):
         rows = g["rows"]
         if not rows:
             continue
-        base = rows[0]["abs"][0]
         ev.append(_meta(pid, 2 * rank, "thread_name", f"rank {rank} compute"))
         ev.append(_meta(pid, 2 * rank + 1, "thread_name", f"rank {rank} comm"))
         for step, r in enumerate(rows):

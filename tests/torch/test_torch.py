@@ -156,6 +156,31 @@ def case_recorder(tmp):
           f"fp16: per-bucket codec_s measured and within the bucket ({codec})")
     check({e["tid"] for e in ev if e["ph"] == "X"} == {0, 1, 2, 3}, "trace has both ranks' compute and comm")
     check(all(e["dur"] >= 0 and "ts" in e and "pid" in e for e in ev if e["ph"] == "X"), "trace X events well formed")
+    # The ranks' clocks are lined up by their all-reduces (trace.py): the same collective
+    # ends at about the same trace time on both ranks (each rank stamps it in its own
+    # callback, so a descheduled thread can be late by a scheduler tick).
+    ends = {}
+    for e in ev:
+        if e["ph"] == "X" and e["name"].startswith("all-reduce"):
+            k = (e["args"]["step"], e["args"]["bucket"], e["args"].get("collective", 0))
+            ends.setdefault(k, {})[e["tid"]] = e["ts"] + e["dur"]
+    gaps = [abs(v[1] - v[3]) for v in ends.values() if 1 in v and 3 in v]
+    check(len(gaps) >= 12 and np.median(gaps) < 1000,
+          f"both ranks' all-reduce ends line up in the trace ({len(gaps)}, median gap "
+          f"{np.median(gaps) if gaps else float('nan'):.0f} us)")
+    # The same rule on made-up clocks: rank 1's clock runs 7.3 s ahead of rank 0's and its
+    # steps start a few ms later; rank 2 shares no bucket with rank 0 (its own first step).
+    sys.path.insert(0, os.path.join(REPO, "scripts"))
+    from gradsync_torch.trace import rank_bases
+
+    def row(t0, ends):
+        return {"abs": [t0] * 6, "buckets": [[i, 4, 0.0, 0.0, e] for i, e in enumerate(ends)]}
+    made_up = [{"rows": [row(100.0, [0.010, 0.020]), row(100.05, [0.012, 0.021])]},
+               {"rows": [row(107.304, [0.006, 0.016]), row(107.353, [0.009, 0.018])]},
+               {"rows": [{"abs": [50.0] * 6, "buckets": []}]}]
+    b = rank_bases(made_up)
+    check(len(b) == 3 and abs(b[0] - 100.0) < 1e-9 and abs(b[1] - 107.3) < 1e-9 and b[2] == 50.0,
+          f"rank_bases on made-up clocks: {b}")
     # The recorder's overhead, measured in one job: a plain and a recorded copy of the model
     # in alternating blocks. Every step of both is timed; the recorder times only its own
     # steps' collectives (a plain fp16 step's all-reduce counted by it would leave that
