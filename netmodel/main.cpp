@@ -819,7 +819,11 @@ int cmd_tune(const std::vector<std::string>& args) {
 // ---- compare ---------------------------------------------------------------------------------
 
 int cmd_compare(const std::vector<std::string>& args) {
-  po::options_description d("gradsync-model compare TRAIN.h5... --fabric NAME|FILE");
+  po::options_description d(
+      "gradsync-model compare TRAIN.h5... --fabric NAME|FILE\n"
+      "  predicts each gradsync-train (or PyTorch-recorded) run with its own configuration and prints\n"
+      "  measured vs predicted step and epoch time, the error, and the run's own steps' p10..p90 (in %\n"
+      "  of their median: an error inside it is no larger than the run's step-to-step scatter)");
   d.add_options()("help,h", "this help")("fabric", po::value<std::string>(), "fabric name or TOML file (required)")(
       "intra", po::value<std::string>(), "take the intra-node level from this fabric")(
       "compute-profile", po::value<std::string>(), "fitted compute profile (calibrate --compute); default: each file's own compute_profile")(
