@@ -101,8 +101,9 @@ def cmd_timeline(a):
 def cmd_scatter(a):
     c = results.read_table(a.report, "compare")
     labels = [_label(str(f)) for f in c["file"]]
+    spread = (c["measured_step_p10_s"], c["measured_step_p90_s"]) if "measured_step_p10_s" in c else None
     return plots.predicted_vs_measured(c["measured_step_time_s"], c["predicted_step_time_s"], labels, a.output,
-                                       a.title or "predicted vs measured step time")
+                                       a.title or "predicted vs measured step time", spread=spread)
 
 
 def cmd_compression(a):

@@ -413,9 +413,10 @@ def plot_compare(ctx):
     fabric = ctx.spec.get("model", {}).get("compare", {}).get("fabric", "?")
     cp = ctx.spec.get("model", {}).get("compare", {}).get("compute_profile")
     title = f"{ctx.name}: predicted vs measured step time (fabric {fabric}{', compute ' + cp if cp else ''})"
+    spread = (c["measured_step_p10_s"], c["measured_step_p90_s"]) if "measured_step_p10_s" in c else None
     ctx.add(plots.predicted_vs_measured(c["measured_step_time_s"], c["predicted_step_time_s"], labels,
                                         ctx.png("compare.png"), title,
-                                        label_key=("points: " + "/".join(keys)) if keys else None))
+                                        label_key=("points: " + "/".join(keys)) if keys else None, spread=spread))
 
 
 def analyze(out_dir: str, bindir: str, quiet: bool = False) -> Ctx:

@@ -135,15 +135,29 @@ def bucket_timeline(measured, predicted, path, title):
 
 
 def predicted_vs_measured(measured, predicted, labels, path, title, band=0.05, unit="ms", scale=1e3,
-                          label_key=None):
+                          label_key=None, spread=None):
+    """spread: (p10, p90) of each run's own steps (compare's measured_step_p10_s / _p90_s),
+    drawn as a horizontal bar through the point: a point whose bar crosses the diagonal is
+    predicted inside the run's own scatter."""
     m = np.asarray(measured, float) * scale
     p = np.asarray(predicted, float) * scale
     ok = np.isfinite(m) & np.isfinite(p) & (m > 0)
     fig, ax = plt.subplots(figsize=(6.5, 6))
+    has = np.zeros_like(ok)
+    if spread is not None:
+        s10, s90 = (np.asarray(v, float) * scale for v in spread)
+        has = ok & np.isfinite(s10) & np.isfinite(s90)
     if ok.any():
         lo, hi = min(m[ok].min(), p[ok].min()) * 0.8, max(m[ok].max(), p[ok].max()) * 1.2
+        if has.any():
+            lo, hi = min(lo, s10[has].min() * 0.95), max(hi, s90[has].max() * 1.05)
     else:
         lo, hi = 0.1, 1
+    inside = None
+    if has.any():
+        ax.errorbar(m[has], p[has], xerr=[m[has] - s10[has], s90[has] - m[has]], fmt="none",
+                    ecolor=COLORS[0], alpha=0.45, lw=1, capsize=2, zorder=2, label="run's steps p10..p90")
+        inside = (int(np.sum((p[has] >= s10[has]) & (p[has] <= s90[has]))), int(has.sum()))
     xs = np.linspace(lo, hi, 100)
     ax.fill_between(xs, xs * (1 - band), xs * (1 + band), color="#55a868", alpha=0.2,
                     label=f"±{band * 100:.0f}% band")
@@ -172,7 +186,8 @@ def predicted_vs_measured(measured, predicted, labels, path, title, band=0.05, u
         stats = (f"{err.size} runs: |error| median {np.median(np.abs(err)):.1f}%, "
                  f"p90 {np.percentile(np.abs(err), 90):.1f}%, max {np.max(np.abs(err)):.1f}%\n"
                  f"mean signed error {np.mean(err):+.1f}%; within ±{band * 100:.0f}%: "
-                 f"{np.sum(np.abs(err) <= band * 100)}/{err.size}")
+                 f"{np.sum(np.abs(err) <= band * 100)}/{err.size}"
+                 + (f"\ninside the run's own steps' p10..p90: {inside[0]}/{inside[1]}" if inside else ""))
         ax.text(0.03, 0.97, stats, transform=ax.transAxes, fontsize=8, va="top",
                 bbox=dict(boxstyle="round", fc="white", alpha=0.85))
     if hi / lo > 20:
