@@ -242,8 +242,7 @@ CompareReport compare_runs(const std::vector<std::string>& files, const std::str
                               : 100.0 * (row.predicted.epoch_time_s - row.run.epoch_time_s) / row.run.epoch_time_s;
     abs_err.push_back(std::abs(row.step_error_pct));
     std::vector<double> steps;
-    for (const auto& r : row.run.rows)
-      if (std::isfinite(r.step_time_s)) steps.push_back(r.step_time_s);
+    for (const auto& r : row.run.rows) steps.push_back(r.step_time_s);
     row.measured_p10_s = percentile(steps, 0.1);
     row.measured_p90_s = percentile(steps, 0.9);
     if (row.inside_spread()) ++rep.inside_spread;
@@ -374,7 +373,7 @@ void write_compare(const CompareReport& r, const std::string& path, const std::v
   h5::Writer w(path);
   write_provenance(w, model_provenance(argv));
   std::vector<std::string> file, model, algo, compress, precision, compute;
-  std::vector<std::int64_t> nodes, rpn, modelled;
+  std::vector<std::int64_t> nodes, rpn, modelled, inside;
   std::vector<double> ms, ps, es, me, pe, ee, mc, pc, p10, p90;
   for (const auto& row : r.rows) {
     const auto& c = row.run.config;
@@ -397,6 +396,7 @@ void write_compare(const CompareReport& r, const std::string& path, const std::v
     pc.push_back(row.predicted.comm_exposed_s);
     p10.push_back(row.measured_p10_s);
     p90.push_back(row.measured_p90_s);
+    inside.push_back(row.inside_spread() ? 1 : 0);
   }
   w.group("/compare");
   w.attr("/compare", "fabric", r.fabric);
@@ -417,6 +417,7 @@ void write_compare(const CompareReport& r, const std::string& path, const std::v
   w.write("/compare/step_error_pct", es);
   w.write("/compare/measured_step_p10_s", p10);
   w.write("/compare/measured_step_p90_s", p90);
+  w.write("/compare/inside_spread", inside);  // per run 1/0; the group attribute is their sum
   w.write("/compare/measured_epoch_time_s", me);
   w.write("/compare/predicted_epoch_time_s", pe);
   w.write("/compare/epoch_error_pct", ee);

@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from . import plots
+from . import plots, results
 
 WRITERS = {}
 
@@ -103,14 +103,6 @@ def failures(ctx):
     return "\n".join(out)
 
 
-def inside_words(inside, n):
-    """', K of N inside their own steps' p10..p90' (compare's count of predictions no further
-    from the run's median than its own steps are), or '' when the count is missing."""
-    if inside is None or not n:
-        return ""
-    return f", {int(inside)} of {n} inside their own steps' p10..p90"
-
-
 def also_compare_lines(study_dir):
     """One line per [model.compare] `also` fabric (model/compare-<name>.json)."""
     out = []
@@ -125,7 +117,7 @@ def also_compare_lines(study_dir):
             continue
         out.append(f"the same {len(d.get('runs', []))} runs with fabric `{fn[8:-5]}`: step time |error| median "
                    f"{d.get('median_abs_error_pct', float('nan')):.1f}%, p90 {d.get('p90_abs_error_pct', float('nan')):.1f}%"
-                   + inside_words(d.get("inside_spread"), len(d.get("runs", [])))
+                   + results.inside_words(d.get("inside_spread"), len(d.get("runs", [])))
                    + f" (model/{fn[:-5]}.h5)")
     return out
 
@@ -154,15 +146,11 @@ def model_summary(ctx):
     if c:
         err = np.asarray(c["step_error_pct"], float)
         ok = np.isfinite(err)
-        inside = None
-        if "measured_step_p10_s" in c and "measured_step_p90_s" in c:
-            pred = np.asarray(c["predicted_step_time_s"], float)[ok]
-            inside = int(np.sum((pred >= np.asarray(c["measured_step_p10_s"], float)[ok])
-                                & (pred <= np.asarray(c["measured_step_p90_s"], float)[ok])))
+        inside = int(np.sum(c["inside_spread"][ok])) if "inside_spread" in c else None
         err = err[ok]
         if err.size:
             out.append(f"- compare: {err.size} runs, step time |error| median {np.median(np.abs(err)):.1f}%, "
-                       f"p90 {np.percentile(np.abs(err), 90):.1f}%" + inside_words(inside, err.size)
+                       f"p90 {np.percentile(np.abs(err), 90):.1f}%" + results.inside_words(inside, err.size)
                        + " (model/compare.h5)")
     for line in also_compare_lines(ctx.dir):
         out.append(f"- {line}")

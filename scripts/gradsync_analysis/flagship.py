@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from . import analyze, spec, tools
+from . import analyze, results, spec, tools
 from . import conclusions as conclusions_mod
 from .runner import Runner
 
@@ -43,20 +43,19 @@ def prediction_table(ctx) -> str:
         lo = hi = math.nan
         if "measured_step_p10_s" in c:
             lo, hi = float(c["measured_step_p10_s"][k]), float(c["measured_step_p90_s"][k])
-        rows.append((lab, p, m, 100 * (p - m) / m, pe, me, 100 * (lo / m - 1), 100 * (hi / m - 1), lo <= p <= hi))
+        rows.append((lab, p, m, 100 * (p - m) / m, pe, me, 100 * (lo / m - 1), 100 * (hi / m - 1)))
     w = max(len(r[0]) for r in rows)
     out = [f"{'run':<{w}} | {'predicted':>9} | {'measured':>8} | {'error':>7} | {'steps p10..p90':>14} | "
            f"{'predicted exposed comm':>22} | {'measured exposed comm':>21}",
            f"{'':-<{w}}-|-{'':->9}-|-{'':->8}-|-{'':->7}-|-{'':->14}-|-{'':->22}-|-{'':->21}"]
-    for lab, p, m, e, pe, me, lo, hi, _ in rows:
+    for lab, p, m, e, pe, me, lo, hi in rows:
         spread = f"{lo:+.1f}..{hi:+.1f}%" if math.isfinite(lo) else "n/a"
         out.append(f"{lab:<{w}} | {1e3 * p:>6.1f} ms | {1e3 * m:>5.1f} ms | {e:>+6.1f}% | {spread:>14} | "
                    f"{1e3 * pe:>19.1f} ms | {1e3 * me:>18.1f} ms")
     err = np.abs([r[3] for r in rows])
-    inside = (f"; {sum(r[8] for r in rows)} of {len(rows)} inside their own steps' p10..p90"
-              if all(math.isfinite(r[6]) for r in rows) else "")
+    inside = int(np.sum(c["inside_spread"])) if "inside_spread" in c else None
     out.append(f"step time |error|: median {np.median(err):.1f}%, p90 {np.percentile(err, 90):.1f}%, "
-               f"max {err.max():.1f}% over {len(rows)} runs{inside}")
+               f"max {err.max():.1f}% over {len(rows)} runs" + results.inside_words(inside, len(rows)))
     return "\n".join(out)
 
 

@@ -203,8 +203,8 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
                 say(f"model: compare of {len(files)} run(s)" + (f" with fabric {label}" if label else "")
                     + f": step time |error| median {data.get('median_abs_error_pct', float('nan')):.1f}%, p90 "
                     f"{data.get('p90_abs_error_pct', float('nan')):.1f}%"
-                    + (f", {data['inside_spread']} of {len(data.get('runs', []))} inside their own steps' p10..p90"
-                       if "inside_spread" in data else "") + f" -> model/{stem}.h5")
+                    + results.inside_words(data.get("inside_spread"), len(data.get("runs", [])))
+                    + f" -> model/{stem}.h5")
                 return out
 
             try:

@@ -136,16 +136,18 @@ def bucket_timeline(measured, predicted, path, title):
 
 def predicted_vs_measured(measured, predicted, labels, path, title, band=0.05, unit="ms", scale=1e3,
                           label_key=None, spread=None):
-    """spread: (p10, p90) of each run's own steps (compare's measured_step_p10_s / _p90_s),
-    drawn as a horizontal bar through the point: a point whose bar crosses the diagonal is
-    predicted inside the run's own scatter."""
+    """spread: (p10, p90, inside) per run from compare (measured_step_p10_s / _p90_s and its
+    inside_spread flags): p10..p90 of the run's own steps drawn as a horizontal bar through
+    the point (a bar that crosses the diagonal: predicted inside the run's own scatter), and
+    the flags counted in the summary box."""
     m = np.asarray(measured, float) * scale
     p = np.asarray(predicted, float) * scale
     ok = np.isfinite(m) & np.isfinite(p) & (m > 0)
     fig, ax = plt.subplots(figsize=(6.5, 6))
     has = np.zeros_like(ok)
     if spread is not None:
-        s10, s90 = (np.asarray(v, float) * scale for v in spread)
+        s10, s90 = (np.asarray(v, float) * scale for v in spread[:2])
+        flags = np.asarray(spread[2], bool)
         has = ok & np.isfinite(s10) & np.isfinite(s90)
     if ok.any():
         lo, hi = min(m[ok].min(), p[ok].min()) * 0.8, max(m[ok].max(), p[ok].max()) * 1.2
@@ -157,7 +159,7 @@ def predicted_vs_measured(measured, predicted, labels, path, title, band=0.05, u
     if has.any():
         ax.errorbar(m[has], p[has], xerr=[m[has] - s10[has], s90[has] - m[has]], fmt="none",
                     ecolor=COLORS[0], alpha=0.45, lw=1, capsize=2, zorder=2, label="run's steps p10..p90")
-        inside = (int(np.sum((p[has] >= s10[has]) & (p[has] <= s90[has]))), int(has.sum()))
+        inside = (int(np.sum(flags[has])), int(has.sum()))
     xs = np.linspace(lo, hi, 100)
     ax.fill_between(xs, xs * (1 - band), xs * (1 + band), color="#55a868", alpha=0.2,
                     label=f"±{band * 100:.0f}% band")

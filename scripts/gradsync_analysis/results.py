@@ -184,6 +184,15 @@ def metric_names(program: str) -> list:
 
 
 # ---- gradsync-model --out files -----------------------------------------------------------
+def inside_words(inside, n) -> str:
+    """', K of N inside their own steps' p10..p90': how many of N compared runs were predicted
+    inside their own steps' 10th..90th percentile (compare's /compare/inside_spread, or its
+    --json count); '' when the count is missing (files from before 2026-12-03)."""
+    if inside is None or not n:
+        return ""
+    return f", {int(inside)} of {n} inside their own steps' p10..p90"
+
+
 def read_table(path: str, group: str) -> dict:
     """A table group of a gradsync-model file (/compare, /grid): name -> array (strings decoded)."""
     with h5py.File(path, "r") as f:

@@ -36,9 +36,9 @@ def _bucket_ends(rows):
 
 def rank_bases(gathered):
     """Per rank, the time on its own clock that is time 0 of the trace (see the docstring)."""
-    first = [g["rows"][0]["abs"][0] if g["rows"] else 0.0 for g in gathered]
     if not gathered:
         return []
+    first = [g["rows"][0]["abs"][0] if g["rows"] else 0.0 for g in gathered]
     ref = _bucket_ends(gathered[0]["rows"])
     bases = [first[0]]
     for g, own_first in zip(gathered[1:], first[1:]):
