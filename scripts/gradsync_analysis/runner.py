@@ -524,9 +524,20 @@ class Runner:
         return sorted(range(len(self.points)),
                       key=lambda i: (keys.index(tuple(sorted(self.testbed_cfg(self.points[i]).items()))), i))
 
+    def _preflight(self):
+        """What every point needs, checked before the output folder is made: a missing
+        program or venv is one error line, not one failed point per point."""
+        for prog in {p.program for p in self.points} if self.study.runtime != "torch" else ():
+            tools.need(tools.program(spec.PROGRAMS[prog], self.bindir), spec.PROGRAMS[prog])
+        if self.launcher == "local" and self.study.runtime != "torch" and not shutil.which("mpirun"):
+            raise tools.ToolError("mpirun not found (Debian package openmpi-bin)")
+        if self.study.runtime == "torch":
+            tools.need_torch_venv()
+
     def run(self) -> int:
         if self.dry_run:
             return self.plan()
+        self._preflight()
         os.makedirs(self.out, exist_ok=True)
         self.lock = StudyLock(self.out, self._log)
         self.lock.acquire()
@@ -538,10 +549,6 @@ class Runner:
     def _run_locked(self) -> int:
         shutil.copyfile(self.study.path, os.path.join(self.out, "study.toml"))
         remove_stale_temps(self.out, self._log)
-        for prog in {p.program for p in self.points} if self.study.runtime != "torch" else ():
-            tools.need(tools.program(spec.PROGRAMS[prog], self.bindir), spec.PROGRAMS[prog])
-        if self.launcher == "local" and self.study.runtime != "torch" and not shutil.which("mpirun"):
-            raise tools.ToolError("mpirun not found (Debian package openmpi-bin)")
         self._log(f"study {self.study.name} from {self.study.path}: {len(self.points)} point(s), "
                   f"launcher {self.launcher}, bin {self.bindir}")
         prog = Progress(self.study.name, len(self.points))

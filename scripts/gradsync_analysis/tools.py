@@ -29,6 +29,17 @@ def need(path: str, what: str = "") -> str:
     return path
 
 
+def need_torch_venv() -> str:
+    """The PyTorch venv scripts/torchrun and scripts/torch-python run ($GRADSYNC_TORCH_VENV,
+    default <repo>/.venv-torch): checked once before a torch study's points, so a missing
+    one is one line instead of every point failing with it."""
+    venv = os.environ.get("GRADSYNC_TORCH_VENV") or os.path.join(REPO, ".venv-torch")
+    if not os.access(os.path.join(venv, "bin", "python"), os.X_OK):
+        raise ToolError(f"no PyTorch venv at {venv} (runtime = \"torch\"); run: GRADSYNC_DEPS=torch "
+                        "scripts/install-deps.sh, or point GRADSYNC_TORCH_VENV at one")
+    return venv
+
+
 def quote(argv) -> str:
     return " ".join(shlex.quote(str(a)) for a in argv)
 

@@ -46,8 +46,9 @@ def check(cond, msg):
     return cond
 
 
-def study(*args, expect=None):
-    p = subprocess.run([PY, STUDY] + [str(a) for a in args], capture_output=True, text=True, cwd=REPO)
+def study(*args, expect=None, env=None):
+    p = subprocess.run([PY, STUDY] + [str(a) for a in args], capture_output=True, text=True, cwd=REPO,
+                       env=None if env is None else {**os.environ, **env})
     if expect is not None:
         check(p.returncode == expect, f"study {' '.join(map(str, args[:2]))}: exit {p.returncode}, expected {expect}\n"
                                       f"stdout:\n{p.stdout[-3000:]}\nstderr:\n{p.stderr[-3000:]}")
@@ -124,6 +125,14 @@ def case_spec(tmp):
         check(word in p.stderr, f"bad study ({text!r}): message does not name '{word}': {p.stderr}")
     p = study("run", os.path.join(tmp, "missing.toml"), expect=2)
     check("no such file" in p.stderr, f"missing study file: {p.stderr}")
+    # a missing prerequisite: one error line before anything is made, not one failed point each
+    for toml, env, word in (("torch-ddp.toml", {"GRADSYNC_TORCH_VENV": os.path.join(tmp, "no-venv")}, "no-venv"),
+                            ("seed-bucketing.toml", {"GRADSYNC_BIN": os.path.join(tmp, "no-bin")}, "no-bin")):
+        out = os.path.join(tmp, "prereq-" + toml)
+        p = study("run", os.path.join(REPO, "experiments", toml), "--out", out, expect=1, env=env)
+        lines = p.stderr.strip().splitlines()
+        check(len(lines) == 1 and word in lines[0], f"{toml} without its prerequisite: stderr {p.stderr!r}")
+        check(not os.path.exists(out), f"{toml} without its prerequisite made {out}")
     case_atomic_write(tmp)
 
 
