@@ -101,11 +101,9 @@ def cmd_timeline(a):
 def cmd_scatter(a):
     c = results.read_table(a.report, "compare")
     labels = [_label(str(f)) for f in c["file"]]
-    spread = None
-    if "inside_spread" in c:  # compare files since 2026-12-03
-        spread = (c["measured_step_p10_s"], c["measured_step_p90_s"], c["inside_spread"])
     return plots.predicted_vs_measured(c["measured_step_time_s"], c["predicted_step_time_s"], labels, a.output,
-                                       a.title or "predicted vs measured step time", spread=spread)
+                                       a.title or "predicted vs measured step time",
+                                       spread=results.compare_spread(c))
 
 
 def cmd_compression(a):

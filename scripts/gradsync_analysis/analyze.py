@@ -413,12 +413,10 @@ def plot_compare(ctx):
     fabric = ctx.spec.get("model", {}).get("compare", {}).get("fabric", "?")
     cp = ctx.spec.get("model", {}).get("compare", {}).get("compute_profile")
     title = f"{ctx.name}: predicted vs measured step time (fabric {fabric}{', compute ' + cp if cp else ''})"
-    spread = None
-    if "inside_spread" in c:  # compare files since 2026-12-03
-        spread = (c["measured_step_p10_s"], c["measured_step_p90_s"], c["inside_spread"])
     ctx.add(plots.predicted_vs_measured(c["measured_step_time_s"], c["predicted_step_time_s"], labels,
                                         ctx.png("compare.png"), title,
-                                        label_key=("points: " + "/".join(keys)) if keys else None, spread=spread))
+                                        label_key=("points: " + "/".join(keys)) if keys else None,
+                                        spread=results.compare_spread(c)))
 
 
 def analyze(out_dir: str, bindir: str, quiet: bool = False) -> Ctx:

@@ -193,6 +193,14 @@ def inside_words(inside, n) -> str:
     return f", {int(inside)} of {n} inside their own steps' p10..p90"
 
 
+def compare_spread(c):
+    """(p10, p90, inside) per run of a /compare table, as plots.predicted_vs_measured's
+    `spread` takes them; None for compare files from before 2026-12-03 (no spread)."""
+    if "inside_spread" not in c:
+        return None
+    return c["measured_step_p10_s"], c["measured_step_p90_s"], c["inside_spread"]
+
+
 def read_table(path: str, group: str) -> dict:
     """A table group of a gradsync-model file (/compare, /grid): name -> array (strings decoded)."""
     with h5py.File(path, "r") as f:
