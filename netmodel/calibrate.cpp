@@ -583,12 +583,16 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
   search(RegimeKey::WorkingSet, by_ws, s_ws);
   // Past the cache sums may run at their own rate (fabric.hpp): the last working-set regime
   // gets its own 1/gamma, kept when both rates come out positive and the log-error sum
-  // falls by a tenth (as working-set keys must beat message keys).
+  // falls by more than 1%. The bar is lower than a new regime's: the term is the one
+  // physical thing the last regime changes for sums, and only a few ring points (the
+  // largest) inform it, so a real cliff cuts the sum by a few percent, not a tenth. Refitting
+  // nine shared-memory sweeps (2-4 ranks, netmodel/README.md) with a bar of a tenth and of
+  // 1%: fresh ring/rabenseifner/rd runs within 15% 157 -> 172 of 450, none worse per sweep.
   if (by_ws.nreg() > 1 && by_ws.gamma) {
     Model m = by_ws;
     m.gamma_regimes = true;
     const Solved s = solve_duplex(pts, m);
-    if (s.rank == m.ncols() && gamma_positive(m, s) && s.wsse < 0.9 * s_ws.wsse) {
+    if (s.rank == m.ncols() && gamma_positive(m, s) && s.wsse < 0.99 * s_ws.wsse) {
       by_ws = m;
       s_ws = s;
     }
