@@ -110,8 +110,10 @@ for n in ranks:
     ok = [abs(r[6]) for k in agree for r in groups[k]]
     print(f"N={n}: repeats agree (max/min <= {REACH:.2f}) for {len(agree)} of {len(groups)} (algo, size); "
           f"within 15% among their runs: {sum(e <= 0.15 for e in ok)}/{len(ok)}")
-    tot["runs"] += len(errs); tot["in"] += sum(e <= 0.15 for e in errs)
-    tot["agree_runs"] += len(ok); tot["agree_in"] += sum(e <= 0.15 for e in ok)
+    tot["runs"] += len(errs)
+    tot["in"] += sum(e <= 0.15 for e in errs)
+    tot["agree_runs"] += len(ok)
+    tot["agree_in"] += sum(e <= 0.15 for e in ok)
 if tot["runs"]:
     print(f"all: within 15%: {tot['in']}/{tot['runs']}; among (algo, size) whose repeats agree: "
           f"{tot['agree_in']}/{tot['agree_runs']}")
