@@ -110,11 +110,44 @@ MeasuredStep measured_step(const TrainStepRow& row, const TrainRun& run) {
   return m;
 }
 
-StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, Predictor& predictor) {
+// --compute-from: for each tensor of `run` (by /model name), the bucket it went to in `ref`.
+// Both runs must be the same model (every tensor of run in ref, same element count) on the
+// same number of ranks.
+std::vector<int64_t> ref_buckets(const TrainRun& run, const TrainRun& ref) {
+  GS_USAGE_CHECK(!ref.tensors.empty(), ref.path, ": --compute-from needs /model (tensor names and buckets) in the file");
+  GS_USAGE_CHECK(!run.tensors.empty(), run.path,
+                 ": --compute-from needs /model (tensor names and buckets) in every compared file");
+  const int ranks = run.config.nodes * run.config.ranks_per_node;
+  const int ref_ranks = ref.config.nodes * ref.config.ranks_per_node;
+  GS_USAGE_CHECK(ranks == ref_ranks, run.path, ": ", ranks, " ranks, but the --compute-from run ", ref.path, " has ",
+                 ref_ranks);
+  std::vector<int64_t> out;
+  for (const auto& t : run.tensors) {
+    const auto it = std::find_if(ref.tensors.begin(), ref.tensors.end(),
+                                 [&](const TrainTensor& r) { return r.name == t.name; });
+    GS_USAGE_CHECK(it != ref.tensors.end() && it->numel == t.numel && it->bucket >= 0 &&
+                       static_cast<std::size_t>(it->bucket) < ref.bucket_bytes.size(),
+                   run.path, ": tensor '", t.name, "' (", t.numel, " elements) is not in the --compute-from run ",
+                   ref.path, " (another model?)");
+    out.push_back(it->bucket);
+  }
+  return out;
+}
+
+// `ref` (compare --compute-from): the steps replayed are ref's -- its data, forward,
+// backward, optimizer and reducer time, and each tensor's gradient ready time (the ready time
+// of the bucket it went to in ref) -- while the buckets, the compressor and the algorithm are
+// run's. A bucket of run is ready when its last tensor is. The codec is modelled (device
+// rates), as no codec of run is measured then.
+StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, Predictor& predictor,
+                                    const TrainRun* ref = nullptr) {
   const PredictConfig& c = run.config;
-  GS_USAGE_CHECK(!std::isnan(run.forward_s) && !std::isnan(run.backward_s), run.path,
+  const TrainRun& src = ref ? *ref : run;  // whose recorded steps are replayed
+  GS_USAGE_CHECK(!std::isnan(src.forward_s) && !std::isnan(src.backward_s), src.path,
                  ": compute=real needs /steps/forward_s and /steps/backward_s");
   GS_USAGE_CHECK(!run.bucket_bytes.empty(), run.path, ": compute=real needs /buckets (sizes and ready times)");
+  GS_USAGE_CHECK(!ref || !ref->bucket_bytes.empty(), src.path, ": --compute-from needs /buckets (ready times)");
+  const std::vector<int64_t> from = ref ? ref_buckets(run, *ref) : std::vector<int64_t>{};
   const Compressor comp(c.compress);
   const DType precision = plan::parse_precision(c.precision);
   const int e = static_cast<int>(dtype_size(precision));
@@ -179,7 +212,21 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
   NetConfig net{c.nodes, c.ranks_per_node, c.algo, c.chunk_bytes, c.channels};
   // The measured loading time is exposed as measured (the loader settings are in it).
   const StepConfig st{c.batch_per_rank, c.overlap, c.accumulate, c.loader_workers, 0.0, c.compute_threads};
-  auto simulate = [&](const MeasuredStep& m) {
+  auto simulate = [&](MeasuredStep m) {
+    if (ref) {
+      // ref's per-bucket ready times onto run's buckets: the latest of each bucket's tensors.
+      std::vector<double> ready(nb, -std::numeric_limits<double>::infinity());
+      for (std::size_t i = 0; i < run.tensors.size(); ++i) {
+        const auto rb = static_cast<std::size_t>(from[i]);
+        const double t = rb < m.ready_s.size() && !std::isnan(m.ready_s[rb]) ? m.ready_s[rb] : ref->bucket_ready_s[rb];
+        const auto b = static_cast<std::size_t>(run.tensors[i].bucket);
+        if (b < nb) ready[b] = std::max(ready[b], t);
+      }
+      for (auto& t : ready)
+        if (!std::isfinite(t)) t = std::numeric_limits<double>::quiet_NaN();
+      m.ready_s = ready;
+      m.encode_s = m.decode_s = m.codec_s = std::numeric_limits<double>::quiet_NaN();
+    }
     Workload w;
     w.model = c.model;
     w.forward_s = m.forward_s;
@@ -205,10 +252,10 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
   };
   // Every row with forward and backward (the checks above guarantee at least one).
   std::vector<StepResult> steps;
-  for (const auto& row : run.rows)
+  for (const auto& row : src.rows)
     if (!std::isnan(row.forward_s) && !std::isnan(row.backward_s))
-      steps.push_back(simulate(measured_step(row, run)));
-  GS_CHECK(!steps.empty(), run.path, ": no step has forward_s and backward_s");
+      steps.push_back(simulate(measured_step(row, src)));
+  GS_CHECK(!steps.empty(), src.path, ": no step has forward_s and backward_s");
   const auto mid = steps.begin() + static_cast<std::ptrdiff_t>(steps.size() / 2);  // upper middle of an even count
   std::nth_element(steps.begin(), mid, steps.end(),
                    [](const StepResult& a, const StepResult& b) { return a.step_time_s < b.step_time_s; });
@@ -218,12 +265,16 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
 }  // namespace
 
 CompareReport compare_runs(const std::vector<std::string>& files, const std::string& fabric_name,
-                           const std::string& intra, const std::string& profile_override, const std::string& kernels) {
+                           const std::string& intra, const std::string& profile_override, const std::string& kernels,
+                           const std::string& compute_from) {
   GS_USAGE_CHECK(!files.empty(), "compare: no train files given");
   CompareReport rep;
   Predictor predictor;
   const Fabric& fabric = predictor.fabric(fabric_name, intra);
   rep.fabric = fabric.name;
+  rep.compute_from = compute_from;
+  TrainRun ref;
+  if (!compute_from.empty()) ref = read_train_file(compute_from);
   std::vector<double> abs_err;
   for (const auto& path : files) {
     CompareRow row;
@@ -233,9 +284,11 @@ CompareReport compare_runs(const std::vector<std::string>& files, const std::str
     c.intra = intra;
     if (!profile_override.empty()) c.compute_profile = profile_override;
     c.kernels = kernels;
-    row.compute_measured = row.run.compute == "real" || !in_zoo(c.model);
+    row.compute_measured = !compute_from.empty() || row.run.compute == "real" || !in_zoo(c.model);
     row.run.config = c;
-    row.predicted = row.compute_measured ? predict_measured_compute(row.run, fabric, predictor) : predictor.predict(c);
+    row.predicted = !compute_from.empty()   ? predict_measured_compute(row.run, fabric, predictor, &ref)
+                    : row.compute_measured ? predict_measured_compute(row.run, fabric, predictor)
+                                           : predictor.predict(c);
     row.step_error_pct = 100.0 * (row.predicted.step_time_s - row.run.step_time_s) / row.run.step_time_s;
     row.epoch_error_pct = std::isnan(row.run.epoch_time_s) || row.predicted.epoch_time_s <= 0
                               ? std::numeric_limits<double>::quiet_NaN()
@@ -320,6 +373,7 @@ Json compare_json(const CompareReport& r) {
   }
   Json out = Json::object();
   out.set("fabric", r.fabric)
+      .set("compute_from", r.compute_from.empty() ? Json(nullptr) : Json(r.compute_from))
       .set("median_abs_error_pct", r.median_abs_error_pct)
       .set("p90_abs_error_pct", r.p90_abs_error_pct)
       .set("inside_spread", r.inside_spread)
@@ -363,7 +417,12 @@ std::string compare_table(const CompareReport& r) {
                 r.fabric.c_str(), r.rows.size(), r.median_abs_error_pct, r.p90_abs_error_pct, r.inside_spread,
                 r.rows.size());
   os << buf;
-  if (any_measured)
+  if (!r.compute_from.empty())
+    os << "# * compute from " << r.compute_from
+       << ": its recorded steps replayed (data, forward, backward, optimizer, reducer, and each tensor's gradient "
+          "ready time) under each run's buckets, compressor and algorithm; communication, overlap and codec are "
+          "modelled\n";
+  else if (any_measured)
     os << "# * compute=real: each recorded step replayed with its measured compute (and, with /ranks, its slowest "
           "rank); only communication and overlap are modelled\n";
   return os.str();
@@ -400,6 +459,7 @@ void write_compare(const CompareReport& r, const std::string& path, const std::v
   }
   w.group("/compare");
   w.attr("/compare", "fabric", r.fabric);
+  if (!r.compute_from.empty()) w.attr("/compare", "compute_from", r.compute_from);
   w.attr("/compare", "median_abs_error_pct", r.median_abs_error_pct);
   w.attr("/compare", "p90_abs_error_pct", r.p90_abs_error_pct);
   w.attr("/compare", "inside_spread", static_cast<std::int64_t>(r.inside_spread));

@@ -37,14 +37,19 @@ struct CompareRow {
 
 struct CompareReport {
   std::string fabric;
+  std::string compute_from;  // compare --compute-from: the run whose compute every run was predicted with
   std::vector<CompareRow> rows;
   double median_abs_error_pct = 0;
   double p90_abs_error_pct = 0;
   int inside_spread = 0;  // runs whose prediction lies inside their own steps' p10..p90
 };
 
+// compute_from (compare --compute-from FILE): every run is predicted with that recorded run's
+// compute (its steps, and each tensor's gradient ready time by /model name) under its own
+// buckets, compressor and algorithm; the same model on the same number of ranks.
 CompareReport compare_runs(const std::vector<std::string>& files, const std::string& fabric, const std::string& intra,
-                           const std::string& compute_profile_override, const std::string& kernels = "");
+                           const std::string& compute_profile_override, const std::string& kernels = "",
+                           const std::string& compute_from = "");
 
 Json compare_json(const CompareReport& r);
 

@@ -827,7 +827,11 @@ int cmd_compare(const std::vector<std::string>& args) {
   d.add_options()("help,h", "this help")("fabric", po::value<std::string>(), "fabric name or TOML file (required)")(
       "intra", po::value<std::string>(), "take the intra-node level from this fabric")(
       "compute-profile", po::value<std::string>(), "fitted compute profile (calibrate --compute); default: each file's own compute_profile")(
-      "kernels", po::value<std::string>(), "measured compression-kernel rates (calibrate --kernels)")("json", "print one JSON object")(
+      "kernels", po::value<std::string>(), "measured compression-kernel rates (calibrate --kernels)")(
+      "compute-from", po::value<std::string>(),
+      "predict every run with this recorded run's compute (its steps and each tensor's gradient ready time, by "
+      "/model name) under the run's own buckets, compressor and algorithm; codec modelled; same model and ranks")(
+      "json", "print one JSON object")(
       "out", po::value<std::string>(), "write an HDF5 report")(
       "trace", po::value<std::string>(), "write measured and predicted steps as Chrome trace-event JSON (Perfetto)")(
       "files", po::value<std::vector<std::string>>(), "train files");
@@ -844,7 +848,8 @@ int cmd_compare(const std::vector<std::string>& args) {
   const auto rep = compare_runs(vm["files"].as<std::vector<std::string>>(), vm["fabric"].as<std::string>(),
                                 vm.count("intra") ? vm["intra"].as<std::string>() : "",
                                 vm.count("compute-profile") ? vm["compute-profile"].as<std::string>() : "",
-                                vm.count("kernels") ? vm["kernels"].as<std::string>() : "");
+                                vm.count("kernels") ? vm["kernels"].as<std::string>() : "",
+                                vm.count("compute-from") ? vm["compute-from"].as<std::string>() : "");
   if (vm.count("out")) write_compare(rep, vm["out"].as<std::string>(), g_argv);
   if (vm.count("trace")) write_compare_trace(rep, vm["trace"].as<std::string>());
   if (vm.count("json")) std::cout << compare_json(rep).dump() << "\n";

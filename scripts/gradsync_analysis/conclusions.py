@@ -104,7 +104,7 @@ def failures(ctx):
 
 
 def also_compare_lines(study_dir):
-    """One line per [model.compare] `also` fabric (model/compare-<name>.json)."""
+    """One line per [model.compare] `also` fabric and `compute_from` (model/compare-<name>.json)."""
     out = []
     mdir = os.path.join(study_dir, "model")
     for fn in sorted(os.listdir(mdir)) if os.path.isdir(mdir) else []:
@@ -115,7 +115,10 @@ def also_compare_lines(study_dir):
                 d = json.load(fh)
         except (OSError, json.JSONDecodeError):
             continue
-        out.append(f"the same {len(d.get('runs', []))} runs with fabric `{fn[8:-5]}`: step time |error| median "
+        cf = d.get("compute_from")
+        with_ = (f"each with the compute of `{os.path.relpath(cf, study_dir)}` (fabric `{d.get('fabric')}`)" if cf
+                 else f"with fabric `{fn[8:-5]}`")
+        out.append(f"the same {len(d.get('runs', []))} runs {with_}: step time |error| median "
                    f"{d.get('median_abs_error_pct', float('nan')):.1f}%, p90 {d.get('p90_abs_error_pct', float('nan')):.1f}%"
                    + results.inside_words(d.get("inside_spread"), len(d.get("runs", [])))
                    + f" (model/{fn[:-5]}.h5)")

@@ -14,7 +14,10 @@ DIR/model/ (TOML fabrics, --json outputs as .json, --out tables as .h5, model.lo
                           calibrate --kernels: model/<name>.toml holds the codec rates; min_time, s)
   [model.compare]         fabric, compute_profile, intra, kernels (names of [[model.calibrate]] entries,
                           built-ins or files), grids (default: every train grid), also (more
-                          fabrics to compare the same runs with: model/compare-<name>.{h5,json})
+                          fabrics to compare the same runs with: model/compare-<name>.{h5,json}),
+                          compute_from = {grid, where} (the same runs on `fabric`, each predicted
+                          with the compute of that grid's first finished matching point:
+                          compare --compute-from, model/compare-compute-from.{h5,json})
   [[model.predict]]       name, options = {predict option = value or list}; "@name" (or a bare
                           calibrated name) in a value stands for model/<name>.toml; optional
                           each = {option = [values]}: one call per value (model/<name>-<value>.*)
@@ -189,18 +192,23 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
             info["errors"].append("compare: no finished train points")
             say("model: compare skipped, no finished train points")
         else:
-            def compare(fabric, label=""):
-                """The selected train runs predicted on `fabric`: model/compare[-label].{h5,json}."""
+            def compare(fabric, label="", compute_from=None):
+                """The selected train runs predicted on `fabric`: model/compare[-label].{h5,json};
+                with compute_from, every run with that run's compute (compare --compute-from)."""
                 stem = f"compare-{label}" if label else "compare"
                 out = os.path.join(mdir, f"{stem}.h5")
                 args = ["compare"] + files + ["--fabric", resolve(fabric, calibrated, declared), "--json", "--out", out]
                 for key, opt in (("compute_profile", "--compute-profile"), ("intra", "--intra"), ("kernels", "--kernels")):
                     if cmp_.get(key):
                         args += [opt, resolve(cmp_[key], calibrated, declared)]
+                if compute_from:
+                    args += ["--compute-from", compute_from]
                 stdout, data = tools.run_model(bindir, args, mlog, want_json=True)
                 with open(os.path.join(mdir, f"{stem}.json"), "w") as fh:
                     fh.write(stdout)
-                say(f"model: compare of {len(files)} run(s)" + (f" with fabric {label}" if label else "")
+                with_ = (f" with the compute of {os.path.relpath(compute_from, out_dir)}" if compute_from
+                         else f" with fabric {label}" if label else "")
+                say(f"model: compare of {len(files)} run(s)" + with_
                     + f": step time |error| median {data.get('median_abs_error_pct', float('nan')):.1f}%, p90 "
                     f"{data.get('p90_abs_error_pct', float('nan')):.1f}%"
                     + results.inside_words(data.get("inside_spread"), len(data.get("runs", [])))
@@ -221,6 +229,18 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
                 except tools.ToolError as e:
                     info["errors"].append(f"compare ({label}): {e}")
                     say(f"model: compare with fabric {label} failed: {e}")
+            cf = cmp_.get("compute_from")
+            if cf:
+                refs = ok_points("train", [cf["grid"]], cf.get("where"))
+                if not refs:
+                    info["errors"].append(f"compare (compute_from): no finished point in grid {cf['grid']}")
+                    say(f"model: compare with another run's compute skipped: no finished point in grid {cf['grid']}")
+                else:
+                    try:
+                        compare(cmp_["fabric"], "compute-from", compute_from=refs[0])
+                    except tools.ToolError as e:
+                        info["errors"].append(f"compare (compute_from): {e}")
+                        say(f"model: compare with the compute of {os.path.relpath(refs[0], out_dir)} failed: {e}")
 
     for pr in m.get("predict", []):
         for name, options in predict_calls(pr):

@@ -330,6 +330,11 @@ def load(path: str, scale: str | None = None) -> Study:
         for gn in cmp_.get("grids", []):
             if gn not in gnames:
                 bad(f"[model.compare]: no grid named '{gn}' (grids: {gnames})")
+        cf = cmp_.get("compute_from")
+        if cf is not None:
+            if not isinstance(cf, dict) or cf.get("grid") not in gnames or not isinstance(cf.get("where", {}), dict):
+                bad(f"[model.compare]: compute_from must be {{grid = NAME, where = {{...}}}} with a grid of this "
+                    f"study (grids: {gnames}), got {cf!r}")
     for p in model.get("predict", []):
         if "name" not in p or "options" not in p:
             bad("[[model.predict]] needs 'name' and 'options'")

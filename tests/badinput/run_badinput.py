@@ -120,6 +120,8 @@ def make_fixtures(fdir, bindir):
     write(add("study_cal_no_name.toml"), study_ok + '[[model.calibrate]]\ngrids = ["bench"]\n')
     write(add("study_cal_bad_grid.toml"), study_ok + '[[model.calibrate]]\nname = "f"\ngrids = ["nope"]\n')
     write(add("study_compare_no_fabric.toml"), study_ok + '[model.compare]\ngrids = ["bench"]\n')
+    write(add("study_compare_from_bad.toml"),
+          study_ok + '[model.compare]\nfabric = "tcp-10g"\ncompute_from = { grid = "nope" }\n')
     write(add("study_predict_no_options.toml"), study_ok + '[[model.predict]]\nname = "p"\n')
     write(add("study_scale_missing.toml"), study_ok)
     write(add("study_empty.toml"), "")

@@ -1809,3 +1809,93 @@ TEST(Compare, RealComputeUsesRecordedTensorShapes) {
   EXPECT_NE(d.find("\"measured_codec_s\":null"), std::string::npos) << d;
   EXPECT_NE(d.find("\"predicted_codec_s\":"), std::string::npos) << d;
 }
+
+TEST(Compare, ComputeFromAnotherRun) {
+  // compare --compute-from REF: each run is predicted with REF's recorded compute and each
+  // tensor's ready time from the bucket it went to in REF, under the run's own buckets.
+  struct T {
+    std::string name;
+    int64_t numel, ref_bucket, run_bucket;
+  };
+  // Forward order; DDP's bucket 0 holds the last layers (ready first).
+  const std::vector<T> ts = {{"conv.weight", 4000, 1, 0}, {"conv.bias", 16, 1, 0},
+                             {"fc.weight", 20000, 0, 0},    {"fc.bias", 10, 0, 0}};
+  auto model = [&](bool ref, const std::string& rename = "") {
+    return [&ts, ref, rename](h5::Writer& w) {
+      std::vector<std::string> names;
+      std::vector<int64_t> tn, nd, bk;
+      for (const auto& t : ts) {
+        names.push_back(!rename.empty() && t.name == "fc.bias" ? rename : t.name);
+        tn.push_back(t.numel);
+        nd.push_back(1);
+        bk.push_back(ref ? t.ref_bucket : t.run_bucket);
+      }
+      w.group("/model");
+      w.write("/model/tensor_names", names);
+      w.write("/model/tensor_numel", tn);
+      w.write("/model/tensor_ndim", nd);
+      w.write("/model/tensor_shape", tn);
+      w.write("/model/tensor_bucket", bk);
+    };
+  };
+  PredictConfig c = two_local_ranks();
+  c.model = "mlp";
+  c.samples_per_epoch = 10000;
+  auto bucket = [](int64_t bytes, double ready) {
+    BucketTiming b;
+    b.grad_bytes = bytes;
+    b.ready_s = b.start_s = ready;
+    b.end_s = ready + 1e-4;
+    return b;
+  };
+  StepResult ref_truth;  // two buckets, ready at 40% and 100% of backward
+  ref_truth.data_s = 0;
+  ref_truth.forward_s = 0.010;
+  ref_truth.backward_s = 0.020;
+  ref_truth.optimizer_s = 0.002;
+  ref_truth.step_time_s = 0.033;
+  ref_truth.epoch_time_s = 1;
+  ref_truth.buckets = {bucket(4 * 20010, 0.018), bucket(4 * 4016, 0.030)};
+  StepResult run_truth = ref_truth;  // one bucket, and twice the compute
+  run_truth.forward_s = 0.020;
+  run_truth.backward_s = 0.040;
+  run_truth.step_time_s = 0.063;
+  run_truth.buckets = {bucket(4 * 24026, 0.060)};
+  const std::string ref = train_file("from-ref.h5", c, "real", ref_truth, 0.0, 5, model(true));
+  const std::string run = train_file("from-run.h5", c, "real", run_truth, 0.0, 5, model(false));
+
+  // Without compression, a run predicted from its own compute equals its replay.
+  const CompareReport own = compare_runs({ref, run}, "shm-local", "", "");
+  const CompareReport self = compare_runs({ref}, "shm-local", "", "", "", ref);
+  EXPECT_NEAR(self.rows[0].predicted.step_time_s, own.rows[0].predicted.step_time_s, 1e-12);
+
+  const CompareReport from = compare_runs({run}, "shm-local", "", "", "", ref);
+  ASSERT_EQ(from.rows.size(), 1u);
+  const StepResult& p = from.rows[0].predicted;
+  EXPECT_TRUE(from.rows[0].compute_measured);
+  EXPECT_NEAR(p.forward_s, ref_truth.forward_s, 1e-12);  // REF's compute, not the run's
+  EXPECT_NEAR(p.backward_s, ref_truth.backward_s, 1e-12);
+  ASSERT_EQ(p.buckets.size(), 1u);  // the run's one bucket, ready when REF's last tensor is
+  EXPECT_NEAR(p.buckets[0].ready_s, ref_truth.buckets[1].ready_s, 1e-9);
+  EXPECT_LT(p.step_time_s, own.rows[1].predicted.step_time_s - 0.025);
+  EXPECT_EQ(compare_json(from).dump().find("\"compute_from\":null"), std::string::npos);
+  EXPECT_NE(compare_json(own).dump().find("\"compute_from\":null"), std::string::npos);
+  EXPECT_NE(compare_table(from).find("# * compute from " + ref), std::string::npos);
+
+  // Another model (a tensor REF lacks) or another rank count: refused, naming both files.
+  const std::string other = train_file("from-other.h5", c, "real", run_truth, 0.0, 5, model(false, "head.bias"));
+  try {
+    compare_runs({other}, "shm-local", "", "", "", ref);
+    ADD_FAILURE() << "another model was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'head.bias'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(ref), std::string::npos) << e.what();
+  }
+  PredictConfig four = c;
+  four.ranks_per_node = 4;
+  const std::string wide = train_file("from-wide.h5", four, "real", run_truth, 0.0, 5, model(false));
+  EXPECT_THROW(compare_runs({wide}, "shm-local", "", "", "", ref), UsageError);
+  // A file without /model cannot be mapped.
+  const std::string bare = train_file("from-bare.h5", c, "real", run_truth, 0.0, 5);
+  EXPECT_THROW(compare_runs({bare}, "shm-local", "", "", "", ref), UsageError);
+}

@@ -19,7 +19,9 @@
               the sweep and calibrate fits the contention from it; calibrate takes a
               --no-overlap run's bucket all-reduces;
               calibrate --compute reads the recorder file (and says why it cannot fit a
-              non-zoo model); compare --json and --trace on the fitted fabric
+              non-zoo model); compare --json and --trace on the fitted fabric; compare
+              --compute-from: a run from its own file is its replay, a one-bucket run from
+              the no-overlap run's compute keeps its one bucket
   killed      a rank killed (SIGKILL) mid-run leaves no result file; an exception inside the
               atomic writer leaves neither the file nor its temp file; a writer killed
               mid-write leaves no file under the final name; a bad option under torchrun
@@ -306,6 +308,24 @@ def case_calibrate(tmp):
             names = {e["name"] for e in ev if e["ph"] == "X" and e["pid"] == pid}
             check({"forward", "backward", "optimizer", "data wait", "all-reduce bucket 0"} <= names,
                   f"trace pid {pid}: {names}")
+    # compare --compute-from: another run's compute under this run's buckets. The no-overlap
+    # run predicted from its own compute is its replay; a one-bucket run from the no-overlap
+    # run's compute keeps its own bucket.
+    own = json.loads(run([model_bin(), "compare", run_no, "--fabric", fab, "--json"], tmp).stdout)
+    same = json.loads(run([model_bin(), "compare", run_no, "--fabric", fab, "--json", "--compute-from", run_no],
+                          tmp).stdout)
+    check(abs(same["runs"][0]["predicted_step_time_s"] - own["runs"][0]["predicted_step_time_s"]) < 1e-9,
+          f"--compute-from the run itself is its replay ({same['runs'][0]['predicted_step_time_s']} vs "
+          f"{own['runs'][0]['predicted_step_time_s']})")
+    one = os.path.join(tmp, "one-bucket.h5")
+    example(tmp, one, "--bucket-mb", "25", steps=8)
+    j = json.loads(run([model_bin(), "compare", one, "--fabric", fab, "--json", "--compute-from", run_no],
+                       tmp).stdout)
+    with h5py.File(run_no, "r") as f:
+        ref_buckets = int(f.attrs["num_buckets"])
+    check(j["compute_from"] == run_no and len(j["runs"][0]["predicted_buckets"]) == 1 and ref_buckets > 1,
+          f"--compute-from: {j['compute_from']}, {len(j['runs'][0]['predicted_buckets'])} bucket(s) predicted, "
+          f"{ref_buckets} in the reference")
 
 
 def case_killed(tmp):
