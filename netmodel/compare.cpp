@@ -211,7 +211,9 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
   }
   NetConfig net{c.nodes, c.ranks_per_node, c.algo, c.chunk_bytes, c.channels};
   // The measured loading time is exposed as measured (the loader settings are in it).
-  const StepConfig st{c.batch_per_rank, c.overlap, c.accumulate, c.loader_workers, 0.0, c.compute_threads};
+  StepConfig st{c.batch_per_rank, c.overlap, c.accumulate, c.loader_workers, 0.0, c.compute_threads};
+  // A no-overlap reference timed backward with no communication beside it.
+  st.compute_shares_cpu = ref && !ref->config.overlap;
   auto simulate = [&](MeasuredStep m) {
     if (ref) {
       // ref's per-bucket ready times onto run's buckets: the latest of each bucket's tensors.

@@ -114,7 +114,7 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
   const double k = st.accumulate;
   // Micro-steps before the synchronized one: forward + backward without communication.
   const double bwd_start = (k - 1) * (w.forward_s + w.backward_s) + w.forward_s;
-  const double bwd_end = bwd_start + w.backward_s;
+  const double bwd_end_alone = bwd_start + w.backward_s;
   const int nb = static_cast<int>(buckets.size());
   // The slowest of the ranks ends the synchronous step (compute profile's rank_jitter).
   const double straggler = w.rank_jitter > 0 ? expected_max_std_normal(topo.ranks()) * w.rank_jitter *
@@ -132,6 +132,30 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
   // rest at full speed.
   const double slow = backward_contention(fabric, net, st.compute_threads);
   const double wake = (net.nodes > 1 ? fabric.inter : fabric.intra).contention_alpha_s;
+  // Backward slowed by the buckets in flight (StepConfig::compute_shares_cpu): `cslow` times
+  // its time alone while one is. bwd_end and the ready times below are the wall times of
+  // backward's progress given the previous pass's communication intervals (`busy_iv`).
+  const double g_node = std::max(1, net.ranks_per_node);
+  const double cslow = st.compute_shares_cpu && st.overlap && st.compute_threads > 0
+                           ? fabric.cpu_share(g_node * (st.compute_threads + 1)) /
+                                 fabric.cpu_share(g_node * st.compute_threads)
+                           : 1.0;
+  std::vector<std::pair<double, double>> busy_iv;
+  auto wall = [&](double x) {  // backward progress x (seconds alone) -> wall time
+    double t = bwd_start, done = 0;
+    for (auto [s, e] : busy_iv) {
+      s = std::max(s, t);
+      if (e <= s) continue;
+      if (done + (s - t) >= x) return t + (x - done);
+      done += s - t;
+      const double prog = (e - s) / cslow;
+      if (done + prog >= x) return s + (x - done) * cslow;
+      done += prog;
+      t = e;
+    }
+    return t + (x - done);
+  };
+  double bwd_end = bwd_end_alone;
   auto contended = [&](double t, double d) {
     if (!st.overlap || t >= bwd_end || d <= 0) return d;
     const double busy = bwd_end - t - wake;
@@ -156,16 +180,21 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
   };
 
   // One step from `tok` (tokens at the step's start); leaves the tokens after its last collective.
-  auto run = [&](Tokens& tok) {
+  auto pass = [&](Tokens& tok) {
+    bwd_end = cslow > 1 ? wall(w.backward_s) : bwd_end_alone;
     StepResult r;
     r.forward_s = k * w.forward_s;
-    r.backward_s = k * w.backward_s;
+    r.backward_s = k * w.backward_s + (bwd_end - bwd_end_alone);
     r.optimizer_s = w.optimizer_s;
+    std::vector<std::pair<double, double>> iv;  // this pass's buckets in flight inside backward
     // Event loop: buckets become ready (compute stream); the comm stream takes them in
     // bucket order, one at a time.
     std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
-    for (int b = 0; b < nb; ++b)
-      events.push({st.overlap ? bwd_start + buckets[b].ready_s : bwd_end, 0, b});
+    std::vector<double> ready_at(nb);
+    for (int b = 0; b < nb; ++b) {
+      ready_at[b] = !st.overlap ? bwd_end : cslow > 1 ? wall(buckets[b].ready_s) : bwd_start + buckets[b].ready_s;
+      events.push({ready_at[b], 0, b});
+    }
     if (keep) r.buckets.resize(nb);
     std::vector<char> ready(nb, 0);
     int next = 0;  // next bucket the comm stream will take
@@ -197,13 +226,14 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
         bt.grad_bytes = bk.grad_bytes;
         bt.wire_bytes = bk.plan.wire_bytes;
         bt.ntensors = static_cast<int>(bk.tensors.size());
-        bt.ready_s = bwd_start + bk.ready_s;
+        bt.ready_s = ready_at[next];
         bt.start_s = start;
         bt.end_s = end;
         bt.comm_s = comm;
         bt.codec_s = codec;
         bt.contention_s = extra;
       }
+      if (start < bwd_end) iv.emplace_back(start, std::min(end, bwd_end));
       last_end = end;
       busy = true;
       ++next;
@@ -227,6 +257,21 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
         bt.end_s += r.data_s;
       }
     r.step_time_s = r.data_s + compute_part;
+    busy_iv = iv;
+    return r;
+  };
+  // Without cslow one pass; with it, passes until backward's end settles (the intervals
+  // move the ready times, which move the intervals).
+  auto run = [&](Tokens& tok) {
+    busy_iv.clear();
+    const Tokens tok0 = tok;
+    StepResult r = pass(tok);
+    for (int it = 0; cslow > 1 && it < 20; ++it) {
+      const double before = bwd_end;
+      tok = tok0;
+      r = pass(tok);
+      if (std::abs(bwd_end - before) <= 1e-9) break;
+    }
     return r;
   };
 

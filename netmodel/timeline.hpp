@@ -99,6 +99,12 @@ struct StepConfig {
   // fabric's cores_per_node and no fitted contention, the CPU share gives the slowdown of
   // communication inside backward (backward_contention).
   double compute_threads = 0;
+  // Backward's time was measured with no communication beside it (compare --compute-from a
+  // no-overlap run): in an overlapping step, while a bucket is in flight inside backward,
+  // backward gets the CPU share of its compute threads next to one communication thread
+  // per rank, cpu_share(g (compute_threads + 1)) / cpu_share(g compute_threads) times its
+  // time alone (g: ranks per node). Needs compute_threads and the fabric's cores_per_node.
+  bool compute_shares_cpu = false;
 };
 
 struct BucketTiming {

@@ -1899,3 +1899,60 @@ TEST(Compare, ComputeFromAnotherRun) {
   const std::string bare = train_file("from-bare.h5", c, "real", run_truth, 0.0, 5);
   EXPECT_THROW(compare_runs({bare}, "shm-local", "", "", "", ref), UsageError);
 }
+
+TEST(Compare, ComputeFromANoOverlapRunSharesTheCpuWithCommunication) {
+  // A no-overlap reference timed backward alone. On a node with as many cores as ranks and
+  // one compute thread per rank, a bucket in flight inside backward takes one of every two
+  // threads' CPU: backward runs at half speed while it is (cpu_share(4) / cpu_share(2)).
+  const std::vector<std::string> names = {"a.weight", "b.weight"};
+  const std::vector<int64_t> numel = {200000, 200000};
+  auto model = [&](h5::Writer& w, bool overlap) {
+    w.group("/model");
+    w.write("/model/tensor_names", names);
+    w.write("/model/tensor_numel", numel);
+    w.write("/model/tensor_ndim", std::vector<int64_t>{1, 1});
+    w.write("/model/tensor_shape", numel);
+    w.write("/model/tensor_bucket", std::vector<int64_t>{1, 0});
+    w.attr("/", "compute_threads", 1.0);
+    w.attr("/", "overlap", static_cast<int64_t>(overlap));
+  };
+  PredictConfig c = two_local_ranks();
+  c.model = "mlp";
+  auto bucket = [](double ready) {
+    BucketTiming b;
+    b.grad_bytes = 800000;
+    b.ready_s = b.start_s = ready;
+    b.end_s = ready + 1e-4;
+    return b;
+  };
+  StepResult truth;
+  truth.forward_s = 0.010;
+  truth.backward_s = 0.020;
+  truth.optimizer_s = 0.001;
+  truth.step_time_s = 0.032;
+  truth.epoch_time_s = 1;
+  truth.buckets = {bucket(0.012), bucket(0.030)};  // bucket 0 ready 2 ms into backward
+  const std::string alone = train_file("share-alone.h5", c, "real", truth, 0.0, 5, [&](h5::Writer& w) { model(w, false); });
+  const std::string beside = train_file("share-beside.h5", c, "real", truth, 0.0, 5, [&](h5::Writer& w) { model(w, true); });
+  Fabric f = builtin_fabric("shm-local");
+  f.name = "two-cores";
+  f.intra.cores_per_node = 2;
+  f.intra.contention = 1;
+  f.intra.contention_alpha_s = 0;
+  const std::string fab = tmp_path("two-cores.toml");
+  save_fabric(f, fab);
+
+  const StepResult p = compare_runs({beside}, fab, "", "", "", alone).rows[0].predicted;
+  ASSERT_EQ(p.buckets.size(), 2u);
+  const BucketTiming& b0 = p.buckets[0];
+  EXPECT_NEAR(b0.ready_s, 0.012, 1e-9);  // before any communication: not delayed
+  const double bwd_end = truth.forward_s + p.backward_s;
+  ASSERT_LT(b0.end_s, bwd_end);  // this bucket's communication ends inside backward
+  EXPECT_NEAR(p.backward_s, truth.backward_s + 0.5 * (b0.end_s - b0.start_s), 1e-9);
+  EXPECT_NEAR(p.buckets[1].ready_s, truth.forward_s + p.backward_s, 1e-9);  // the last tensor, at its end
+  // A reference that overlapped already timed backward beside its communication; a fabric
+  // without cores_per_node gives no CPU share: backward as recorded.
+  EXPECT_NEAR(compare_runs({beside}, fab, "", "", "", beside).rows[0].predicted.backward_s, truth.backward_s, 1e-12);
+  EXPECT_NEAR(compare_runs({beside}, "shm-local", "", "", "", alone).rows[0].predicted.backward_s, truth.backward_s,
+              1e-12);
+}
