@@ -1328,6 +1328,40 @@ std::string train_file(const std::string& name, const PredictConfig& c, const st
   return path;
 }
 
+// /model as the recorders write it: tensors in forward order, their shapes and buckets.
+struct ModelTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t bucket;
+};
+void write_model(h5::Writer& w, const std::vector<ModelTensor>& ts) {
+  std::vector<std::string> names;
+  std::vector<int64_t> tn, nd, sh, bk;
+  for (const auto& t : ts) {
+    names.push_back(t.name);
+    int64_t n = 1;
+    for (auto d : t.shape) n *= d, sh.push_back(d);
+    tn.push_back(n);
+    nd.push_back(static_cast<int64_t>(t.shape.size()));
+    bk.push_back(t.bucket);
+  }
+  w.group("/model");
+  w.write("/model/tensor_names", names);
+  w.write("/model/tensor_numel", tn);
+  w.write("/model/tensor_ndim", nd);
+  w.write("/model/tensor_shape", sh);
+  w.write("/model/tensor_bucket", bk);
+}
+
+// A recorded bucket: ready (and started) at `ready`, done 0.1 ms later.
+BucketTiming recorded_bucket(int64_t bytes, double ready) {
+  BucketTiming b;
+  b.grad_bytes = bytes;
+  b.ready_s = b.start_s = ready;
+  b.end_s = ready + 1e-4;
+  return b;
+}
+
 }  // namespace
 
 TEST(Compare, PredictsEachRunWithItsOwnConfiguration) {
@@ -1755,22 +1789,9 @@ TEST(Compare, RealComputeUsesRecordedTensorShapes) {
     truth.buckets.push_back(bt);
   }
   const std::string with = train_file("model.h5", c, "real", truth, 0.0, 3, [&](h5::Writer& w) {
-    std::vector<std::string> names;
-    std::vector<int64_t> tn, nd, sh, bk;
-    for (const auto& t : ts) {
-      names.push_back(t.name);
-      int64_t n = 1;
-      for (auto d : t.shape) n *= d, sh.push_back(d);
-      tn.push_back(n);
-      nd.push_back(static_cast<int64_t>(t.shape.size()));
-      bk.push_back(t.bucket);
-    }
-    w.group("/model");
-    w.write("/model/tensor_names", names);
-    w.write("/model/tensor_numel", tn);
-    w.write("/model/tensor_ndim", nd);
-    w.write("/model/tensor_shape", sh);
-    w.write("/model/tensor_bucket", bk);
+    std::vector<ModelTensor> mt;
+    for (const auto& t : ts) mt.push_back({t.name, t.shape, t.bucket});
+    write_model(w, mt);
     // Per bucket codec time, step-major rows (30 steps x 2 buckets): (b + 1) x 0.1 ms x
     // (1 + step % 3), NaN in warmup step 3 (dropped with the warmup).
     std::vector<double> codec;
@@ -1822,32 +1843,17 @@ TEST(Compare, ComputeFromAnotherRun) {
                              {"fc.weight", 20000, 0, 0},    {"fc.bias", 10, 0, 0}};
   auto model = [&](bool ref, const std::string& rename = "") {
     return [&ts, ref, rename](h5::Writer& w) {
-      std::vector<std::string> names;
-      std::vector<int64_t> tn, nd, bk;
-      for (const auto& t : ts) {
-        names.push_back(!rename.empty() && t.name == "fc.bias" ? rename : t.name);
-        tn.push_back(t.numel);
-        nd.push_back(1);
-        bk.push_back(ref ? t.ref_bucket : t.run_bucket);
-      }
-      w.group("/model");
-      w.write("/model/tensor_names", names);
-      w.write("/model/tensor_numel", tn);
-      w.write("/model/tensor_ndim", nd);
-      w.write("/model/tensor_shape", tn);
-      w.write("/model/tensor_bucket", bk);
+      std::vector<ModelTensor> mt;
+      for (const auto& t : ts)
+        mt.push_back({!rename.empty() && t.name == "fc.bias" ? rename : t.name, {t.numel},
+                      ref ? t.ref_bucket : t.run_bucket});
+      write_model(w, mt);
     };
   };
   PredictConfig c = two_local_ranks();
   c.model = "mlp";
   c.samples_per_epoch = 10000;
-  auto bucket = [](int64_t bytes, double ready) {
-    BucketTiming b;
-    b.grad_bytes = bytes;
-    b.ready_s = b.start_s = ready;
-    b.end_s = ready + 1e-4;
-    return b;
-  };
+  const auto bucket = recorded_bucket;
   StepResult ref_truth;  // two buckets, ready at 40% and 100% of backward
   ref_truth.data_s = 0;
   ref_truth.forward_s = 0.010;
@@ -1904,27 +1910,14 @@ TEST(Compare, ComputeFromANoOverlapRunSharesTheCpuWithCommunication) {
   // A no-overlap reference timed backward alone. On a node with as many cores as ranks and
   // one compute thread per rank, a bucket in flight inside backward takes one of every two
   // threads' CPU: backward runs at half speed while it is (cpu_share(4) / cpu_share(2)).
-  const std::vector<std::string> names = {"a.weight", "b.weight"};
-  const std::vector<int64_t> numel = {200000, 200000};
   auto model = [&](h5::Writer& w, bool overlap) {
-    w.group("/model");
-    w.write("/model/tensor_names", names);
-    w.write("/model/tensor_numel", numel);
-    w.write("/model/tensor_ndim", std::vector<int64_t>{1, 1});
-    w.write("/model/tensor_shape", numel);
-    w.write("/model/tensor_bucket", std::vector<int64_t>{1, 0});
+    write_model(w, {{"a.weight", {200000}, 1}, {"b.weight", {200000}, 0}});
     w.attr("/", "compute_threads", 1.0);
     w.attr("/", "overlap", static_cast<int64_t>(overlap));
   };
   PredictConfig c = two_local_ranks();
   c.model = "mlp";
-  auto bucket = [](double ready) {
-    BucketTiming b;
-    b.grad_bytes = 800000;
-    b.ready_s = b.start_s = ready;
-    b.end_s = ready + 1e-4;
-    return b;
-  };
+  auto bucket = [](double ready) { return recorded_bucket(800000, ready); };
   StepResult truth;
   truth.forward_s = 0.010;
   truth.backward_s = 0.020;
