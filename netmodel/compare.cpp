@@ -288,9 +288,9 @@ CompareReport compare_runs(const std::vector<std::string>& files, const std::str
     c.kernels = kernels;
     row.compute_measured = !compute_from.empty() || row.run.compute == "real" || !in_zoo(c.model);
     row.run.config = c;
-    row.predicted = !compute_from.empty()   ? predict_measured_compute(row.run, fabric, predictor, &ref)
-                    : row.compute_measured ? predict_measured_compute(row.run, fabric, predictor)
-                                           : predictor.predict(c);
+    row.predicted = row.compute_measured
+                        ? predict_measured_compute(row.run, fabric, predictor, compute_from.empty() ? nullptr : &ref)
+                        : predictor.predict(c);
     row.step_error_pct = 100.0 * (row.predicted.step_time_s - row.run.step_time_s) / row.run.step_time_s;
     row.epoch_error_pct = std::isnan(row.run.epoch_time_s) || row.predicted.epoch_time_s <= 0
                               ? std::numeric_limits<double>::quiet_NaN()

@@ -181,20 +181,17 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
 
   // One step from `tok` (tokens at the step's start); leaves the tokens after its last collective.
   auto pass = [&](Tokens& tok) {
-    bwd_end = cslow > 1 ? wall(w.backward_s) : bwd_end_alone;
+    bwd_end = wall(w.backward_s);  // bwd_end_alone until a pass has recorded intervals
     StepResult r;
     r.forward_s = k * w.forward_s;
     r.backward_s = k * w.backward_s + (bwd_end - bwd_end_alone);
     r.optimizer_s = w.optimizer_s;
-    std::vector<std::pair<double, double>> iv;  // this pass's buckets in flight inside backward
+    std::vector<std::pair<double, double>> iv;  // buckets in flight inside backward (only with cslow)
+    auto ready_at = [&](int b) { return st.overlap ? wall(buckets[b].ready_s) : bwd_end; };
     // Event loop: buckets become ready (compute stream); the comm stream takes them in
     // bucket order, one at a time.
     std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
-    std::vector<double> ready_at(nb);
-    for (int b = 0; b < nb; ++b) {
-      ready_at[b] = !st.overlap ? bwd_end : cslow > 1 ? wall(buckets[b].ready_s) : bwd_start + buckets[b].ready_s;
-      events.push({ready_at[b], 0, b});
-    }
+    for (int b = 0; b < nb; ++b) events.push({ready_at(b), 0, b});
     if (keep) r.buckets.resize(nb);
     std::vector<char> ready(nb, 0);
     int next = 0;  // next bucket the comm stream will take
@@ -226,14 +223,14 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
         bt.grad_bytes = bk.grad_bytes;
         bt.wire_bytes = bk.plan.wire_bytes;
         bt.ntensors = static_cast<int>(bk.tensors.size());
-        bt.ready_s = ready_at[next];
+        bt.ready_s = ready_at(next);
         bt.start_s = start;
         bt.end_s = end;
         bt.comm_s = comm;
         bt.codec_s = codec;
         bt.contention_s = extra;
       }
-      if (start < bwd_end) iv.emplace_back(start, std::min(end, bwd_end));
+      if (cslow > 1 && start < bwd_end) iv.emplace_back(start, std::min(end, bwd_end));
       last_end = end;
       busy = true;
       ++next;

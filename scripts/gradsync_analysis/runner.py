@@ -527,12 +527,13 @@ class Runner:
     def _preflight(self):
         """What every point needs, checked before the output folder is made: a missing
         program or venv is one error line, not one failed point per point."""
-        for prog in {p.program for p in self.points} if self.study.runtime != "torch" else ():
-            tools.need(tools.program(spec.PROGRAMS[prog], self.bindir), spec.PROGRAMS[prog])
-        if self.launcher == "local" and self.study.runtime != "torch" and not shutil.which("mpirun"):
-            raise tools.ToolError("mpirun not found (Debian package openmpi-bin)")
         if self.study.runtime == "torch":
             tools.need_torch_venv()
+            return
+        for prog in {p.program for p in self.points}:
+            tools.need(tools.program(spec.PROGRAMS[prog], self.bindir), spec.PROGRAMS[prog])
+        if self.launcher == "local" and not shutil.which("mpirun"):
+            raise tools.ToolError("mpirun not found (Debian package openmpi-bin)")
 
     def run(self) -> int:
         if self.dry_run:
