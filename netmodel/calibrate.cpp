@@ -1317,6 +1317,7 @@ KernelRates calibrate_kernels(const std::string& path, const std::string& name) 
   GS_USAGE_CHECK(bench, path, ": no 'benchmarks' array (not Google Benchmark JSON output)");
   struct Sample {
     double mib = 0, bps = 0, time_s = 0, matrix = 0;
+    double matrices = 1, buckets = 1, rank = 4;  // gradsync_torch.codecs: k matrices in b buckets, rank R
   };
   std::map<std::string, std::vector<Sample>> by_kernel;
   std::map<std::string, bool> from_median;
@@ -1339,6 +1340,9 @@ KernelRates calibrate_kernels(const std::string& path, const std::string& name) 
     s.mib = b.get<double>("MiB", 0);
     s.bps = b.get<double>("bytes_per_second", 0);
     s.matrix = b.get<double>("matrix", 0);
+    s.matrices = b.get<double>("matrices", 1);
+    s.buckets = b.get<double>("buckets", 1);
+    s.rank = b.get<double>("rank", 4);
     const std::string unit = b.get<std::string>("time_unit", "ns");
     const double scale = unit == "s" ? 1 : unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : 1e-9;
     s.time_s = b.get<double>("real_time", 0) * scale;
@@ -1405,28 +1409,68 @@ KernelRates calibrate_kernels(const std::string& path, const std::string& name) 
   }
   for (const bool enc : {true, false}) {
     const std::string kn = enc ? "powersgd_encode" : "powersgd_decode";
-    std::vector<std::array<double, 3>> rows;  // flops, bytes, time
+    struct Row {
+      double flops = 0, bytes = 0, matrices = 1, buckets = 1, time = 0;
+      std::string label = "square";
+    };
+    std::vector<Row> rows;
+    bool per_tensor = false;  // cases with several matrices per bucket: fixed costs are fitted too
     auto it = by_kernel.find(kn);
     if (it != by_kernel.end())
       for (const auto& s : it->second) {
-        if (!(s.matrix > 0 && s.time_s > 0)) continue;
-        const double side = s.matrix, numel = side * side;
-        rows.push_back(enc ? std::array<double, 3>{4 * numel * r + 2 * side * r * r, 16 * numel, s.time_s}
-                           : std::array<double, 3>{2 * numel * r, 12 * numel, s.time_s});
+        if (!(s.matrix > 0 && s.time_s > 0 && s.matrices >= 1 && s.buckets >= 1)) continue;
+        const double side = s.matrix, numel = side * side, rr = std::min(side, s.rank > 0 ? s.rank : r);
+        const double kk = s.matrices;
+        rows.push_back(enc ? Row{kk * (4 * numel * rr + 2 * side * rr * rr), kk * 16 * numel, kk, s.buckets, s.time_s}
+                           : Row{kk * 2 * numel * rr, kk * 12 * numel, kk, s.buckets, s.time_s});
+        per_tensor = per_tensor || kk > 1;
+        rows.back().label = fmt(kk) + "x" + fmt(side);
       }
     if (rows.empty()) continue;
     const std::size_t nsquare = rows.size();
     auto itr = by_kernel.find(enc ? "powersgd_resnet50_encode" : "powersgd_resnet50_decode");
     if (itr != by_kernel.end() && !itr->second.empty() && itr->second[0].time_s > 0)
-      rows.push_back(enc ? std::array<double, 3>{r50.flops_e, r50.bytes_e, itr->second[0].time_s}
-                         : std::array<double, 3>{r50.flops_d, r50.bytes_d, itr->second[0].time_s});
-    double F = 0, B = 0;
-    if (rows.size() > nsquare) {
+      rows.push_back(enc ? Row{r50.flops_e, r50.bytes_e, 0, 1, itr->second[0].time_s, "resnet50"}
+                         : Row{r50.flops_d, r50.bytes_d, 0, 1, itr->second[0].time_s, "resnet50"});
+    double F = 0, B = 0, per_matrix = 0, per_bucket = 0;
+    if (per_tensor) {
+      // time = FLOPs / F + bytes / B + matrices x c + buckets x d, least squares with each
+      // case's variance taken as its time (sum of (pred - t)^2 / t): relative error alone lets
+      // the many small cases outweigh the large matrices a training step's time is made of,
+      // absolute error the reverse. Of the subsets of the four terms whose coefficients all
+      // come out positive, the one with the smallest residual (fixed costs are not negative).
+      double best = std::numeric_limits<double>::infinity();
+      for (unsigned mask = 1; mask < 16; ++mask) {
+        std::vector<int> cols;
+        for (int c = 0; c < 4; ++c)
+          if (mask & (1u << c)) cols.push_back(c);
+        if (cols.size() > rows.size()) continue;
+        Eigen::MatrixXd A(static_cast<int>(rows.size()), static_cast<int>(cols.size()));
+        Eigen::VectorXd y = Eigen::VectorXd::Ones(static_cast<int>(rows.size()));
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+          const double v[4] = {rows[i].flops, rows[i].bytes, rows[i].matrices, rows[i].buckets};
+          const double sd = std::sqrt(rows[i].time);
+          for (std::size_t c = 0; c < cols.size(); ++c) A(static_cast<int>(i), static_cast<int>(c)) = v[cols[c]] / sd;
+          y[static_cast<int>(i)] = sd;
+        }
+        const Eigen::VectorXd x = A.colPivHouseholderQr().solve(y);
+        if ((x.array() <= 0).any() || !x.allFinite() || (mask & 1u) == 0) continue;  // FLOPs always priced
+        const double res = (A * x - y).squaredNorm();
+        if (res >= best) continue;
+        best = res;
+        double coef[4] = {0, 0, 0, 0};
+        for (std::size_t c = 0; c < cols.size(); ++c) coef[cols[c]] = x[static_cast<int>(c)];
+        F = 1 / coef[0];
+        B = coef[1] > 0 ? 1 / coef[1] : 0;
+        per_matrix = coef[2];
+        per_bucket = coef[3];
+      }
+    } else if (rows.size() > nsquare) {
       Eigen::MatrixXd A(static_cast<int>(rows.size()), 2);
       Eigen::VectorXd y = Eigen::VectorXd::Ones(static_cast<int>(rows.size()));
       for (std::size_t i = 0; i < rows.size(); ++i) {
-        A(static_cast<int>(i), 0) = rows[i][0] / rows[i][2];
-        A(static_cast<int>(i), 1) = rows[i][1] / rows[i][2];
+        A(static_cast<int>(i), 0) = rows[i].flops / rows[i].time;
+        A(static_cast<int>(i), 1) = rows[i].bytes / rows[i].time;
       }
       const Eigen::VectorXd x = A.colPivHouseholderQr().solve(y);
       if (x[0] > 0 && x[1] > 0) {
@@ -1439,20 +1483,26 @@ KernelRates calibrate_kernels(const std::string& path, const std::string& name) 
       // training runs, so its effective rate is taken when the bench has it; otherwise the
       // median of the square cases.
       std::vector<double> fr;
-      for (std::size_t i = 0; i < nsquare; ++i) fr.push_back(rows[i][0] / rows[i][2]);
-      F = rows.size() > nsquare ? rows.back()[0] / rows.back()[2] : median(fr);
+      for (std::size_t i = 0; i < nsquare; ++i) fr.push_back(rows[i].flops / rows[i].time);
+      F = rows.size() > nsquare ? rows.back().flops / rows.back().time : median(fr);
       B = 0;
     }
     (enc ? k.powersgd_encode_flops : k.powersgd_decode_flops) = F;
     (enc ? k.powersgd_encode_Bps : k.powersgd_decode_Bps) = B;
+    (enc ? k.powersgd_encode_s_per_matrix : k.powersgd_decode_s_per_matrix) = per_matrix;
+    (enc ? k.powersgd_encode_s_per_bucket : k.powersgd_decode_s_per_bucket) = per_bucket;
     std::ostringstream os;
-    os << kn << ": " << nsquare << " square cases" << (rows.size() > nsquare ? " + the ResNet-50 bucket" : "")
-       << ", " << F / 1e9 << " GFLOP/s" << (B > 0 ? " + memory passes at " + fmt(B / 1e9) + " GB/s" : " (FLOPs only)")
-       << "; relative residuals:";
+    os << kn << ": " << nsquare << (per_tensor ? " cases of k square matrices" : " square cases")
+       << (rows.size() > nsquare ? " + the ResNet-50 bucket" : "") << ", " << F / 1e9 << " GFLOP/s"
+       << (B > 0 ? " + memory passes at " + fmt(B / 1e9) + " GB/s" : " (FLOPs only)");
+    if (per_matrix > 0) os << " + " << fmt(per_matrix * 1e6) << " us per matrix";
+    if (per_bucket > 0) os << " + " << fmt(per_bucket * 1e6) << " us per bucket";
+    os << "; relative residuals:";
     for (std::size_t i = 0; i < rows.size(); ++i) {
-      const double pred = rows[i][0] / F + (B > 0 ? rows[i][1] / B : 0);
-      os << " " << (i < nsquare ? "square" : "resnet50") << " " << std::showpos
-         << std::round(1000 * (pred - rows[i][2]) / rows[i][2]) / 10 << std::noshowpos << "%";
+      const double pred = rows[i].flops / F + (B > 0 ? rows[i].bytes / B : 0) + rows[i].matrices * per_matrix +
+                          rows[i].buckets * per_bucket;
+      os << " " << (per_tensor || i >= nsquare ? rows[i].label : "square") << " " << std::showpos
+         << std::round(1000 * (pred - rows[i].time) / rows[i].time) / 10 << std::noshowpos << "%";
     }
     k.notes.push_back(os.str());
   }

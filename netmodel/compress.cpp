@@ -83,13 +83,14 @@ BucketPlan Compressor::plan(const std::vector<GradShape>& tensors, int wire_elem
     }
     case plan::CompressKind::PowerSgd: {
       // FLOPs of the compressed matrices (same decision as the wire plan: plan::powersgd_rank).
-      double flops_p = 0, flops_q = 0, flops_dec = 0, ef_bytes = 0;
+      double flops_p = 0, flops_q = 0, flops_dec = 0, ef_bytes = 0, matrices = 0;
       for (const auto& t : tensors) {
         const double rows = static_cast<double>(t.rows);
         const int64_t cols_i = t.rows > 0 ? t.numel / t.rows : 0;
         const int ri = t.ndim >= 2 && t.numel > 0 ? plan::powersgd_rank(t.rows, cols_i, spec_.rank, spec_.min_rate) : 0;
         if (ri == 0) continue;
         const double cols = static_cast<double>(cols_i), r = ri;
+        matrices += 1;
         flops_p += 2 * rows * cols * r;
         flops_q += 2 * rows * cols * r + 2 * rows * r * r;  // Q = M^T P + Gram-Schmidt of P
         flops_dec += 2 * rows * cols * r;
@@ -109,13 +110,21 @@ BucketPlan Compressor::plan(const std::vector<GradShape>& tensors, int wire_elem
       const double enc_q = measured ? flops_q / k->powersgd_encode_flops : flops_q / rt.flops;
       const double dec =
           measured ? flops_dec / k->powersgd_decode_flops + dec_mem : flops_dec / rt.flops + ef_bytes / 2 / mem;
+      // A per-tensor codec's fixed costs (KernelRates; 0 for fused kernels): the hook's
+      // encode before its first collective, the rest with the decode.
+      const double enc_fixed =
+          measured ? k->powersgd_encode_s_per_bucket + matrices * k->powersgd_encode_s_per_matrix : 0.0;
+      const double dec_fixed =
+          measured ? k->powersgd_decode_s_per_bucket + matrices * k->powersgd_decode_s_per_matrix : 0.0;
       // Phases in wire order: [plain], P, Q (P and Q exist together or not at all).
       if (wire.p_elems > 0) {
         const std::size_t ip = wire.plain_elems > 0 ? 1 : 0;
-        bp.phases[ip].compute_s = enc_p;
+        bp.phases[ip].compute_s = enc_p + enc_fixed;
         bp.phases[ip + 1].compute_s = enc_q;
+      } else if (!bp.phases.empty()) {
+        bp.phases[0].compute_s = enc_fixed;
       }
-      bp.tail_s = dec;
+      bp.tail_s = dec + dec_fixed;
       return bp;
     }
     case plan::CompressKind::Qsgd: {
@@ -213,8 +222,13 @@ KernelRates load_kernel_rates(const std::string& path) {
         else if (sub.str() == "decode_flops") k.powersgd_decode_flops = *d;
         else if (sub.str() == "encode_Bps") k.powersgd_encode_Bps = *d;
         else if (sub.str() == "decode_Bps") k.powersgd_decode_Bps = *d;
+        else if (sub.str() == "encode_s_per_matrix") k.powersgd_encode_s_per_matrix = *d;
+        else if (sub.str() == "decode_s_per_matrix") k.powersgd_decode_s_per_matrix = *d;
+        else if (sub.str() == "encode_s_per_bucket") k.powersgd_encode_s_per_bucket = *d;
+        else if (sub.str() == "decode_s_per_bucket") k.powersgd_decode_s_per_bucket = *d;
         else throw UsageError("kernels " + path + ":" + line(v) + ": unknown key '" + full +
-                              "' (known: powersgd.encode_flops, decode_flops, encode_Bps, decode_Bps)");
+                              "' (known: powersgd.encode_flops, decode_flops, encode_Bps, decode_Bps, "
+                              "encode_s_per_matrix, decode_s_per_matrix, encode_s_per_bucket, decode_s_per_bucket)");
       }
     } else {
       throw UsageError("kernels " + path + ":" + line(node) + ": unknown key '" + ks +
@@ -248,6 +262,10 @@ void save_kernel_rates(const KernelRates& k, const std::string& path) {
     if (k.powersgd_decode_flops > 0) os << "decode_flops = " << k.powersgd_decode_flops << "\n";
     if (k.powersgd_encode_Bps > 0) os << "encode_Bps = " << k.powersgd_encode_Bps << "\n";
     if (k.powersgd_decode_Bps > 0) os << "decode_Bps = " << k.powersgd_decode_Bps << "\n";
+    if (k.powersgd_encode_s_per_matrix > 0) os << "encode_s_per_matrix = " << k.powersgd_encode_s_per_matrix << "\n";
+    if (k.powersgd_decode_s_per_matrix > 0) os << "decode_s_per_matrix = " << k.powersgd_decode_s_per_matrix << "\n";
+    if (k.powersgd_encode_s_per_bucket > 0) os << "encode_s_per_bucket = " << k.powersgd_encode_s_per_bucket << "\n";
+    if (k.powersgd_decode_s_per_bucket > 0) os << "decode_s_per_bucket = " << k.powersgd_decode_s_per_bucket << "\n";
   }
   const std::string tmp = path + ".tmp";
   {

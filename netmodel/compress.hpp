@@ -96,6 +96,11 @@ struct KernelRates {
   // only. Encode touches 12 n + 4 c bytes, decode 12 n + 4 (n - c) (n bucket elements, c of
   // them in compressed matrices; compress/powersgd.cpp's fused schedule).
   double powersgd_encode_Bps = 0, powersgd_decode_Bps = 0;
+  // Fixed costs, seconds per compressed matrix and per bucket, of a codec that makes calls
+  // per tensor (PyTorch's powerSGD_hook: a QR and three products per matrix from Python,
+  // fitted from gradsync_torch.codecs); 0 for gradsync's fused kernels.
+  double powersgd_encode_s_per_matrix = 0, powersgd_decode_s_per_matrix = 0;
+  double powersgd_encode_s_per_bucket = 0, powersgd_decode_s_per_bucket = 0;
   // The bench's rate per size (fp32 input bytes -> bytes/s, ascending), where it measured
   // more than one: a kernel runs from cache below the caches' size and from memory past it.
   std::map<std::string, std::vector<std::pair<double, double>>> by_size;
@@ -111,6 +116,7 @@ struct KernelRates {
 //   name = "..."  source = "..."
 //   [Bps]  qsgd_encode = 2.1e9  ...          (fp32 input bytes / s)
 //   [powersgd]  encode_flops = 3e10  decode_flops = 2e10  [encode_Bps = 8e9  decode_Bps = 8e9]
+//               [encode_s_per_matrix = 4e-5  decode_s_per_matrix = ...  encode_s_per_bucket = ...]
 //   [Bps_by_size]  qsgd_encode = [[1048576, 9.4e9], [16777216, 7.6e9], [67108864, 3.5e9]]  (optional)
 // UsageError naming the file and key on malformed input.
 KernelRates load_kernel_rates(const std::string& path);

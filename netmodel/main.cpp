@@ -553,7 +553,12 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       Json notes = Json::array();
       for (const auto& n : k.notes) notes.push(n);
       j.set("output", out).set("Bps", b).set("powersgd_encode_flops", k.powersgd_encode_flops);
-      j.set("powersgd_decode_flops", k.powersgd_decode_flops).set("notes", notes);
+      j.set("powersgd_decode_flops", k.powersgd_decode_flops);
+      j.set("powersgd_encode_s_per_matrix", k.powersgd_encode_s_per_matrix)
+          .set("powersgd_decode_s_per_matrix", k.powersgd_decode_s_per_matrix);
+      j.set("powersgd_encode_s_per_bucket", k.powersgd_encode_s_per_bucket)
+          .set("powersgd_decode_s_per_bucket", k.powersgd_decode_s_per_bucket);
+      j.set("notes", notes);
       std::cout << j.dump() << "\n";
     } else {
       for (const auto& n : k.notes) std::printf("  %s\n", n.c_str());

@@ -11,7 +11,9 @@ DIR/model/ (TOML fabrics, --json outputs as .json, --out tables as .h5, model.lo
                           e.g. the testbed's tbf burst; "testbed": the study's testbed's own burst,
                           as scripts/testbed.sh sets it; ignored by calibrate when no point crossed nodes),
                           kernels (true: run gradsync-kernels-bench here, on the runner's host, and
-                          calibrate --kernels: model/<name>.toml holds the codec rates; min_time, s)
+                          calibrate --kernels: model/<name>.toml holds the codec rates; min_time, s;
+                          a torch study times PyTorch's own hooks instead: gradsync_torch.codecs
+                          under scripts/torchrun with the study's ranks)
   [model.compare]         fabric, compute_profile, intra, kernels (names of [[model.calibrate]] entries,
                           built-ins or files), grids (default: every train grid), also (more
                           fabrics to compare the same runs with: model/compare-<name>.{h5,json}),
@@ -124,17 +126,28 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
             print(msg, file=stream)
 
     def kernel_rates(c, name):
-        """gradsync-kernels-bench (Google Benchmark JSON) -> calibrate --kernels -> model/<name>.toml."""
+        """The codecs' bench (Google Benchmark JSON) -> calibrate --kernels -> model/<name>.toml:
+        gradsync-kernels-bench, or for a torch study PyTorch's own hooks (gradsync_torch.codecs
+        under scripts/torchrun with the study's ranks, on this host)."""
         bench_json = os.path.join(mdir, f"{name}.bench.json")
         out = os.path.join(mdir, f"{name}.toml")
         try:
-            exe = tools.need(tools.program("gradsync-kernels-bench", bindir), "gradsync-kernels-bench")
-            argv = [exe, "--benchmark_format=json", f"--benchmark_min_time={float(c.get('min_time', 0.2))}"]
-            with open(bench_json, "w") as fh:
-                p = subprocess.run(argv, stdout=fh, stderr=subprocess.PIPE, text=True)
-            log(f"model: $ {tools.quote(argv)} > {bench_json} -> exit {p.returncode}")
+            if study.runtime == "torch":
+                tools.need_torch_venv()
+                prog = "gradsync_torch.codecs"
+                argv = [os.path.join(tools.REPO, "scripts", "torchrun"), "--nproc-per-node", str(study.ranks), "-m",
+                        prog, "--out", bench_json] + (["--quick"] if study.scale == "quick" else [])
+                p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                with open(os.path.join(mdir, f"{name}.bench.log"), "w") as fh:
+                    fh.write(p.stdout + p.stderr)
+            else:
+                prog = tools.need(tools.program("gradsync-kernels-bench", bindir), "gradsync-kernels-bench")
+                argv = [prog, "--benchmark_format=json", f"--benchmark_min_time={float(c.get('min_time', 0.2))}"]
+                with open(bench_json, "w") as fh:
+                    p = subprocess.run(argv, stdout=fh, stderr=subprocess.PIPE, text=True)
+            log(f"model: $ {tools.quote(argv)} -> {bench_json}, exit {p.returncode}")
             if p.returncode != 0:
-                raise tools.ToolError(f"gradsync-kernels-bench failed (exit {p.returncode}): {p.stderr.strip()[-300:]}")
+                raise tools.ToolError(f"{os.path.basename(prog)} failed (exit {p.returncode}): {p.stderr.strip()[-300:]}")
             stdout, _ = tools.run_model(bindir, ["calibrate", "--kernels", bench_json, "-o", out, "--name", name,
                                                  "--json"], mlog, want_json=True)
             with open(os.path.join(mdir, f"{name}.calibrate.json"), "w") as fh:

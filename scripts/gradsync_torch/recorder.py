@@ -31,8 +31,9 @@ Approach (nothing in the user's loop changes; everything comes from hooks):
     -> the optimizer's pre-hook (the return from backward() to the caller: the step's time
     that is neither compute nor communication); optimizer_s = the optimizer's pre-hook ->
     post-hook; step_time_s = step start -> optimizer post-hook.
-  * encode_s = a compressing hook's call (its synchronous part: a cast, PowerSGD's error
-    feedback and P = M Q); decode_s (serial buckets only: PowerSGD on gloo) = the buckets'
+  * encode_s = a compressing hook's call up to its first collective (its synchronous part: a
+    cast, PowerSGD's error feedback and P = M Q; the callbacks that run inside the call when
+    that collective completed first are not counted); decode_s (serial buckets only: PowerSGD on gloo) = the buckets'
     time less their collectives (torch.distributed.all_reduce is wrapped while recording,
     launch -> future completion) less encode_s: the work in the hook's callbacks.
   * per bucket, codec_s (/buckets/codec_s) = the bucket's time (hook call -> its future's
@@ -297,7 +298,10 @@ class Recorder:
         if self.serial or not self.overlap:  # one bucket at a time: its callbacks' collectives are its own
             self._in_flight = row
         if self.compress != "none":
-            self.cur["encode"] += now() - t0
+            # Up to the call's first collective: a hook's callbacks run inside the call when
+            # that collective has already completed (PowerSGD's P and Q steps, waits
+            # included), and they are not its synchronous part.
+            self.cur["encode"] += (row[5][0][0] if row[5] else now()) - t0
         return fut
 
     def _launch_inner(self, bucket):
@@ -429,6 +433,16 @@ class Recorder:
             return math.nan
         busy = sum(b[4] - b[3] for b in bs)
         return max(0.0, busy - sum(e - t for t, e in spans) - s["encode"])
+
+    def stop(self):
+        """Ends recording on this rank without writing: torch.distributed.all_reduce is
+        restored, and this rank's table is returned (per step a dict of the /steps and /ranks
+        columns, and "buckets": rows [index, bytes, ready, start, end, codec_s, collective
+        spans, hook call], times from the step's start). gradsync_torch.codecs reads it."""
+        if self._orig_all_reduce is not None:
+            dist.all_reduce = self._orig_all_reduce
+        self.closed = True
+        return self._local_table()
 
     def close(self):
         """Gathers the ranks' tables; rank 0 writes `out` (and `trace`). Call on every rank."""

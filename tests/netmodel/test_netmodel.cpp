@@ -1152,6 +1152,55 @@ TEST(Kernels, CalibrateFromBenchmarkJson) {
   EXPECT_THROW(load_kernel_rates(bad), UsageError);
 }
 
+TEST(Kernels, PerTensorCodecFixedCostsAreFittedAndPriced) {
+  // gradsync_torch.codecs output: PyTorch's PowerSGD hook on k square matrices of a side in
+  // one bucket, times made exactly FLOPs / F + matrices x c + d (encode: F 8 GFLOP/s, c 40 us,
+  // d 150 us; decode: 2 GFLOP/s, 25 us, 400 us; rank 4).
+  const std::string path = tmp_path("torch-codecs.json");
+  const double r = 4;
+  {
+    std::ofstream f(path);
+    f.precision(12);
+    f << R"({"context": {"executable": "gradsync_torch.codecs"}, "benchmarks": [)";
+    bool first = true;
+    for (const auto& [side, k] : std::vector<std::pair<double, double>>{
+             {64, 1}, {128, 1}, {256, 1}, {512, 1}, {1024, 1}, {64, 16}, {128, 8}, {32, 64}, {256, 4}}) {
+      const double n = side * side;
+      const double fe = k * (4 * n * r + 2 * side * r * r), fd = k * 2 * n * r;
+      for (const auto& [part, t] : {std::pair<std::string, double>{"encode", fe / 8e9 + k * 40e-6 + 150e-6},
+                                    {"decode", fd / 2e9 + k * 25e-6 + 400e-6}}) {
+        f << (first ? "" : ",") << R"({"name": "powersgd_)" << part << "/" << side << "/" << k << R"(", "run_type": "iteration", "real_time": )"
+          << t * 1e9 << R"(, "time_unit": "ns", "matrix": )" << side << R"(, "matrices": )" << k
+          << R"(, "buckets": 1, "rank": 4})";
+        first = false;
+      }
+    }
+    f << "]}";
+  }
+  const KernelRates k = calibrate_kernels(path, "torch-hooks");
+  EXPECT_NEAR(k.powersgd_encode_flops / 8e9, 1.0, 1e-3);
+  EXPECT_NEAR(k.powersgd_encode_s_per_matrix / 40e-6, 1.0, 1e-3);
+  EXPECT_NEAR(k.powersgd_encode_s_per_bucket / 150e-6, 1.0, 1e-3);
+  EXPECT_NEAR(k.powersgd_decode_flops / 2e9, 1.0, 1e-3);
+  EXPECT_NEAR(k.powersgd_decode_s_per_matrix / 25e-6, 1.0, 1e-3);
+  EXPECT_NEAR(k.powersgd_decode_s_per_bucket / 400e-6, 1.0, 1e-3);
+  EXPECT_EQ(k.powersgd_encode_Bps, 0.0);  // no memory term in these times: not fitted
+  const std::string toml = tmp_path("torch-hooks.toml");
+  save_kernel_rates(k, toml);
+  const KernelRates back = load_kernel_rates(toml);
+  EXPECT_NEAR(back.powersgd_decode_s_per_matrix / 25e-6, 1.0, 1e-4);
+  EXPECT_NEAR(back.powersgd_encode_s_per_bucket / 150e-6, 1.0, 1e-4);
+  // A bucket of three compressed 1024 x 1024 matrices and a bias: the fixed costs count the
+  // three matrices once each and the bucket once.
+  DeviceRates rt{1e12, 1e11, &back};
+  const BucketPlan ps =
+      Compressor("powersgd:rank=4").plan({{1 << 20, 1024, 2}, {1 << 20, 1024, 2}, {1 << 20, 1024, 2}, {1024, 1024, 1}}, 4, 2, rt);
+  ASSERT_EQ(ps.phases.size(), 3u);  // plain batch, P, Q
+  const double mn = 1024.0 * 1024.0;
+  EXPECT_NEAR(ps.phases[1].compute_s, 3 * 2 * mn * r / 8e9 + 3 * 40e-6 + 150e-6, 1e-7);
+  EXPECT_NEAR(ps.tail_s, 3 * 2 * mn * r / 2e9 + 3 * 25e-6 + 400e-6, 1e-7);
+}
+
 TEST(Kernels, RateFollowsTheStepsWorkingSet) {
   // A kernel that runs from cache at 1 MiB and from memory at 64 MiB: the model takes the
   // rate at the step's working set, not the median of the sizes.

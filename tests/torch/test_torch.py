@@ -22,6 +22,11 @@
               non-zoo model); compare --json and --trace on the fitted fabric; compare
               --compute-from: a run from its own file is its replay, a one-bucket run from
               the no-overlap run's compute keeps its one bucket
+  codecs      gradsync_torch.codecs times PyTorch's fp16/bf16/PowerSGD hooks (every case, its
+              counters, bytes_per_second); calibrate --kernels fits the file (PowerSGD with
+              per-matrix costs, the casts' rates); a torch study with kernels = true runs
+              it (--quick) and its compare --compute-from prices a PowerSGD run at those
+              rates; --hook none is one line, no file
   killed      a rank killed (SIGKILL) mid-run leaves no result file; an exception inside the
               atomic writer leaves neither the file nor its temp file; a writer killed
               mid-write leaves no file under the final name; a bad option under torchrun
@@ -230,6 +235,7 @@ def case_membership(tmp):
             overlap_attr = int(f.attrs["overlap"])
             dec, serial = f["steps/decode_s"][:], int(f.attrs["serial_buckets"])
             codec = f["buckets/codec_s"][:]
+            enc0, bstep = f["ranks/encode_s"][:, 0], f["buckets/step"][:]
         # PowerSGD on gloo (serial buckets): the hook's collectives are timed, and the work in
         # its callbacks is decode_s; elsewhere the buckets overlap and decode_s is absent.
         if hook == "powersgd":
@@ -241,6 +247,14 @@ def case_membership(tmp):
         # fp16 hook without overlap and PowerSGD's serial buckets.
         check(np.all(codec == 0) if hook == "none" else (np.all(np.isfinite(codec)) and np.all(codec > 0)),
               f"{hook}: /buckets/codec_s {codec}")
+        # encode_s is part of the codec: the hook call up to its first collective, not the
+        # callbacks (and their collectives' waits) that run inside the call when that
+        # collective completed first.
+        if hook != "none":
+            per_step = np.array([codec[bstep == i].sum() for i in range(len(enc0))])
+            over = np.flatnonzero(enc0 > per_step + 1e-6)
+            check(over.size == 0, f"{hook}: rank 0's encode_s exceeds its buckets' codec_s at steps {over}: "
+                  f"{enc0[over]} > {per_step[over]}")
         recorded = [sorted(i for i, b in enumerate(tb) if b == k) for k in range(max(tb) + 1)]
         check(len(ddp["reducer"]) >= 2, f"{hook}: the case has several buckets ({ddp['reducer']})")
         check(recorded == [sorted(b) for b in ddp["reducer"]], f"{hook}: recorded {recorded} != reducer {ddp['reducer']}")
@@ -328,6 +342,76 @@ def case_calibrate(tmp):
           f"{ref_buckets} in the reference")
 
 
+def case_codecs(tmp):
+    """gradsync_torch.codecs: PyTorch's hooks timed through the recorder, as Google Benchmark
+    JSON that calibrate --kernels fits (per-matrix and per-bucket costs included) and that
+    compare --kernels prices a PowerSGD run with."""
+    kb = os.path.join(tmp, "codecs.json")
+    p = run([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.codecs", "--quick", "--steps", "4",
+             "--warmup", "1", "--out", kb], tmp)
+    if not check(p.returncode == 0 and os.path.exists(kb), "codecs: no JSON"):
+        return
+    with open(kb) as f:
+        doc = json.load(f)
+    rows = {b["name"]: b for b in doc["benchmarks"]}
+    want = {f"{c}_{part}/{m}" for c in ("fp16", "bf16") for part in ("encode", "decode") for m in ("0.25", "1")}
+    want |= {f"powersgd_{part}/{s}" for part in ("encode", "decode") for s in ("64/1", "128/1", "256/1", "32/16")}
+    check(set(rows) == want, f"codecs cases: {sorted(set(rows) ^ want)} differ")
+    check(doc["context"]["ranks"] == 2 and doc["context"]["backend"] == "gloo", f"context {doc['context']}")
+    for name, b in rows.items():
+        t = b["real_time"] * 1e-9
+        check(math.isfinite(t) and t > 0 and b["time_unit"] == "ns" and b["buckets"] == 1,
+              f"{name}: time {t} s, {b['buckets']} bucket(s)")
+        if name.startswith("powersgd"):
+            side, k = (int(x) for x in name.split("/")[1:])
+            check(b["matrix"] == side and b["matrices"] == k and b["hook"] == "powersgd:rank=4", f"{name}: counters {b}")
+        else:
+            check(abs(b["bytes_per_second"] * t - b["MiB"] * (1 << 20)) < 1e-3 * b["MiB"] * (1 << 20),
+                  f"{name}: bytes_per_second x time = the fp32 input bytes")
+    th = os.path.join(tmp, "torch-hooks.toml")
+    p = run([model_bin(), "calibrate", "--kernels", kb, "--name", "torch-hooks", "-o", th, "--json"], tmp)
+    if p.returncode == 0:
+        j = json.loads(p.stdout)
+        check(j["powersgd_encode_flops"] > 0 and j["powersgd_decode_flops"] > 0, f"PowerSGD fitted: {j}")
+        check({"fp16_encode", "fp16_decode", "bf16_encode", "bf16_decode"} <= set(j["Bps"]), f"casts fitted: {j['Bps']}")
+        check(any("cases of k square matrices" in n for n in j["notes"]), f"notes: {j['notes']}")
+    # A torch study with `kernels = true` times the hooks itself (--quick: the quick cases) and
+    # prices a PowerSGD run predicted from a hook-less run's compute at those rates.
+    study = os.path.join(tmp, "mini.toml")
+    with open(study, "w") as f:
+        f.write('name = "torch-mini"\nruntime = "torch"\nlauncher = "local"\nranks = 2\ntimeout_s = 120\n'
+                '[[grid]]\nname = "train"\nprogram = "train"\n'
+                'fixed = { steps = 5, warmup = 2, batch = 16, bucket-mb = 25 }\n'
+                'sweep = { hook = ["none", "powersgd:rank=4"] }\n'
+                '[[model.calibrate]]\nname = "hooks"\nkernels = true\n'
+                '[model.compare]\nfabric = "shm-local"\nkernels = "hooks"\n'
+                'compute_from = { grid = "train", where = { hook = "none" } }\n[scale.quick]\n')
+    sdir = os.path.join(tmp, "study")
+    run([os.path.join(REPO, "scripts", "study"), "run", study, "--out", sdir, "--quick",
+         "--bin", os.path.dirname(model_bin())], tmp)
+    cf = os.path.join(sdir, "model", "compare-compute-from.json")
+    if check(os.path.exists(cf), "mini study: no compare-compute-from.json"):
+        with open(os.path.join(sdir, "model", "hooks.bench.json")) as f:
+            names = [b["name"] for b in json.load(f)["benchmarks"]]
+        check(sum(n.startswith("powersgd_encode/") for n in names) == 4, f"mini study: the quick cases ({names})")
+        with open(os.path.join(sdir, "model", "model.log")) as f:
+            cmd = [ln for ln in f if "--compute-from" in ln]
+        check(len(cmd) == 1 and "--kernels " + os.path.join(sdir, "model", "hooks.toml") in cmd[0],
+              f"mini study: compare --compute-from with the hooks' rates ({cmd})")
+        with open(cf) as f:
+            runs = json.load(f)["runs"]
+        ps = [r for r in runs if r["compress"].startswith("powersgd")]
+        check(len(ps) == 1 and ps[0]["predicted_codec_s"] > 0 and math.isfinite(ps[0]["step_error_pct"]),
+              f"mini study: the PowerSGD run's codec priced ({ps})")
+    # A hook without a codec is refused in one line, nothing written.
+    bad = os.path.join(tmp, "bad.json")
+    p = run([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.codecs", "--hook", "none", "--out", bad], tmp,
+            expect=None)
+    lines = [ln for ln in p.stderr.splitlines() if "error:" in ln]
+    check(p.returncode != 0 and len(lines) == 1 and "--hook" in lines[0] and not os.path.exists(bad),
+          f"--hook none: rc {p.returncode}, {lines}")
+
+
 def case_killed(tmp):
     out = os.path.join(tmp, "killed.h5")
     cmd = [TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.example", "--steps", "100000", "--warmup", "1",
@@ -401,7 +485,7 @@ def case_killed(tmp):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--case", required=True, choices=["recorder", "membership", "calibrate", "killed"])
+    ap.add_argument("--case", required=True, choices=["recorder", "membership", "calibrate", "codecs", "killed"])
     ap.add_argument("--keep", default=None)
     o = ap.parse_args()
     venv = os.environ.get("GRADSYNC_TORCH_VENV", os.path.join(REPO, ".venv-torch"))
@@ -415,7 +499,7 @@ def main():
     os.makedirs(tmp, exist_ok=True)
     try:
         {"recorder": case_recorder, "membership": case_membership, "calibrate": case_calibrate,
-         "killed": case_killed}[o.case](tmp)
+         "codecs": case_codecs, "killed": case_killed}[o.case](tmp)
     finally:
         if not o.keep:
             shutil.rmtree(tmp, ignore_errors=True)

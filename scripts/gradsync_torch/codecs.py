@@ -1,0 +1,184 @@
+"""gradsync_torch.codecs — what PyTorch's DDP communication hooks cost in compute, as rates
+`gradsync-model calibrate --kernels` fits.
+
+    scripts/torchrun --nproc-per-node 2 -m gradsync_torch.codecs --out torch-codecs.json
+    build/bin/gradsync-model calibrate --kernels torch-codecs.json --name torch-hooks --out torch-hooks.toml
+    build/bin/gradsync-model compare run.h5 --fabric F --compute-from ref.h5 --kernels torch-hooks.toml
+
+Purpose: gradsync's own compressors run as C++ kernels (gradsync-kernels-bench); PyTorch's
+hooks run as Python and one ATen call per tensor (PowerSGD: an error-feedback pass and a
+copy, a QR per matrix for P and for Q, three batched products, the copies back), several
+times slower on a CPU. A prediction of a PyTorch run whose codec was never measured
+(`compare --compute-from` a run with another hook, `predict` for a hook not yet tried) needs
+the hooks' own rates.
+Approach: each case is a DDP model whose parameters are `k` matrices of `side` x `side` (the
+PowerSGD hook's `powersgd_encode/decode` cases; `matrix` = side and `matrices` = k in the
+JSON) or one vector of `MiB` (the fp16 and bf16 hooks: `fp16_encode/decode`,
+`bf16_encode/decode`, with `bytes_per_second` of fp32 input), in one bucket, trained for
+`--steps` steps through gradsync_torch's recorder with the hook on every rank at once (as in
+training: the ranks share the host). The recorder splits each bucket's time into its
+collectives and its codec: encode = the hook call's synchronous part, decode = the rest
+(PowerSGD: its callbacks' work outside the collectives); the case's time is the median over
+the steps after `--warmup` (and after PowerSGD's start_powerSGD_iter), the slowest rank's.
+Output: Google Benchmark JSON (the format gradsync-kernels-bench writes), on rank 0.
+"""
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+from .launch import Parser
+
+POWERSGD_CASES = [(64, 1), (128, 1), (256, 1), (512, 1), (1024, 1), (2048, 1), (64, 16), (128, 8), (32, 64), (256, 4),
+                  (1024, 4)]
+CAST_MIB = [0.25, 1, 4, 16]
+
+
+def options(argv):
+    from .example import parse_hook
+    ap = Parser(prog="python -m gradsync_torch.codecs", description=__doc__.split("\n\n")[1])
+    ap.add_argument("--hook", action="append", default=None,
+                    help="fp16 | bf16 | powersgd:rank=R (repeatable; default: fp16, bf16 and powersgd:rank=4)")
+    ap.add_argument("--steps", type=int, default=12, help="timed steps per case (default 12)")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps per case after PowerSGD's start (default 3)")
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank (default 1)")
+    ap.add_argument("--backend", default=None, help="gloo (default on cpu) | nccl | mpi")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--quick", action="store_true", help="fewer and smaller cases (tests)")
+    ap.add_argument("--out", required=True, help="JSON file (Google Benchmark format) for calibrate --kernels")
+    o = ap.parse_args(argv)
+    o.hooks = []
+    for text in o.hook or ["fp16", "bf16", "powersgd:rank=4"]:
+        try:
+            kind, params = parse_hook(text)
+        except ValueError as e:
+            ap.error(str(e))
+        if kind not in ("fp16", "bf16", "powersgd"):
+            ap.error(f"option --hook: '{text}' has no codec to time (fp16, bf16, powersgd:rank=R)")
+        o.hooks.append((text, kind, params))
+    if o.steps < 1:
+        ap.error(f"option --steps: must be >= 1 (got {o.steps})")
+    if o.warmup < 1:
+        ap.error(f"option --warmup: must be >= 1 (got {o.warmup})")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(o.out))):
+        ap.error(f"option --out: no directory for '{o.out}'")
+    return o
+
+
+def _hook(kind, params):
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+    if kind == "fp16":
+        return default_hooks.fp16_compress_hook, None
+    if kind == "bf16":
+        return default_hooks.bf16_compress_hook, None
+    state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=params["rank"],
+                                        start_powerSGD_iter=params.get("start", 2), min_compression_rate=2,
+                                        use_error_feedback=True, warm_start=True, random_seed=0)
+    return powerSGD_hook.powerSGD_hook, state
+
+
+def time_case(o, dev, shapes, kind, params, scratch):
+    """Median (encode_s, decode_s) per step of the slowest rank, and the buckets per step, of
+    DDP with `shapes` parameters and the hook; the recorder's timing (recorder.py)."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from .recorder import record
+
+    class Params(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(s, device=dev)) for s in shapes])
+
+        def forward(self, xs):
+            return sum((w * x).sum() for w, x in zip(self.w, xs))
+
+    net = Params()
+    model = DDP(net, bucket_cap_mb=4096, device_ids=[dev.index] if dev.type == "cuda" else None)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    hook, state = _hook(kind, params)
+    start = params.get("start", 2) if kind == "powersgd" else 0
+    warm = start + o.warmup
+    rec = record(model, opt, os.path.join(scratch, "case.h5"), hook=hook, state=state, warmup_steps=warm)
+    gen = torch.Generator(device="cpu").manual_seed(dist.get_rank())
+    rec.start()
+    for _ in range(warm + o.steps):
+        xs = [torch.randn(s, generator=gen).to(dev) for s in shapes]
+        model(xs).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    rows = rec.stop()[warm:]
+    del model
+    # encode: the hook call up to its first collective; decode: the rest of the bucket's time
+    # outside its collectives (the recorder's codec_s less encode).
+    enc = [r["encode_s"] for r in rows]
+    dec = [max(0.0, sum(b[5] for b in r["buckets"]) - r["encode_s"]) for r in rows]
+    nb = statistics.median(len(r["buckets"]) for r in rows)
+    local = [statistics.median(enc), statistics.median(dec), nb]
+    every = [None] * dist.get_world_size()
+    dist.all_gather_object(every, local)
+    return max(e[0] for e in every), max(e[1] for e in every), max(e[2] for e in every)
+
+
+def main(argv=None):
+    o = options(sys.argv[1:] if argv is None else argv)
+    import torch
+    import torch.distributed as dist
+
+    from gradsync_analysis.atomicfile import atomic_file
+
+    from . import h5out
+    from .launch import init_distributed
+
+    backend = init_distributed("codecs", o)
+    if backend is None:
+        return 2
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if o.device == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    dev = torch.device("cuda", torch.cuda.current_device()) if o.device == "cuda" else torch.device("cpu")
+    psgd_cases = POWERSGD_CASES[:3] + [(32, 16)] if o.quick else POWERSGD_CASES
+    cast_mib = CAST_MIB[:2] if o.quick else CAST_MIB
+    bench = []
+    with tempfile.TemporaryDirectory(prefix="gradsync-codecs-") as scratch:
+        for text, kind, params in o.hooks:
+            if kind == "powersgd":
+                cases = [((side, side), k, f"{side}/{k}", {"matrix": side, "matrices": k}) for side, k in psgd_cases]
+            else:
+                cases = [((int(mib * (1 << 20)) // 4,), 1, f"{mib:g}", {"MiB": mib}) for mib in cast_mib]
+            for shape, k, label, counters in cases:
+                enc, dec, nb = time_case(o, dev, [shape] * k, kind, params, scratch)
+                in_bytes = 4.0 * k * math.prod(shape)
+                for part, t in (("encode", enc), ("decode", dec)):
+                    row = {"name": f"{kind}_{part}/{label}", "run_name": f"{kind}_{part}/{label}",
+                           "run_type": "iteration", "iterations": o.steps, "real_time": t * 1e9,
+                           "cpu_time": t * 1e9, "time_unit": "ns", "buckets": nb, "hook": text, **counters}
+                    if kind != "powersgd" and t > 0:
+                        row["bytes_per_second"] = in_bytes / t
+                    bench.append(row)
+                if rank == 0:
+                    print(f"gradsync_torch.codecs: {text:>16} {label:>8}: encode {enc * 1e3:8.3f} ms  "
+                          f"decode {dec * 1e3:8.3f} ms", flush=True)
+    if rank == 0:
+        doc = {"context": {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           "host_name": h5out.hostname(), "executable": "gradsync_torch.codecs",
+                           "library": f"torch {torch.__version__}", "backend": backend, "ranks": world,
+                           "threads": o.threads, "device": dev.type,
+                           "note": "PyTorch DDP hooks' codec time per step (recorder split), slowest rank"},
+               "benchmarks": bench}
+        with atomic_file(o.out, text=True) as f:
+            json.dump(doc, f, indent=1)
+        print(f"gradsync_torch.codecs: wrote {o.out} ({len(bench)} cases); fit with: gradsync-model calibrate "
+              f"--kernels {o.out} --name torch-hooks --out torch-hooks.toml")
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    from gradsync_torch.launch import exit_now
+    exit_now(main() or 0)
