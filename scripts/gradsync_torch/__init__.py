@@ -2,6 +2,7 @@
 
   record(ddp_model, optimizer, out=...)   DDP recorder writing a gradsync-train file (recorder.py)
   python -m gradsync_torch.bench          torch.distributed collective bench (gradsync-bench file)
+  python -m gradsync_torch.codecs         the DDP hooks' codec time (JSON for calibrate --kernels)
   python -m gradsync_torch.example        small CNN trainer that records itself
   python -m gradsync_torch.overhead       the recorder's cost: plain and recorded copies in one job
 
