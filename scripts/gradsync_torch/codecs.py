@@ -12,12 +12,12 @@ times slower on a CPU. A prediction of a PyTorch run whose codec was never measu
 (`compare --compute-from` a run with another hook, `predict` for a hook not yet tried) needs
 the hooks' own rates.
 Approach: each case is a DDP model whose parameters are `k` matrices of `side` x `side` (the
-PowerSGD hook's `powersgd_encode/decode` cases; `matrix` = side and `matrices` = k in the
-JSON) or one vector of `MiB` (the fp16 and bf16 hooks: `fp16_encode/decode`,
+PowerSGD hook's `powersgd_encode/decode` cases; `matrix` = side, `matrices` = k and `rank`
+in the JSON) or one vector of `MiB` (the fp16 and bf16 hooks: `fp16_encode/decode`,
 `bf16_encode/decode`, with `bytes_per_second` of fp32 input), in one bucket, trained for
 `--steps` steps through gradsync_torch's recorder with the hook on every rank at once (as in
 training: the ranks share the host). The recorder splits each bucket's time into its
-collectives and its codec: encode = the hook call's synchronous part, decode = the rest
+collectives and its codec: encode = the hook call up to its first collective, decode = the rest
 (PowerSGD: its callbacks' work outside the collectives); the case's time is the median over
 the steps after `--warmup` (and after PowerSGD's start_powerSGD_iter), the slowest rank's.
 Output: Google Benchmark JSON (the format gradsync-kernels-bench writes), on rank 0.
@@ -39,7 +39,9 @@ CAST_MIB = [0.25, 1, 4, 16]
 
 def options(argv):
     from .example import parse_hook
-    ap = Parser(prog="python -m gradsync_torch.codecs", description=__doc__.split("\n\n")[1])
+    import argparse
+    ap = Parser(prog="python -m gradsync_torch.codecs", description="\n\n".join(__doc__.split("\n\n")[1:3]),
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hook", action="append", default=None,
                     help="fp16 | bf16 | powersgd:rank=R (repeatable; default: fp16, bf16 and powersgd:rank=4)")
     ap.add_argument("--steps", type=int, default=12, help="timed steps per case (default 12)")
@@ -58,6 +60,8 @@ def options(argv):
             ap.error(str(e))
         if kind not in ("fp16", "bf16", "powersgd"):
             ap.error(f"option --hook: '{text}' has no codec to time (fp16, bf16, powersgd:rank=R)")
+        if any(k == kind for _, k, _ in o.hooks):
+            ap.error(f"option --hook: {kind} given twice (one of each: the cases' names carry no parameters)")
         o.hooks.append((text, kind, params))
     if o.steps < 1:
         ap.error(f"option --steps: must be >= 1 (got {o.steps})")
@@ -147,7 +151,8 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="gradsync-codecs-") as scratch:
         for text, kind, params in o.hooks:
             if kind == "powersgd":
-                cases = [((side, side), k, f"{side}/{k}", {"matrix": side, "matrices": k}) for side, k in psgd_cases]
+                cases = [((side, side), k, f"{side}/{k}", {"matrix": side, "matrices": k, "rank": params["rank"]})
+                         for side, k in psgd_cases]
             else:
                 cases = [((int(mib * (1 << 20)) // 4,), 1, f"{mib:g}", {"MiB": mib}) for mib in cast_mib]
             for shape, k, label, counters in cases:

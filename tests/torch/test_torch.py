@@ -364,7 +364,8 @@ def case_codecs(tmp):
               f"{name}: time {t} s, {b['buckets']} bucket(s)")
         if name.startswith("powersgd"):
             side, k = (int(x) for x in name.split("/")[1:])
-            check(b["matrix"] == side and b["matrices"] == k and b["hook"] == "powersgd:rank=4", f"{name}: counters {b}")
+            check(b["matrix"] == side and b["matrices"] == k and b["rank"] == 4 and b["hook"] == "powersgd:rank=4",
+                  f"{name}: counters {b}")
         else:
             check(abs(b["bytes_per_second"] * t - b["MiB"] * (1 << 20)) < 1e-3 * b["MiB"] * (1 << 20),
                   f"{name}: bytes_per_second x time = the fp32 input bytes")
