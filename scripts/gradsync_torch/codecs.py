@@ -136,15 +136,14 @@ def main(argv=None):
     from gradsync_analysis.atomicfile import atomic_file
 
     from . import h5out
+    from .example import device_of
     from .launch import init_distributed
 
     backend = init_distributed("codecs", o)
     if backend is None:
         return 2
     rank, world = dist.get_rank(), dist.get_world_size()
-    if o.device == "cuda":
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-    dev = torch.device("cuda", torch.cuda.current_device()) if o.device == "cuda" else torch.device("cpu")
+    dev = device_of(o)
     psgd_cases = POWERSGD_CASES[:3] + [(32, 16)] if o.quick else POWERSGD_CASES
     cast_mib = CAST_MIB[:2] if o.quick else CAST_MIB
     bench = []
