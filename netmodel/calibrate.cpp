@@ -1421,10 +1421,10 @@ KernelRates calibrate_kernels(const std::string& path, const std::string& name) 
         if (!(s.matrix > 0 && s.time_s > 0 && s.matrices >= 1 && s.buckets >= 1)) continue;
         const double side = s.matrix, numel = side * side, rr = std::min(side, s.rank > 0 ? s.rank : r);
         const double kk = s.matrices;
-        rows.push_back(enc ? Row{kk * (4 * numel * rr + 2 * side * rr * rr), kk * 16 * numel, kk, s.buckets, s.time_s}
-                           : Row{kk * 2 * numel * rr, kk * 12 * numel, kk, s.buckets, s.time_s});
+        const std::string label = fmt(kk) + "x" + fmt(side);
+        rows.push_back(enc ? Row{kk * (4 * numel * rr + 2 * side * rr * rr), kk * 16 * numel, kk, s.buckets, s.time_s, label}
+                           : Row{kk * 2 * numel * rr, kk * 12 * numel, kk, s.buckets, s.time_s, label});
         per_tensor = per_tensor || kk > 1;
-        rows.back().label = fmt(kk) + "x" + fmt(side);
       }
     if (rows.empty()) continue;
     const std::size_t nsquare = rows.size();

@@ -27,7 +27,6 @@ import math
 import os
 import statistics
 import sys
-import tempfile
 import time
 
 from .launch import Parser
@@ -84,7 +83,7 @@ def _hook(kind, params):
     return powerSGD_hook.powerSGD_hook, state
 
 
-def time_case(o, dev, shapes, kind, params, scratch):
+def time_case(o, dev, shapes, kind, params):
     """Median (encode_s, decode_s) per step of the slowest rank, and the buckets per step, of
     DDP with `shapes` parameters and the hook; the recorder's timing (recorder.py)."""
     import torch
@@ -107,7 +106,8 @@ def time_case(o, dev, shapes, kind, params, scratch):
     hook, state = _hook(kind, params)
     start = params.get("start", 2) if kind == "powersgd" else 0
     warm = start + o.warmup
-    rec = record(model, opt, os.path.join(scratch, "case.h5"), hook=hook, state=state, warmup_steps=warm)
+    # Nothing is written: stop() hands back this rank's table instead of close().
+    rec = record(model, opt, None, hook=hook, state=state, warmup_steps=warm)
     gen = torch.Generator(device="cpu").manual_seed(dist.get_rank())
     rec.start()
     for _ in range(warm + o.steps):
@@ -147,26 +147,25 @@ def main(argv=None):
     psgd_cases = POWERSGD_CASES[:3] + [(32, 16)] if o.quick else POWERSGD_CASES
     cast_mib = CAST_MIB[:2] if o.quick else CAST_MIB
     bench = []
-    with tempfile.TemporaryDirectory(prefix="gradsync-codecs-") as scratch:
-        for text, kind, params in o.hooks:
-            if kind == "powersgd":
-                cases = [((side, side), k, f"{side}/{k}", {"matrix": side, "matrices": k, "rank": params["rank"]})
-                         for side, k in psgd_cases]
-            else:
-                cases = [((int(mib * (1 << 20)) // 4,), 1, f"{mib:g}", {"MiB": mib}) for mib in cast_mib]
-            for shape, k, label, counters in cases:
-                enc, dec, nb = time_case(o, dev, [shape] * k, kind, params, scratch)
-                in_bytes = 4.0 * k * math.prod(shape)
-                for part, t in (("encode", enc), ("decode", dec)):
-                    row = {"name": f"{kind}_{part}/{label}", "run_name": f"{kind}_{part}/{label}",
-                           "run_type": "iteration", "iterations": o.steps, "real_time": t * 1e9,
-                           "cpu_time": t * 1e9, "time_unit": "ns", "buckets": nb, "hook": text, **counters}
-                    if kind != "powersgd" and t > 0:
-                        row["bytes_per_second"] = in_bytes / t
-                    bench.append(row)
-                if rank == 0:
-                    print(f"gradsync_torch.codecs: {text:>16} {label:>8}: encode {enc * 1e3:8.3f} ms  "
-                          f"decode {dec * 1e3:8.3f} ms", flush=True)
+    for text, kind, params in o.hooks:
+        if kind == "powersgd":
+            cases = [((side, side), k, f"{side}/{k}", {"matrix": side, "matrices": k, "rank": params["rank"]})
+                     for side, k in psgd_cases]
+        else:
+            cases = [((int(mib * (1 << 20)) // 4,), 1, f"{mib:g}", {"MiB": mib}) for mib in cast_mib]
+        for shape, k, label, counters in cases:
+            enc, dec, nb = time_case(o, dev, [shape] * k, kind, params)
+            in_bytes = 4.0 * k * math.prod(shape)
+            for part, t in (("encode", enc), ("decode", dec)):
+                row = {"name": f"{kind}_{part}/{label}", "run_name": f"{kind}_{part}/{label}",
+                       "run_type": "iteration", "iterations": o.steps, "real_time": t * 1e9,
+                       "cpu_time": t * 1e9, "time_unit": "ns", "buckets": nb, "hook": text, **counters}
+                if kind != "powersgd" and t > 0:
+                    row["bytes_per_second"] = in_bytes / t
+                bench.append(row)
+            if rank == 0:
+                print(f"gradsync_torch.codecs: {text:>16} {label:>8}: encode {enc * 1e3:8.3f} ms  "
+                      f"decode {dec * 1e3:8.3f} ms", flush=True)
     if rank == 0:
         doc = {"context": {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                            "host_name": h5out.hostname(), "executable": "gradsync_torch.codecs",

@@ -448,10 +448,7 @@ class Recorder:
         """Gathers the ranks' tables; rank 0 writes `out` (and `trace`). Call on every rank."""
         if self.closed:
             return self.out
-        self.closed = True
-        if self._orig_all_reduce is not None:
-            dist.all_reduce = self._orig_all_reduce
-        local = {"host": h5out.hostname(), "cpus": h5out.cpu_list(), "rows": self._local_table(), "losses": self.losses}
+        local = {"host": h5out.hostname(), "cpus": h5out.cpu_list(), "rows": self.stop(), "losses": self.losses}
         gathered = [None] * self.world
         dist.all_gather_object(gathered, local)
         if self.rank == 0:
