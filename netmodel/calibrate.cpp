@@ -1311,7 +1311,7 @@ KernelRates calibrate_kernels(const std::string& path, const std::string& name) 
     pt::read_json(path, root);
   } catch (const pt::json_parser_error& e) {
     throw UsageError(path + ": not a JSON file (" + std::string(e.what()) + "); run gradsync-kernels-bench "
-                     "--benchmark_format=json > kb.json");
+                     "--benchmark_format=json > kb.json, or gradsync_torch.codecs --out kb.json");
   }
   const auto bench = root.get_child_optional("benchmarks");
   GS_USAGE_CHECK(bench, path, ": no 'benchmarks' array (not Google Benchmark JSON output)");

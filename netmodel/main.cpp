@@ -482,7 +482,8 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       "fit a compute profile from gradsync-train files instead: FLOP rate(s) and per-layer overhead, the "
       "optimizer rate, the reducer's cost per step and bucket, the ranks' step-time jitter (the wait for the "
       "slowest rank, from /ranks/step_time_s)")(
-      "kernels", "fit compression-kernel rates from gradsync-kernels-bench --benchmark_format=json output instead")(
+      "kernels", "fit compression-kernel rates from Google Benchmark JSON instead: gradsync-kernels-bench "
+                 "--benchmark_format=json output, or gradsync_torch.codecs --out (PyTorch's DDP hooks)")(
       "contention", "fit the contention factor (communication during backward) from overlap-on gradsync-train files "
                     "on top of the fabric --base (e.g. one fitted from microbenchmarks)")(
       "strict", "exit 1 when the fit is poor (R^2 < 0.9 or a relative residual above 50%)")("name", po::value<std::string>(),

@@ -11,7 +11,8 @@
 # PyPI into a venv at $GRADSYNC_TORCH_VENV (default <repo>/.venv-torch, git-ignored), made
 # with /usr/bin/python3 -m venv --system-site-packages so Debian's h5py/numpy are visible.
 # About 5.4 GB (the CUDA wheels come along; `import torch` needs them even on CPU) and
-# about 2 minutes; skipped when that venv already imports that torch version.
+# about 2 minutes; skipped when that venv already imports that torch version. Then the
+# recorder's native DDP hook is compiled once (gradsync_torch/native.py; about 30 s).
 set -euo pipefail
 
 build_pkgs=(g++ cmake make git pkg-config libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools
@@ -30,7 +31,8 @@ for kind in "${deps_kinds[@]}"; do
     build) wanted+=("${build_pkgs[@]}") ;;
     analysis) wanted+=("${analysis_pkgs[@]}") ;;
     all) wanted+=("${build_pkgs[@]}" "${analysis_pkgs[@]}" "${cluster_pkgs[@]}") ;;
-    torch) want_torch=1; wanted+=(python3 python3-venv python3-h5py python3-numpy) ;;
+    # g++, ninja-build and python3-dev build the recorder's native DDP hook (gradsync_torch/native.py).
+    torch) want_torch=1; wanted+=(python3 python3-venv python3-h5py python3-numpy g++ ninja-build python3-dev) ;;
     *) echo "install-deps: GRADSYNC_DEPS must be a comma list of build, analysis, all, torch (got '$kind')" >&2; exit 2 ;;
   esac
 done
@@ -40,6 +42,7 @@ install_torch() {
   if [[ -x "$torch_venv/bin/python" ]] &&
      "$torch_venv/bin/python" -c "import sys, torch, h5py; sys.exit(torch.__version__.split('+')[0] != '$torch_version')" 2>/dev/null; then
     echo "install-deps: torch $torch_version present in $torch_venv"
+    build_native_hook
     return 0
   fi
   echo "install-deps: installing torch==$torch_version into $torch_venv (about 5.4 GB, about 2 minutes)"
@@ -50,6 +53,17 @@ install_torch() {
     exit 1
   }
   echo "install-deps: torch $torch_version installed in $torch_venv"
+  build_native_hook
+}
+
+# The recorder's C++ DDP hook, built once into $TORCH_EXTENSIONS_DIR (about 30 s; a no-op
+# when built). Without it the recorder falls back to a Python hook, so a failure only warns.
+build_native_hook() {
+  GRADSYNC_TORCH_VENV="$torch_venv" "$(dirname "${BASH_SOURCE[0]}")/torch-python" -m gradsync_torch.native \
+      >/tmp/gradsync-native-hook.log 2>&1 && tail -1 /tmp/gradsync-native-hook.log || {
+    echo "install-deps: warning: the recorder's native hook did not build (it will record with a Python hook); last lines of /tmp/gradsync-native-hook.log:" >&2
+    tail -5 /tmp/gradsync-native-hook.log >&2
+  }
 }
 
 missing=()

@@ -5,6 +5,7 @@
   python -m gradsync_torch.codecs         the DDP hooks' codec time (JSON for calibrate --kernels)
   python -m gradsync_torch.example        small CNN trainer that records itself
   python -m gradsync_torch.overhead       the recorder's cost: plain and recorded copies in one job
+  python -m gradsync_torch.native         builds the recorder's C++ DDP hook (install-deps.sh runs it)
 
 Run through scripts/torchrun or scripts/torch-python (the project's torch venv with this
 package on the path). Importing the package does not import torch; record() does.

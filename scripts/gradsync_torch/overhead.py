@@ -17,7 +17,8 @@ step the same way in both modes. Overhead = median(recorded steps) / median(plai
 plain blocks, so the file is a by-product, not a measurement.
 --plain-hook allreduce (with --hook none): the plain copy runs PyTorch's own Python
 allreduce_hook instead of DDP's built-in all-reduce, so the figure is the recorder's cost
-beyond what any Python communication hook costs (the recorder needs one to see buckets).
+beyond what any Python communication hook costs. With --hook none the recorded copy uses
+the native C++ hook (native.py) unless GRADSYNC_TORCH_NATIVE_HOOK=0.
 """
 import json
 import os

@@ -19,7 +19,9 @@ Approach (nothing in the user's loop changes; everything comes from hooks):
                  tensor hook set in the forward hook): forward plus the loss;
   * backward_s = that -> the moment DDP hands over its last bucket (then every gradient is
                  ready: DDP launches buckets in index order and the last needs all of them);
-  * per bucket (from the communication hook that wraps the user's): ready = DDP calls the
+  * per bucket (from the communication hook that wraps the user's; without a user hook,
+    with overlap, a C++ hook doing DDP's all-reduce, native_hook.cpp, the same stamps,
+    read once a step; recorder_hook = native|python in the file): ready = DDP calls the
     hook, start = the collective is launched (overlap: at ready, but not before the previous
     bucket's end, since one communication queue serves buckets in order; --no-overlap: the
     recorder's deferring wrapper launches all buckets one after the other once the last is
@@ -57,12 +59,14 @@ of that name, PowerSGD is powersgd:rank=R,start=K (gradsync's spec, netmodel/com
 Limits: one backward per optimizer step (accumulate = 1), the default process group.
 PowerSGD on gloo runs its buckets one at a time (serial_buckets = 1; see __init__).
 
-Cost: per step, a tensor hook on the output and the optimizer's and forward's hooks; per
-bucket, one future callback (the end stamp, which also unwraps a plain all-reduce's value:
-DDP's own Python allreduce_hook has one too) and a few perf_counter() reads; with a
-compressing hook or serial buckets, per async all_reduce one more callback (the
-collective's end). At close one all_gather_object of the tables (O(steps x buckets)
-floats per rank).
+Cost: per step, a tensor hook on the output and the optimizer's and forward's hooks. Per
+bucket, without a user hook: the native hook's stamps and its division of the bucket by the
+world size (DDP's built-in all-reduce fuses it into the copy into the bucket; a pass of its
+own under any hook, as in DDP's builtin ALLREDUCE hook). With the Python hook: one future
+callback (the end stamp, which also unwraps a plain all-reduce's value: DDP's own Python
+allreduce_hook has one too) and a few perf_counter() reads; with a compressing hook or
+serial buckets, per async all_reduce one more callback (the collective's end). At close one
+all_gather_object of the tables (O(steps x buckets) floats per rank).
 """
 import json
 import math
@@ -214,7 +218,15 @@ class Recorder:
         model.register_forward_hook(self._fwd_post)
         optimizer.register_step_pre_hook(self._opt_pre)
         optimizer.register_step_post_hook(self._opt_post)
-        model.register_comm_hook(state, self._hook)
+        # Without a hook of the user's, with overlap: the native hook (DDP's all-reduce,
+        # stamped in C++; native.py), else the Python one (_hook).
+        self._native = None
+        if hook is None and self.overlap and not self.serial:
+            from . import native
+            self._native = native.install(model, self.rank)
+        self.recorder_hook = "native" if self._native is not None else "python"
+        if self._native is None:
+            model.register_comm_hook(state, self._hook)
 
     # ---- hooks -------------------------------------------------------------------------------
 
@@ -256,10 +268,30 @@ class Recorder:
 
     def _opt_post(self, opt, args, kwargs):
         t = now()
+        if self._native is not None:
+            self._take_native()
         self.cur["end"] = t
         self.steps.append(self.cur)
         self.buckets.append(self.cur_buckets)
         self._new_step(t)
+
+    def _take_native(self):
+        """The native hook's rows since the last call, into the step (as _hook would have
+        written them; the bucket's start is its launch, at ready)."""
+        rows, done = self._native.take()
+        for idx, nbytes, ready, start, end, last, params in rows:
+            if params is not None:
+                for ptr in params:
+                    i = self.by_ptr.get(ptr)
+                    if i is not None:
+                        self.membership[i] = idx
+            self.cur_buckets.append([idx, nbytes, ready, start, end, []])
+            if last:
+                self.cur["bwd_end"] = ready
+        if done:
+            self.cur["bwd_done"] = max(done)
+        # DDP's final assignment: the first three recorded steps (see _remember).
+        self._native.want_params = len(self.steps) + 1 < MEMBERSHIP_STEPS
 
     def note_loss(self, loss):
         """Optional: the step's loss (a tensor or float) for /steps/loss."""
@@ -267,6 +299,8 @@ class Recorder:
 
     def start(self):
         """Optional: mark the start of the first step (default: record() time)."""
+        if self._native is not None:
+            self._native.take()  # buckets of steps before this one
         self._new_step(now())
 
     def _timed_all_reduce(self, tensor, *args, **kwargs):
@@ -441,6 +475,8 @@ class Recorder:
         spans, hook call], times from the step's start). gradsync_torch.codecs reads it."""
         if self._orig_all_reduce is not None:
             dist.all_reduce = self._orig_all_reduce
+        if self._native is not None:
+            self._native.recording = False  # the hook stays (DDP takes one), stamping nothing
         self.closed = True
         return self._local_table()
 
@@ -505,7 +541,7 @@ class Recorder:
             "device": device, "nranks": self.world, "nnodes": nnodes, "ranks_per_node": rpn,
             "topology": f"{nnodes}x{rpn}", "batch_per_rank": int(self.batch_per_rank or 0),
             "bucket_mb": cap_mb, "bucket_cap_mb": cap_mb, "first_bucket_mb": first_mb,
-            "overlap": int(self.overlap), "serial_buckets": int(self.serial), "accumulate": 1, "algo": BACKEND_ALGO.get(self.backend, "ring"),
+            "overlap": int(self.overlap), "serial_buckets": int(self.serial), "recorder_hook": self.recorder_hook, "accumulate": 1, "algo": BACKEND_ALGO.get(self.backend, "ring"),
             "chunk_bytes": 0, "chunk_bytes_used": 0, "chunk_reason": "",  # the backend pipelines on its own
             "channels": 1, "hook": self.hook_name, "hook_params": json.dumps(self.hook_params),
             "compress": self.compress, "compress_effective": self.compress, "precision": "fp32",

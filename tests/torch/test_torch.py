@@ -219,11 +219,25 @@ def case_recorder(tmp):
 
 
 def case_membership(tmp):
-    for hook, overlap, cap in [("none", "1", "0.03"), ("fp16", "0", "0.03"), ("powersgd", "1", "0.03")]:
-        out, js = os.path.join(tmp, f"m-{hook}.h5"), os.path.join(tmp, f"m-{hook}.json")
-        run([TORCHRUN, "--nproc-per-node", "2", os.path.join(HERE, "membership_case.py"), out, js, hook, overlap, cap],
-            tmp)
-        if not check(os.path.exists(out) and os.path.exists(js), f"{hook}: no result"):
+    # No hook: the native C++ hook (native_hook.cpp), the Python hook it replaces
+    # (GRADSYNC_TORCH_NATIVE_HOOK=0), and the fallback when it cannot be built (no compiler,
+    # an empty extensions folder); with a hook or without overlap: the Python hook.
+    for case, hook, overlap, cap in [("native", "none", "1", "0.03"), ("none", "none", "1", "0.03"),
+                                     ("fallback", "none", "1", "0.03"), ("fp16", "fp16", "0", "0.03"),
+                                     ("powersgd", "powersgd", "1", "0.03")]:
+        out, js = os.path.join(tmp, f"m-{case}.h5"), os.path.join(tmp, f"m-{case}.json")
+        env = {"GRADSYNC_TORCH_NATIVE_HOOK": "1" if case in ("native", "fallback") else "0"}
+        if case == "fallback":
+            env.update(CXX="/bin/false", TORCH_EXTENSIONS_DIR=os.path.join(tmp, "no-extensions"))
+        p = run([TORCHRUN, "--nproc-per-node", "2", os.path.join(HERE, "membership_case.py"), out, js, hook, overlap,
+                 cap], tmp, env=env)
+        unavailable = [ln for ln in p.stderr.splitlines() if "native hook unavailable" in ln]
+        if case == "fallback":
+            check(len(unavailable) == 2 and all(ln.startswith("gradsync_torch.record: rank ") for ln in unavailable),
+                  f"{case}: one line per rank saying the native hook is unavailable ({unavailable})")
+        else:
+            check(not unavailable, f"{case}: the native hook built and loaded ({unavailable})")
+        if not check(os.path.exists(out) and os.path.exists(js), f"{case}: no result"):
             continue
         with open(js) as f:
             ddp = json.load(f)
@@ -236,6 +250,16 @@ def case_membership(tmp):
             dec, serial = f["steps/decode_s"][:], int(f.attrs["serial_buckets"])
             codec = f["buckets/codec_s"][:]
             enc0, bstep = f["ranks/encode_s"][:, 0], f["buckets/step"][:]
+            used = f.attrs["recorder_hook"]
+            used = used.decode() if isinstance(used, bytes) else str(used)
+            ready, start, end = f["buckets/ready_s"][:], f["buckets/start_s"][:], f["buckets/end_s"][:]
+            bwd, exposed = f["steps/backward_s"][:], f["steps/comm_exposed_s"][:]
+        check(used == ("native" if case == "native" else "python"), f"{case}: recorder_hook {used}")
+        # Every bucket stamped in order (ready <= start <= end, end after ready); backward and
+        # the exposed communication measured.
+        check(np.all(np.isfinite(end)) and np.all(ready <= start) and np.all(start <= end) and np.all(end > ready),
+              f"{case}: bucket stamps ready {ready} start {start} end {end}")
+        check(np.all(bwd > 0) and np.all(exposed >= 0), f"{case}: backward_s {bwd}, comm_exposed_s {exposed}")
         # PowerSGD on gloo (serial buckets): the hook's collectives are timed, and the work in
         # its callbacks is decode_s; elsewhere the buckets overlap and decode_s is absent.
         if hook == "powersgd":
