@@ -528,22 +528,23 @@ def case_slurm_time_expiry(c):
     if r.returncode != 0:
         raise CaseFailed(f"SKIP: local Slurm did not start: {(r.stderr or r.stdout)[-300:]}")
     try:
-        # Each of the study's 3 points should take about 45 s whatever the machine's speed:
-        # slurmctld checks the limit every 30 s or so, so the minute's cut comes at 60-95 s,
-        # inside the second or third point (points of 32-60 s all give that: one finished
-        # point at least, never the whole study). Two probes, so mpirun's start-up cancels.
-        def probe(iters):
-            t0 = time.monotonic()
-            r = subprocess.run(c.mpirun(2, "gradsync-bench", ["-b", "1M", "-e", "8M", "-n", str(iters), "-w", "1",
-                                                              "--algo", "ring", "--out", os.path.join(c.dir, "probe.h5")]),
-                               cwd=c.dir, env=c.env(), capture_output=True, text=True, timeout=300)
-            check(r.returncode == 0, f"probe bench exit {r.returncode}: {r.stderr[-300:]}")
-            os.remove(os.path.join(c.dir, "probe.h5"))
-            return time.monotonic() - t0
-        short, long_ = probe(50), probe(450)
-        per_iter_s = max(long_ - short, 0.05) / 400
-        # Three points of one algorithm (the warm-up count differs by one): equal lengths.
-        argv, out = _study(c, max(200, min(400000, int(45.0 / per_iter_s))), rest='algo = "ring"\n[sweep]\nw = [1, 2, 3]')
+        # Six points of 25 s each whatever the machine's speed: slurmctld checks the limit
+        # every 30 s or so, so the minute's cut comes at 60-110 s (74 s and 106 s measured
+        # here), after one to four finished points and never after all six. A point's length
+        # is wall-clock time, not work: a bench sweep's speed on 2 busy vCPUs varies 2x from
+        # run to run (6-13 ms an iteration of a 1-8 MiB ring within ten minutes), so each
+        # point is an mlp run whose step waits for its loader's emulated I/O (one worker,
+        # 32 samples x 5 ms asleep: 160 ms a step; the mlp's compute and all-reduce, a few ms,
+        # hide behind it).
+        steps = 150
+        path = os.path.join(c.dir, "faults.toml")
+        with open(path, "w") as fh:
+            fh.write('name = "faults"\nprogram = "train"\nranks = 2\ntimeout_s = 120\n[fixed]\n'
+                     f'model = "mlp"\nsteps = {steps}\n"loader-workers" = 1\n"data-time-us" = 5000\n'
+                     '[sweep]\nseed = [1, 2, 3, 4, 5, 6]\n')
+        out = os.path.join(c.dir, "out")
+        argv = ["/usr/bin/python3", os.path.join(REPO, "scripts", "study"), "run", path, "--out", out, "--no-model"]
+        planned = f"points of {steps} steps of 160 ms"
         job = os.path.join(c.dir, "job.sh")
         with open(job, "w") as fh:
             fh.write("#!/bin/bash\nexec " + " ".join(argv) + "\n")
@@ -552,17 +553,21 @@ def case_slurm_time_expiry(c):
         sb = subprocess.run(["sbatch", "--wait", "--time=1", "-n", "2", "-o", os.path.join(c.dir, "job.log"), job],
                             cwd=c.dir, env=env, capture_output=True, text=True, timeout=400)
         took = time.monotonic() - t0
-        check(sb.returncode != 0, f"the job was not cut by --time (exit 0 after {took:.0f} s)")
+        if sb.returncode == 0:
+            with open(os.path.join(c.dir, "job.log"), errors="replace") as fh:
+                tail = " | ".join(fh.read().strip().splitlines()[-6:])
+            raise CaseFailed(f"the job was not cut by --time (exit 0 after {took:.0f} s; {planned}); job.log ends: {tail}")
         wait_gone(c.tag, time.monotonic(), GRACE_S)
         check(not temps_in(out), f"temp files left: {temps_in(out)}")
         done = {f: os.stat(f).st_mtime_ns for f in glob.glob(os.path.join(out, "**", "*.h5"), recursive=True)
                 if not f.endswith("study.h5")}
-        check(done, f"no point finished within the job's minute (job ran {took:.0f} s)")
+        check(done, f"no point finished within the job's minute (job ran {took:.0f} s; {planned})")
+        print(f"     the job was cut after {took:.0f} s with {len(done)} of 6 points finished; {planned}", flush=True)
         c.tag = uuid.uuid4().hex
         rc, _, err, _ = c.finish(c.start(argv), time.monotonic(), limit_s=400, record=False)
         check(rc == 0, f"rerun exit {rc}: {err[-300:]}")
         results = [f for f in glob.glob(os.path.join(out, "**", "*.h5"), recursive=True) if not f.endswith("study.h5")]
-        check(len(results) == 3, f"{len(results)} point results after the rerun, want 3")
+        check(len(results) == 6, f"{len(results)} point results after the rerun, want 6")
         for f, m in done.items():
             check(os.stat(f).st_mtime_ns == m, f"finished point {f} was run again")
     finally:
