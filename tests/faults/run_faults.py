@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 TIMEOUT_S = 6          # GRADSYNC_TIMEOUT_S of every case
 GRACE_S = 5            # what the issue allows on top of it
-BIG_SWEEP = ["-b", "1M", "-e", "16M", "-f", "2", "-n", "400", "-w", "1"]  # runs for many seconds
+BIG_SWEEP = ["-b", "1M", "-e", "16M", "-f", "2", "-n", "2000", "-w", "1"]  # 10+ s even on a fast host: a kill 1.5-2 s in lands inside it
 
 
 class CaseFailed(Exception):
