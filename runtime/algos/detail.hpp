@@ -42,9 +42,11 @@ inline constexpr int kTagTreeReduce = 1400;
 inline constexpr int kTagTreeBcast = 1401;
 inline constexpr int kTagHierLocalReduceScatter = 1500;  // on the node-local communicator
 inline constexpr int kTagHierLocalAllgather = 1600;      // on the node-local communicator
+inline constexpr int kTagBlockAllgather = 1700;          // compressors' all-gathers (compress/collectives.hpp)
 static_assert(kTagRingReduceScatter + kMaxChannels <= kTagRingAllgather);
 static_assert(kTagRingAllgather + kMaxChannels <= kTagRdFold);
 static_assert(kTagHierLocalReduceScatter + kMaxChannels <= kTagHierLocalAllgather);
+static_assert(kTagHierLocalAllgather + kMaxChannels <= kTagBlockAllgather);
 
 // Pipelining depth: chunks that may be in flight per peer and channel (plan/algos.hpp, where
 // the model reads the same rule).

@@ -7,6 +7,13 @@
 // padded to a multiple of 4 bytes and moved as F32 words: the collective copies bit
 // patterns and never does arithmetic on them.
 //
+// The all-gathers of a host-memory bucket over MPI run gradsync's ring all-gather
+// (algos/ring.hpp) in the chunk of the user's all-reduce algorithm, the one the model
+// prices (netmodel/collectives.cpp): between hosts over TCP, Open MPI's MPI_Allgather moves
+// whole blocks, which stall on the rendezvous as whole all-reduce segments did (README
+// "Transport-aware chunk"). With `--algo mpi` (the library's own collectives throughout) and
+// for device memory (the collective follows the encode's device event) the communicator's.
+//
 // Wire bytes (per rank, all rounds), for the results file and the cost model:
 //   all-reduce of B bytes: the algorithm actually used decides (same estimate as none.cpp):
 //     ceil(log2 p) * B for recursive doubling, else 2 (p-1)/p * B (ring, Rabenseifner,
@@ -18,11 +25,14 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "algos/allreduce.hpp"
+#include "algos/ring.hpp"
 #include "comm/communicator.hpp"
 #include "compress/bucket_kernels.hpp"
+#include "compress/compressor.hpp"
 #include "core/error.hpp"
 
 namespace gradsync::compress_detail {
@@ -41,12 +51,38 @@ inline void allgather_after(Communicator& comm, BucketKernels& k, const void* se
   comm.wait(r);
 }
 
-// recv holds p * bytes_per_rank; block r comes from rank r. bytes_per_rank % 4 == 0.
-inline void allgather_bytes(Communicator& comm, BucketKernels& k, const void* send, void* recv,
-                            std::size_t bytes_per_rank) {
-  GS_CHECK(bytes_per_rank % 4 == 0, "allgather_bytes needs whole 4-byte words, got ", bytes_per_rank);
-  allgather_after(comm, k, send, recv, bytes_per_rank / 4, DType::F32);
-}
+// A compressor's all-gathers (see the top of this file). One per compressor: it keeps the
+// ring's layout and workspace across calls, so it serves one reduce() at a time, as the
+// compressor's own scratch does.
+class BlockAllgather {
+ public:
+  // count elements of t per rank; recv holds p * count, block r from rank r. `bucket`: the
+  // bucket the blocks belong to (its memory kind decides the path).
+  void run(Communicator& comm, AllreduceAlgorithm& algo, const BucketView& bucket, BucketKernels& k,
+           const void* send, void* recv, std::size_t count, DType t) {
+    const int p = comm.size();
+    if (bucket.kernels != nullptr || comm.backend() != "mpi" || algo.name() == "mpi" || p == 1) {
+      allgather_after(comm, k, send, recv, count, t);
+      return;
+    }
+    const std::size_t esz = dtype_size(t);
+    auto* out = static_cast<char*>(recv);
+    if (count > 0) std::memcpy(out + static_cast<std::size_t>(comm.rank()) * count * esz, send, count * esz);
+    ring_.assign_balanced(0, count * static_cast<std::size_t>(p), p);  // p blocks of exactly count
+    ring_allgather(comm, recv, ring_, t, algo.chunk().bytes, algos::kTagBlockAllgather, ws_);
+  }
+
+  // Bytes (a multiple of 4, moved as F32 words: see the top of this file).
+  void bytes(Communicator& comm, AllreduceAlgorithm& algo, const BucketView& bucket, BucketKernels& k,
+             const void* send, void* recv, std::size_t bytes_per_rank) {
+    GS_CHECK(bytes_per_rank % 4 == 0, "a compressor all-gathers whole 4-byte words, got ", bytes_per_rank);
+    run(comm, algo, bucket, k, send, recv, bytes_per_rank / 4, DType::F32);
+  }
+
+ private:
+  RingSegments ring_;
+  RingWorkspace ws_;
+};
 
 // send and recv hold p * bytes_per_peer; send block j goes to rank j, recv block i came from rank i.
 inline void alltoall_bytes(Communicator& comm, BucketKernels& k, const void* send, void* recv,

@@ -55,7 +55,7 @@ void OnebitCompressor::decode_chunk(BucketKernels& k, const std::uint8_t* signs,
   k.sign_decompress(signs, scale, lay.length(j), out + lay.begin(j), false);
 }
 
-void OnebitCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduce*/, BucketView& bucket,
+void OnebitCompressor::reduce(Communicator& comm, AllreduceAlgorithm& allreduce, BucketView& bucket,
                               std::int64_t /*step*/, CompressStats& stats) {
   const std::size_t n = bucket.count;
   const int p = comm.size();
@@ -81,7 +81,7 @@ void OnebitCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduc
   worker_compress(k, bucket.data, lay, worker.last, send_signs, worker.scales);  // bucket.data only read
   const std::size_t t1 = k.mark();
   if (cb > 0) alltoall_bytes(comm, k, send_signs, recv_signs, cb);
-  allgather_after(comm, k, worker.scales, all_scales, up, DType::F32);
+  gather_.run(comm, allreduce, bucket, k, worker.scales, all_scales, up, DType::F32);
 
   // 2. server of chunk r: decode + average (decode time), compress (encode time)
   const std::size_t t2 = k.mark();
@@ -91,7 +91,7 @@ void OnebitCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduc
   server_compress(k, work, lay, r, server.last, server.scales, server_msg);
   k.copy(server_msg + cb, server.scales, sizeof(float));
   const std::size_t t4 = k.mark();
-  allgather_bytes(comm, k, server_msg, all_server, server_bytes);
+  gather_.bytes(comm, allreduce, bucket, k, server_msg, all_server, server_bytes);
 
   // 3. decode every chunk
   const std::size_t t5 = k.mark();

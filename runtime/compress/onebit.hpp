@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "compress/collectives.hpp"
 #include "compress/compressor.hpp"
 #include "compress/error_feedback.hpp"
 
@@ -86,6 +87,7 @@ class OnebitCompressor final : public Compressor {
 
  private:
   std::unique_ptr<BucketKernels> host_;  // the kernels of host buckets
+  BlockAllgather gather_;                // its all-gathers (compress/collectives.hpp)
   std::uint64_t owner_;                  // state: worker memory slots 0-1, server 2-3 (SignMemory)
 };
 

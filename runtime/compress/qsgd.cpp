@@ -54,7 +54,7 @@ void QsgdCompressor::decode(const std::uint8_t* msg, std::size_t n, float* out, 
   decode_on(*host_, msg, n, out, accumulate);
 }
 
-void QsgdCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduce*/, BucketView& bucket,
+void QsgdCompressor::reduce(Communicator& comm, AllreduceAlgorithm& allreduce, BucketView& bucket,
                             std::int64_t step, CompressStats& stats) {
   const std::size_t n = bucket.count;
   const int p = comm.size();
@@ -68,7 +68,7 @@ void QsgdCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduce*
   const std::size_t t0 = k.mark();
   encode_on(k, bucket.data, n, key(step, bucket.index), mine);
   const std::size_t t1 = k.mark();
-  if (mb > 0) allgather_bytes(comm, k, mine, all, mb);
+  if (mb > 0) gather_.bytes(comm, allreduce, bucket, k, mine, all, mb);
   const std::size_t t2 = k.mark();
   for (int r = 0; r < p; ++r) decode_on(k, all + static_cast<std::size_t>(r) * mb, n, bucket.data, r > 0);
   k.scale_inplace(bucket.data, n, 1.f / static_cast<float>(p));

@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "compress/bucket_kernels.hpp"
+#include "compress/collectives.hpp"
 #include "compress/compressor.hpp"
 #include "kernels/elementwise.hpp"
 
@@ -50,6 +51,7 @@ class QsgdCompressor final : public Compressor {
   std::uint64_t seed_;
   int rank_;
   std::unique_ptr<BucketKernels> host_;  // host-memory buckets: CPU kernels, message buffers
+  BlockAllgather gather_;
 };
 
 }  // namespace gradsync::compress_detail

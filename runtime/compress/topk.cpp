@@ -46,7 +46,7 @@ void TopkCompressor::decode(const std::int32_t* idx, const float* vals, std::siz
   kernels::scatter_add(idx, vals, k, scale, out);
 }
 
-void TopkCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduce*/, BucketView& bucket,
+void TopkCompressor::reduce(Communicator& comm, AllreduceAlgorithm& allreduce, BucketView& bucket,
                             std::int64_t /*step*/, CompressStats& stats) {
   const std::size_t n = bucket.count;
   const int p = comm.size();
@@ -63,7 +63,7 @@ void TopkCompressor::reduce(Communicator& comm, AllreduceAlgorithm& /*allreduce*
   const std::size_t t0 = kern.mark();
   encode_on(kern, bucket.data, n, kk, memory, mine, vals);
   const std::size_t t1 = kern.mark();
-  if (words > 0) allgather_bytes(comm, kern, mine, all, words * 4);
+  if (words > 0) gather_.bytes(comm, allreduce, bucket, kern, mine, all, words * 4);
   const std::size_t t2 = kern.mark();
   kern.zero(bucket.data, n * sizeof(float));
   const float inv_p = 1.f / static_cast<float>(p);

@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "compress/bucket_kernels.hpp"
+#include "compress/collectives.hpp"
 #include "compress/compressor.hpp"
 
 namespace gradsync::compress_detail {
@@ -46,6 +47,7 @@ class TopkCompressor final : public Compressor {
   // bucket.kernels.
   std::unique_ptr<BucketKernels> host_;
   std::uint64_t owner_ = new_state_owner();  // its error-feedback memory in any BucketKernels
+  BlockAllgather gather_;
 };
 
 }  // namespace gradsync::compress_detail

@@ -44,7 +44,7 @@ po::options_description describe(TrainOptions& o) {
     ("first-bucket-mb", po::value(&o.first_bucket_mb), "limit of the first bucket formed (the last parameters) in MiB (default 1)")
     ("no-overlap", "launch all bucket all-reduces after backward instead of during it")
     ("accumulate", po::value(&o.accumulate), "micro-steps per optimizer step (gradient accumulation; sync on the last; default 1)")
-    ("algo", po::value(&o.algo), "all-reduce algorithm from the registry (default ring)")
+    ("algo", po::value(&o.algo), "all-reduce algorithm from the registry (default ring); top-k, QSGD and 1-bit all-gather on a ring in its chunk (mpi: MPI_Allgather)")
     ("chunk-bytes", po::value<std::string>(), "ring pipelining chunk, e.g. 4M, or auto (default GRADSYNC_CHUNK_BYTES: auto, by transport)")
     ("channels", po::value(&o.channels), "concurrent rings (default GRADSYNC_CHANNELS)")
     ("compress", po::value(&o.compress), "gradient compressor spec (default none; with --precision fp16/bf16, none communicates in that half type)")

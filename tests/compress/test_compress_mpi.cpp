@@ -216,6 +216,37 @@ TEST_F(CompressMpi, PowerSgdMatchesTheNaiveReference) {
   }
 }
 
+// The all-gathering compressors over a ring algorithm move their blocks with gradsync's ring
+// all-gather (compress/collectives.hpp), with --algo mpi with MPI_Allgather: a data movement
+// either way, so the buckets must agree bit for bit, over steps (error feedback), for odd
+// sizes, and with chunks smaller than a block (64 bytes: several chunks per ring step).
+TEST_F(CompressMpi, RingAllgatherPathEqualsTheLibrarysBitForBit) {
+  AlgoOptions tiny;
+  tiny.chunk_bytes = 64;
+  const std::unique_ptr<AllreduceAlgorithm> ring = make_allreduce("ring", *comm_, tiny);
+  const std::unique_ptr<AllreduceAlgorithm> ring_default = make_allreduce("ring", *comm_);
+  for (const char* spec : {"topk:ratio=0.05", "qsgd:levels=4", "onebit"}) {
+    for (AllreduceAlgorithm* algo : {ring.get(), ring_default.get()}) {
+      for (std::size_t n : {std::size_t{7}, std::size_t{1000}, std::size_t{4099}}) {
+        auto lib = make_compressor(spec, 3, rank());
+        auto own = make_compressor(spec, 3, rank());
+        for (std::int64_t step = 0; step < 3; ++step) {
+          std::vector<float> a = gradient(n, rank(), step, 5);
+          std::vector<float> b = a;
+          BucketView ba = flat_bucket(2, a), bb = flat_bucket(2, b);
+          CompressStats sa, sb;
+          lib->reduce(*comm_, *algo_, ba, step, sa);
+          own->reduce(*comm_, *algo, bb, step, sb);
+          ASSERT_EQ(fingerprint(a), fingerprint(b))
+              << spec << " n=" << n << " step=" << step << " chunk " << algo->chunk().bytes;
+          EXPECT_EQ(sa.wire_bytes, sb.wire_bytes) << spec;
+          EXPECT_EQ(sa.collective, sb.collective) << spec;
+        }
+      }
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   return gradsync::test_support::run_mpi_gtests(argc, argv, "test_compress_mpi", [](MpiCommunicator* w) { g_comm = w; });
 }
