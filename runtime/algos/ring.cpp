@@ -44,6 +44,7 @@
 #include "algos/ring.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -237,6 +238,30 @@ void ring_reduce_scatter(Communicator& comm, const void* sendbuf, void* recvbuf,
 void ring_allgather(Communicator& comm, void* buf, std::span<const RingSegments> rings, DType t,
                     std::size_t chunk_bytes, int tag_base, RingWorkspace& ws) {
   RingPhase(comm, rings, t, chunk_bytes, tag_base, ws).allgather(buf);
+}
+
+const std::vector<RingSegments>& RingBlocks::layout(int nranks, std::size_t block) {
+  const std::size_t k = rings_.size();
+  for (std::size_t c = 0; c < k; ++c) {
+    const algos::Span slice = algos::balanced_part(block, k, c);
+    RingSegments& ring = rings_[c];
+    ring.offset.resize(static_cast<std::size_t>(nranks));
+    ring.count.resize(static_cast<std::size_t>(nranks));
+    for (std::size_t j = 0; j < static_cast<std::size_t>(nranks); ++j) {
+      ring.offset[j] = j * block + slice.offset;
+      ring.count[j] = slice.count;
+    }
+  }
+  return rings_;
+}
+
+void RingBlocks::allgather(Communicator& comm, const void* send, void* recv, std::size_t block, DType t,
+                           std::size_t chunk_bytes, int tag_base) {
+  const std::size_t bytes = block * dtype_size(t);
+  char* mine = static_cast<char*>(recv) + static_cast<std::size_t>(comm.rank()) * bytes;
+  if (bytes > 0 && send != mine) std::memcpy(mine, send, bytes);
+  ring_allgather(comm, recv, std::span<const RingSegments>(layout(comm.size(), block)), t, chunk_bytes, tag_base,
+                 ws_);
 }
 
 // ---- the all-reduce --------------------------------------------------------------------------

@@ -65,6 +65,31 @@ void ring_reduce_scatter(Communicator& comm, const void* sendbuf, void* recvbuf,
 void ring_allgather(Communicator& comm, void* buf, std::span<const RingSegments> rings, DType t,
                     std::size_t chunk_bytes, int tag_base, RingWorkspace& ws);
 
+// The ring phases laid out for buffers of n contiguous blocks, rank j's segment being block
+// j, [j*block, (j+1)*block): the reduce-scatter / all-gather benchmarks and the
+// compressors' all-gathers (compress/collectives.hpp). With K channels, ring c takes slice c
+// of every block (slices differ by at most one element), so each channel still moves (n-1)/n
+// of its slice and rank j's result stays contiguous.
+class RingBlocks {
+ public:
+  explicit RingBlocks(int channels = 1) : rings_(static_cast<std::size_t>(channels)) {}
+
+  // The rings for n blocks of `block` elements (kept between calls: no allocation after the
+  // first call of a size).
+  const std::vector<RingSegments>& layout(int nranks, std::size_t block);
+  RingWorkspace& workspace() { return ws_; }
+
+  // All-gather of `block` elements of t per rank into recv (n blocks, block j from rank j):
+  // this rank's block is copied into place from send (nothing to copy when send already is
+  // that block: in place), then ring_allgather moves the others. Tags tag_base + channel.
+  void allgather(Communicator& comm, const void* send, void* recv, std::size_t block, DType t,
+                 std::size_t chunk_bytes, int tag_base);
+
+ private:
+  std::vector<RingSegments> rings_;
+  RingWorkspace ws_;
+};
+
 // Single-ring conveniences.
 inline void ring_reduce_scatter(Communicator& comm, const void* sendbuf, void* recvbuf, const RingSegments& ring,
                                 DType t, std::size_t chunk_bytes, int tag_base, RingWorkspace& ws) {

@@ -1,14 +1,12 @@
 // allgather: every rank ends with the n ranks' blocks, in rank order. Sizes as nccl-tests:
 // "size" is the gathered result (n blocks), "count" one block.
-// mpi: MPI_Allgather. ring: ring_allgather (algos/ring.hpp), which works in place on the
-//   full buffer: out of place it first copies the own block into place (1/n of the data,
-//   inside the timed call). In place, the input is block `rank` of the buffer (NCCL's
+// mpi: MPI_Allgather. ring: RingBlocks::allgather (algos/ring.hpp), which works in place on
+//   the full buffer: out of place it first copies the own block into place (1/n of the
+//   data, inside the timed call). In place, the input is block `rank` of the buffer (NCCL's
 //   convention, also MPI_IN_PLACE's).
 // nccl: ncclAllGather, in place in the same form.
-#include <cstring>
-
+#include "algos/ring.hpp"
 #include "bench/ops.hpp"
-#include "bench/ring_blocks.hpp"
 
 namespace gradsync::bench {
 
@@ -35,32 +33,20 @@ class AllgatherOp final : public Collective {
   }
 
   void run(const void* send, void* recv, const Layout& l) override {
-    if (cfg_.algo != "ring") {
-      comm_.allgather(send, recv, l.param_count, cfg_.dtype);
-      return;
-    }
-    const std::size_t esz = dtype_size(cfg_.dtype);
-    if (l.param_count > 0)
-      std::memcpy(static_cast<char*>(recv) + l.ip_send_offset * esz, send, l.param_count * esz);
-    ring(recv, l);
-  }
-  void run_in_place(void* buf, const Layout& l) override {
-    if (cfg_.algo != "ring") {
-      comm_.allgather(static_cast<char*>(buf) + l.ip_send_offset * dtype_size(cfg_.dtype), buf, l.param_count,
-                      cfg_.dtype);
+    if (cfg_.algo == "ring") {
+      ring_.allgather(comm_, send, recv, l.param_count, cfg_.dtype, cfg_.algo_options.chunk_bytes,
+                      algos::kTagRingAllgather);
     } else {
-      ring(buf, l);
+      comm_.allgather(send, recv, l.param_count, cfg_.dtype);
     }
+  }
+  // Both paths take a send block that is block `rank` of recv as in place.
+  void run_in_place(void* buf, const Layout& l) override {
+    run(static_cast<char*>(buf) + l.ip_send_offset * dtype_size(cfg_.dtype), buf, l);
   }
   std::string algo_used(std::size_t) const override { return cfg_.algo; }
 
  private:
-  void ring(void* buf, const Layout& l) {
-    const auto& rings = ring_.layout(n_, l.param_count);
-    ring_allgather(comm_, buf, std::span<const RingSegments>(rings), cfg_.dtype, cfg_.algo_options.chunk_bytes,
-                   algos::kTagRingAllgather, ring_.workspace());
-  }
-
   CollectiveConfig cfg_;
   Communicator& comm_;
   int rank_, n_;

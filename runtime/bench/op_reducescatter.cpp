@@ -9,8 +9,8 @@
 //   as recvbuf = buf + rank * count, which NCCL recognises as in place).
 #include <cstring>
 
+#include "algos/ring.hpp"
 #include "bench/ops.hpp"
-#include "bench/ring_blocks.hpp"
 #include "core/reduce.hpp"
 
 namespace gradsync::bench {

@@ -25,7 +25,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <string>
 
 #include "algos/allreduce.hpp"
@@ -51,25 +50,20 @@ inline void allgather_after(Communicator& comm, BucketKernels& k, const void* se
   comm.wait(r);
 }
 
-// A compressor's all-gathers (see the top of this file). One per compressor: it keeps the
-// ring's layout and workspace across calls, so it serves one reduce() at a time, as the
-// compressor's own scratch does.
+// A compressor's all-gathers (see the top of this file). One per compressor: its RingBlocks
+// keeps the ring's layout and workspace across calls, so it serves one reduce() at a time,
+// as the compressor's own scratch does.
 class BlockAllgather {
  public:
   // count elements of t per rank; recv holds p * count, block r from rank r. `bucket`: the
   // bucket the blocks belong to (its memory kind decides the path).
   void run(Communicator& comm, AllreduceAlgorithm& algo, const BucketView& bucket, BucketKernels& k,
            const void* send, void* recv, std::size_t count, DType t) {
-    const int p = comm.size();
-    if (bucket.kernels != nullptr || comm.backend() != "mpi" || algo.name() == "mpi" || p == 1) {
+    if (bucket.kernels != nullptr || comm.backend() != "mpi" || algo.name() == "mpi" || comm.size() == 1) {
       allgather_after(comm, k, send, recv, count, t);
       return;
     }
-    const std::size_t esz = dtype_size(t);
-    auto* out = static_cast<char*>(recv);
-    if (count > 0) std::memcpy(out + static_cast<std::size_t>(comm.rank()) * count * esz, send, count * esz);
-    ring_.assign_balanced(0, count * static_cast<std::size_t>(p), p);  // p blocks of exactly count
-    ring_allgather(comm, recv, ring_, t, algo.chunk().bytes, algos::kTagBlockAllgather, ws_);
+    ring_.allgather(comm, send, recv, count, t, algo.chunk().bytes, algos::kTagBlockAllgather);
   }
 
   // Bytes (a multiple of 4, moved as F32 words: see the top of this file).
@@ -80,8 +74,7 @@ class BlockAllgather {
   }
 
  private:
-  RingSegments ring_;
-  RingWorkspace ws_;
+  RingBlocks ring_;
 };
 
 // send and recv hold p * bytes_per_peer; send block j goes to rank j, recv block i came from rank i.
