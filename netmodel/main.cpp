@@ -253,7 +253,7 @@ const std::vector<AxisOpt>& predict_axes() {
       {"overlap", "1", true, "overlap communication with backward (1/0)"},
       {"accumulate", "1", true, "gradient accumulation steps"},
       {"algo", "auto", false, "all-reduce algorithm"},
-      {"chunk-bytes", "0", true, "ring pipelining chunk (0: none; runtime default 4M)"},
+      {"chunk-bytes", "0", true, "ring pipelining chunk (0: none; the runtime's default: 32K between nodes over TCP, 4M on one node)"},
       {"channels", "1", true, "concurrent rings"},
       {"compress", "none", false, "compressor spec (none, fp16, bf16, powersgd:rank=R, qsgd:levels=S, onebit, topk:ratio=F)"},
       {"precision", "fp32", false, "fp32|fp16|bf16"},

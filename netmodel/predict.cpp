@@ -4,6 +4,7 @@
 #include "core/error.hpp"
 #include "models/compute_profile.hpp"
 #include "models/zoo.hpp"
+#include "plan/algos.hpp"
 #include "plan/precision.hpp"
 
 namespace gradsync::netmodel {
@@ -116,7 +117,11 @@ StepResult Predictor::predict(const PredictConfig& c, bool keep_buckets) {
   const Fabric& f = fabric(c.fabric, c.intra);
   const Workload& w = workload(c);
   const auto& bs = buckets(c, c.nodes * c.ranks_per_node);
-  NetConfig net{c.nodes, c.ranks_per_node, c.algo, c.chunk_bytes, c.channels};
+  // A given chunk as the runtime applies it (plan::chunk_used: mpi runs whole messages).
+  const double chunk =
+      c.chunk_bytes > 0 ? static_cast<double>(plan::chunk_used(c.algo, c.nodes, static_cast<std::size_t>(c.chunk_bytes)))
+                        : 0.0;
+  NetConfig net{c.nodes, c.ranks_per_node, c.algo, chunk, c.channels};
   StepConfig st{c.batch_per_rank, c.overlap, c.accumulate, c.loader_workers, c.data_time_s, c.compute_threads};
   const int64_t samples = c.samples_per_epoch > 0 ? c.samples_per_epoch : w.samples_per_epoch;
   return simulate_step(w, bs, f, net, st, samples, keep_buckets);

@@ -122,6 +122,13 @@ TrainRun read_train_file(const std::string& path) {
   num("accumulate", c.accumulate);
   str("algo", c.algo);
   num("chunk_bytes", c.chunk_bytes);
+  // The chunk the all-reduce ran with (files since 2026-12-02): chunk_bytes is 0 for the
+  // transport-aware default, which the model would price as one unpipelined message per
+  // step while the bench points of the same fabric were priced in their chunks.
+  if (r.has_attr("/", "chunk_bytes_used")) {
+    const double used = r.attr_double("/", "chunk_bytes_used");
+    if (used > 0) c.chunk_bytes = used;
+  }
   num("channels", c.channels);
   str("compress", c.compress);
   str("precision", c.precision);

@@ -7,7 +7,8 @@
 // tensor_numel, tensor_ndim, tensor_shape, tensor_bucket}; root attributes (program =
 // "gradsync-train"): model, compute, compute_profile, device, nranks, nnodes,
 // ranks_per_node, batch_per_rank, bucket_mb, first_bucket_mb, overlap, accumulate, algo,
-// chunk_bytes, channels, compress, precision, loader_workers, prefetch, data_time_s,
+// chunk_bytes (chunk_bytes_used where > 0: what the all-reduce ran with), channels, compress,
+// precision, loader_workers, prefetch, data_time_s,
 // optimizer, lr, seed, steps, epochs, samples_per_epoch, warmup_steps, ...
 // Statistics are medians over the steps after the first warmup_steps. The same steps are kept
 // row by row too (TrainRun::rows) for compute=real replay (compare.cpp), with, where the file

@@ -46,7 +46,7 @@ bool takes_chunk(const std::string& algo) { return pipelined(algo) || algo == "s
 
 // The runtime's transport-aware chunk for Open MPI over TCP (plan/algos.hpp, the rule
 // runtime/algos/chunk.cpp applies).
-double runtime_chunk(int nodes) { return static_cast<double>(plan::default_chunk_bytes(nodes)); }
+double runtime_chunk(int nodes) { return static_cast<double>(plan::chunk_used("ring", nodes, 0)); }
 
 TuneEntry entry(const PredictConfig& c, const StepResult& r) {
   return TuneEntry{c, r.step_time_s, r.epoch_time_s, r.comm_exposed_s};
@@ -187,7 +187,11 @@ TuneReport tune(const PredictConfig& base, const TuneSpace& space, Predictor& pr
               const std::size_t nchunk = takes_chunk(algo) ? space.chunk_bytes.size() : 1;
               const std::size_t nchan = pipelined(algo) ? space.channels.size() : 1;
               for (std::size_t ci = 0; ci < nchunk; ++ci) {
-                c.chunk_bytes = space.chunk_bytes[ci];
+                // An algorithm that takes no chunk runs with the runtime's own (rd and
+                // rabenseifner: pieces between nodes; mpi: whole), which its compressors'
+                // all-gathers use too (plan::chunk_used).
+                c.chunk_bytes = takes_chunk(algo) ? space.chunk_bytes[ci]
+                                                  : static_cast<double>(plan::chunk_used(algo, c.nodes, 0));
                 for (std::size_t hi = 0; hi < nchan; ++hi) {
                   c.channels = space.channels[hi];
                   all.push_back(entry(c, predictor.predict(c, false)));

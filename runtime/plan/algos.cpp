@@ -20,6 +20,14 @@ std::string allreduce_names_text() {
   return s;
 }
 
+std::size_t chunk_used(const std::string& algo, int nodes, std::size_t given) {
+  if (algo == "mpi") return 0;
+  if (!is_allreduce_name(algo) || given > 0) return given;
+  if (algo == "rd" || algo == "rabenseifner") return nodes > 1 ? default_chunk_bytes(nodes) : 0;
+  if (algo == "shm" && nodes <= 1) return kShmRoundBytes;
+  return default_chunk_bytes(nodes);
+}
+
 bool auto_uses_hier(const Shape& s) { return s.nodes > 1 && s.ranks_per_node > 1 && s.uniform; }
 
 bool auto_uses_shm(const Shape& s) { return s.nodes == 1 && s.ranks_per_node > 1 && s.shm; }

@@ -84,6 +84,18 @@ inline constexpr std::size_t default_chunk_bytes(int nodes) {
   return nodes > 1 ? chunk_below_eager_limit(kTcpEagerLimitBytes) : kShmChunkBytes;
 }
 
+// The chunk (or piece) an all-reduce algorithm runs with on `nodes` nodes of Open MPI when
+// --chunk-bytes is `given` (0: not given): what the runtime's AllreduceAlgorithm::chunk()
+// reports, gradsync-train records as chunk_bytes_used, the compressors' ring all-gather uses
+// and the model prices (tests/plan checks it against the runtime's algorithms).
+//   ring, tree, hier, auto: given, else default_chunk_bytes(nodes);
+//   shm: given, else its kShmRoundBytes round on one node (on several it runs the ring);
+//   rd, rabenseifner: pieces of given, else default_chunk_bytes between nodes; on one node
+//     whole exchanges (0);
+//   mpi: the library's own call, whole (0), whatever is given.
+// Names outside the runtime's (the model's dbtree, nccl): given.
+std::size_t chunk_used(const std::string& algo, int nodes, std::size_t given);
+
 // The runtime's all-reduce algorithms, in the order users see them:
 // ring, rd, rabenseifner, tree, hier, shm, mpi, auto.
 const std::vector<std::string>& allreduce_names();

@@ -1472,6 +1472,38 @@ TEST(Compare, PredictsEachRunWithItsOwnConfiguration) {
   EXPECT_NE(js.find("measured_step_p90_s"), std::string::npos);
 }
 
+TEST(Compare, PricesTheChunkTheRunRanWith) {
+  // gradsync-train records chunk_bytes = 0 for the transport-aware default and the chunk it
+  // ran with in chunk_bytes_used (32 KiB between nodes over TCP). The model prices that chunk,
+  // as it does for a bench file's points; 0 there (mpi, the PyTorch bridge) stays unpipelined.
+  Predictor p;
+  PredictConfig c;
+  c.model = "resnet50";
+  c.fabric = "tcp-10g";
+  c.compute_profile = "a100";
+  c.nodes = 2;
+  c.ranks_per_node = 1;
+  c.algo = "ring";
+  c.overlap = false;  // every bucket's all-reduce is in the step
+  c.samples_per_epoch = 50000;
+  PredictConfig chunked = c;
+  chunked.chunk_bytes = 32 * 1024;
+  const StepResult unpipelined = p.predict(c), pipelined = p.predict(chunked);
+  ASSERT_GT(std::abs(pipelined.step_time_s / unpipelined.step_time_s - 1), 1e-3) << "the chunk must matter here";
+  auto used = [](int64_t bytes) { return [bytes](h5::Writer& w) { w.attr("/", "chunk_bytes_used", bytes); }; };
+  const std::string auto_chunk = train_file("chunk-used.h5", c, "emulated", pipelined, 0.0, 3, used(32 * 1024));
+  const std::string none = train_file("chunk-none.h5", c, "emulated", unpipelined, 0.0, 3, used(0));
+  const std::string old = train_file("chunk-old.h5", c, "emulated", unpipelined, 0.0, 3);  // before the attribute
+  EXPECT_EQ(read_train_file(auto_chunk).config.chunk_bytes, 32 * 1024);
+  EXPECT_EQ(read_train_file(none).config.chunk_bytes, 0);
+  EXPECT_EQ(read_train_file(old).config.chunk_bytes, 0);
+  const CompareReport rep = compare_runs({auto_chunk, none, old}, "tcp-10g", "", "");
+  ASSERT_EQ(rep.rows.size(), 3u);
+  EXPECT_DOUBLE_EQ(rep.rows[0].predicted.step_time_s, pipelined.step_time_s);
+  EXPECT_DOUBLE_EQ(rep.rows[1].predicted.step_time_s, unpipelined.step_time_s);
+  EXPECT_DOUBLE_EQ(rep.rows[2].predicted.step_time_s, unpipelined.step_time_s);
+}
+
 TEST(Compare, RealComputeUsesMeasuredComputeAndBuckets) {
   // An "mlp" run (not in the zoo): compute comes from the file; the network is modelled.
   Predictor p;

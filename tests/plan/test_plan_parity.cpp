@@ -65,6 +65,12 @@ class ShapeComm final : public Communicator {
     return std::vector<std::string>(static_cast<std::size_t>(size()), s);
   }
   void broadcast_bytes(std::vector<char>&, int) override {}
+  // Open MPI's transports: shared memory on this rank's node (ranks 0..g-1), TCP with its
+  // default eager limit to the others.
+  PeerLink link_to(int peer) const override {
+    if (peer / g_ == 0) return {PeerLink::Kind::SharedMemory, "sm", 4096};
+    return {PeerLink::Kind::Network, "tcp", plan::kTcpEagerLimitBytes};
+  }
   std::unique_ptr<Communicator> split(int, int) override {
     return ++splits_ == 1 ? std::make_unique<ShapeComm>(1, g_) : std::make_unique<ShapeComm>(nodes_, 1);
   }
@@ -161,6 +167,31 @@ TEST(PlanParity, AutoOnUnevenNodesNeverPicksHier) {
 // The pipelining rules both sides read: the chunk below a transport's eager limit, the
 // default chunk per placement (runtime: algos::choose_chunk; model: tune's default), and
 // the chunks kept in flight (runtime: the ring's slots; model: the chunk alphas they share).
+TEST(PlanParity, ChunkEachAlgorithmRunsWith) {
+  // The runtime's algorithms report the chunk they pipeline in (gradsync-train's
+  // chunk_bytes_used); the model prices plan::chunk_used for the same name, shape and option.
+  for (int nodes = 1; nodes <= 4; ++nodes) {
+    for (int g = 1; g <= 4; ++g) {
+      if (nodes * g < 2) continue;
+      for (std::size_t given : {std::size_t{0}, std::size_t{64} << 10, std::size_t{1} << 20}) {
+        for (const auto& name : plan::allreduce_names()) {
+          ShapeComm comm(nodes, g);
+          AlgoOptions o;
+          o.chunk_bytes = given;
+          const auto algo = make_allreduce(name, comm, o);
+          EXPECT_EQ(algo->chunk().bytes, plan::chunk_used(name, nodes, given))
+              << name << " on " << nodes << " x " << g << ", --chunk-bytes " << given;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(plan::chunk_used("ring", 2, 0), 32u << 10);
+  EXPECT_EQ(plan::chunk_used("rd", 1, 0), 0u);
+  EXPECT_EQ(plan::chunk_used("mpi", 2, 64 << 10), 0u);
+  EXPECT_EQ(plan::chunk_used("nccl", 2, 0), 0u);  // a model-only name: what is given
+  EXPECT_EQ(plan::chunk_used("dbtree", 2, 1 << 20), 1u << 20);
+}
+
 TEST(PlanParity, ChunkAndPipelineRules) {
   EXPECT_EQ(plan::chunk_below_eager_limit(64 << 10), 32u << 10);  // Open MPI's TCP default
   EXPECT_EQ(plan::chunk_below_eager_limit(1 << 20), 512u << 10);
