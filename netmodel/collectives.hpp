@@ -51,8 +51,12 @@
 // in flight per peer (runtime/plan/algos.hpp: 4, or 1 MiB worth of small chunks) and share
 // the network latency: A = 1 + (k-1)/W. Until 2026-12-03 every chunk paid a whole a(c)
 // there too, which priced the runtime's 32 KiB chunks on the 1 Gbit/s testbed (a = 64 us,
-// 262 us per chunk) at 83% of the link where the ring measured 90-95%. Without
-// --chunk-bytes the message is one chunk (Hockney exactly).
+// 262 us per chunk) at 83% of the link where the ring measured 90-95%. On a level whose
+// copies are the ranks' own work (the intra level with cores_per_node > 0: a host's shared
+// memory) the transfer and the reduction do not overlap, since one core does both and MPI
+// progresses the copy only inside the rank's calls: A a(c) + k (c/B + c g), the sum
+// calibrate's linear fit assumes too (until 2026-12-04 the prediction took the max there,
+// while the fit took the sum). Without --chunk-bytes the message is one chunk (Hockney exactly).
 // Channels (--channels h) split n over h concurrent rings; each ring's connections count
 // against the per-connection cap (so channels help exactly where one socket cannot fill
 // the link).

@@ -65,7 +65,9 @@ def measured(f):
     with h5py.File(f, "r") as h:
         algo = h.attrs["algo"]
         algo = algo.decode() if isinstance(algo, bytes) else algo
-        return algo, [(int(s), float(t)) for s, t in zip(h["size_bytes"][:], np.median(h["oop/time_us"][:], axis=1))]
+        # The chunk (or piece) the run pipelined in: the model prices the same.
+        chunk = int(h.attrs.get("chunk_bytes_used", 0))
+        return algo, chunk, [(int(s), float(t)) for s, t in zip(h["size_bytes"][:], np.median(h["oop/time_us"][:], axis=1))]
 
 def mib(b):
     return f"{b / 2**20:g} MiB"
@@ -75,10 +77,10 @@ tot = defaultdict(int)
 for n in ranks:
     worst = 0.0
     for f in sorted(glob.glob(f"{out}/fresh-{n}-*.h5")):
-        algo, pts = measured(f)
+        algo, chunk, pts = measured(f)
         for s, t in pts:
             p = json.loads(subprocess.check_output([model, "collective", "--fabric", f"{out}/fabric-{n}.toml",
-                "--algo", algo, "--ranks", str(n), "--bytes", str(s), "--json"]))
+                "--algo", algo, "--ranks", str(n), "--bytes", str(s), "--chunk-bytes", str(chunk), "--json"]))
             pred = p["results"][0]["time_us"] if "results" in p else p["time_us"]
             err = (pred - t) / t
             worst = max(worst, abs(err))
@@ -102,7 +104,7 @@ for n in ranks:
               f"(max/min {max(ts) / min(ts):.2f}{'' if (algo, s) in agree else ', beyond any one prediction'})")
     ref = defaultdict(list)
     for f in sorted(glob.glob(f"{out}/ref-{n}-mpi-*.h5")):
-        for s, t in measured(f)[1]:
+        for s, t in measured(f)[2]:
             ref[s].append(t)
     for s, ts in sorted(ref.items()):
         print(f"  Open MPI's MPI_Allreduce (reference, not predicted) {mib(s)}: repeats "
