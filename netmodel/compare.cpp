@@ -337,6 +337,7 @@ Json compare_json(const CompareReport& r) {
         .set("ranks_per_node", c.ranks_per_node)
         .set("batch_per_rank", static_cast<long long>(c.batch_per_rank))
         .set("algo", c.algo)
+        .set("chunk_bytes", c.chunk_bytes)  // what the model priced: the run's chunk_bytes_used
         .set("compress", c.compress)
         .set("precision", c.precision)
         .set("bucket_mb", c.bucket_mb)

@@ -1541,6 +1541,8 @@ TEST(Compare, PricesTheChunkTheRunRanWith) {
   EXPECT_DOUBLE_EQ(rep.rows[0].predicted.step_time_s, pipelined.step_time_s);
   EXPECT_DOUBLE_EQ(rep.rows[1].predicted.step_time_s, unpipelined.step_time_s);
   EXPECT_DOUBLE_EQ(rep.rows[2].predicted.step_time_s, unpipelined.step_time_s);
+  const std::string js = compare_json(rep).dump();  // --json says which chunk was priced
+  EXPECT_NE(js.find("\"chunk_bytes\":32768"), std::string::npos) << js.substr(0, 400);
 }
 
 TEST(Compare, RealComputeUsesMeasuredComputeAndBuckets) {
