@@ -398,16 +398,22 @@ Solved solve_duplex(const std::vector<BenchPoint>& pts, Model& m) {
   }
   m.duplex = dup;
   Solved s = solve(pts, m);
-  bool again = false;
-  // A both-ways bandwidth above kMaxDuplex times the one-way one is not a duplex effect
-  // but two poorly determined numbers (latency-bound sizes): that regime shares 1/bw.
-  for (int j = 0; j < m.nreg(); ++j)
-    if (m.dup(j) && !(s.x[m.index(j, Model::InvDuplex)] > 0 &&
-                      s.x[m.index(j, Model::InvBw)] <= kMaxDuplex * s.x[m.index(j, Model::InvDuplex)])) {
-      m.duplex[static_cast<std::size_t>(j)] = false;
-      again = true;
-    }
-  if (again) s = solve(pts, m);
+  // A both-ways bandwidth above kMaxDuplex times the one-way one (or not positive) is not a
+  // duplex effect but two poorly determined numbers (latency-bound sizes): that regime
+  // shares 1/bw. Dropping one regime's term moves the others' solution, so the check runs
+  // again until every remaining term passes (at most one pass per regime; a 4-regime fit
+  // of a 2026-12-04 sweep left a negative one after a single pass).
+  for (int pass = 0; pass <= m.nreg(); ++pass) {
+    bool again = false;
+    for (int j = 0; j < m.nreg(); ++j)
+      if (m.dup(j) && !(s.x[m.index(j, Model::InvDuplex)] > 0 &&
+                        s.x[m.index(j, Model::InvBw)] <= kMaxDuplex * s.x[m.index(j, Model::InvDuplex)])) {
+        m.duplex[static_cast<std::size_t>(j)] = false;
+        again = true;
+      }
+    if (!again) break;
+    s = solve(pts, m);
+  }
   if (s.rank < m.ncols() || !(s.wsse < 0.75 * without.wsse)) {
     m = plain;
     return without;
@@ -451,7 +457,7 @@ std::string duplex_words(const std::vector<BenchPoint>& pts, const Model& m, con
   return os.str();
 }
 
-LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>& pts) {
+LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>& pts, std::size_t max_breaks = 2) {
   std::set<double> sizes;
   for (const auto& p : pts) sizes.insert(p.bytes);
   if (sizes.size() < 2)
@@ -490,9 +496,9 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
   auto key_of = [](const BenchPoint& p, RegimeKey key) {
     return key == RegimeKey::Message ? p.bytes : node_working_set(p.op, p.algo, p.topo, p.bytes, p.opt);
   };
-  // Up to three regimes (e.g. eager / rendezvous in cache / out of cache on shared memory):
-  // breakpoints over the candidates with >= 3 distinct keys per regime; a model with more
-  // regimes is kept when `better` says so (below).
+  // Up to 1 + max_breaks regimes (e.g. eager / rendezvous in the core's caches / in the
+  // last-level cache / past it, on shared memory): breakpoints over the candidates with >= 3
+  // distinct keys per regime; a model with more regimes is kept when `better` says so (below).
   // One more regime must cut the weighted residual sum by a quarter and by more than 1% of
   // the point count (an rms relative error of 10%): noise of a few percent never adds one,
   // a bandwidth cliff does even when a few descheduled points keep the sum high.
@@ -540,13 +546,18 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
       return true;
     };
     const std::vector<double> cv(cands.begin(), cands.end());
-    // k = 1, 2 breakpoints in turn, each k over every combination of the candidates; the
+    // k = 1 .. max_breaks breakpoints in turn, each k over every combination of the candidates; the
     // best of each k is kept when it is `better` than the best so far. k = 2 is tried even
     // when k = 1 did not pay off: a cache hump (fast in the middle, slower on both sides)
-    // needs two breakpoints before either helps. (A fourth regime was tried: on the sweeps
-    // here it never passed `better` for real data, and with descheduled points it took an
-    // outlier as a regime.)
-    for (std::size_t k = 1; k <= 2 && kv.size() >= 3 * (k + 1); ++k) {
+    // needs two breakpoints before either helps. The third (since 2026-12-04): 3- and
+    // 4-rank shared-memory sweeps spent two breaks on small working sets (9 and 288 KiB)
+    // and left 1 MiB (9 MiB on the node) and 16 MiB (144 MiB) in one regime, predicting
+    // the first 15-64% slow and the second 24-38% fast; with a third break the fit puts
+    // it at the 32 MiB last-level cache (36 MiB) and fresh runs within 15% went 20 -> 33 and
+    // 28 -> 37 of 54 (netmodel/README.md). About 0.4 s for such a sweep set. fit_level tries
+    // the third only on the points left after its outlier rounds: with descheduled points
+    // in, a fourth regime absorbs them instead.
+    for (std::size_t k = 1; k <= max_breaks && kv.size() >= 3 * (k + 1); ++k) {
       Model bk;
       Solved sk;
       sk.wsse = kInf;
@@ -781,6 +792,12 @@ LevelFit fit_level(const std::string& level, const std::vector<BenchPoint>& pts)
     kept = std::move(next);
     excluded.insert(excluded.end(), out.begin(), out.end());
     fit = std::move(f2);
+  }
+  // A fourth regime, searched on the points the outlier rounds kept (fit_level_once).
+  try {
+    LevelFit f4 = fit_level_once(level, kept, 3);
+    if (f4.params.regimes.size() > fit.params.regimes.size()) fit = std::move(f4);
+  } catch (const CalibrationError&) {
   }
   if (!excluded.empty()) {
     std::ostringstream os;

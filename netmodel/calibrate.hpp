@@ -18,10 +18,11 @@
 // outweigh slow ones; a negative alpha is fixed at 0 and the rest re-fitted. Points far
 // from the rest are excluded as outliers and named (fit_level in calibrate.cpp).
 //
-// Regimes: up to three (e.g. eager, rendezvous in cache, out of cache: shared memory on a
-// loaded host falls from ~7 GB/s to 1-2 GB/s past the last-level cache). Breakpoints are
-// searched over the measured message sizes and per-step message sizes (every single
-// breakpoint, then every pair, also when no single one paid off; each regime needs >= 3 measured sizes and a positive
+// Regimes: up to four (e.g. eager, rendezvous in the core's caches, in the last-level
+// cache, past it: shared memory on a loaded host falls from ~7 GB/s to 1-2 GB/s past the
+// last-level cache). Breakpoints are searched over the measured message sizes and per-step
+// message sizes (every single breakpoint, then every pair, also when no single one paid
+// off, then every triple on the points the outlier rounds kept; each regime needs >= 3 measured sizes and a positive
 // bandwidth); a model with one more regime is kept when it at least halves the weighted
 // (relative-error) residual sum of squares. A fit with R^2 < 0.9 or a relative residual
 // above 50% is flagged in LevelFit::warnings with the points that miss.

@@ -1104,6 +1104,38 @@ TEST(Calibrate, ThreeRegimesAndOutliers) {
   EXPECT_GT(l.r2, 0.99);
 }
 
+TEST(Calibrate, FourRegimesOnARealSharedMemorySweep) {
+  // 4 ranks on this project's 2-core host (tests/data/shm-sweeps): with at most three
+  // regimes the fit spent its breaks on small working sets (9 and 288 KiB) and priced the
+  // 1 MiB all-reduce (9 MiB of buffers on the node) and the 16 MiB one (144 MiB, past the
+  // 32 MiB L3) in one regime: +15..+64% and -24..-38% against fresh runs. The fourth
+  // regime must separate them.
+  const std::string dir = GRADSYNC_SHM_SWEEP_DATA;
+  std::vector<BenchPoint> pts;
+  for (const char* f : {"pingpong-2.h5", "sendrecv-4.h5", "ring-4.h5"}) {
+    auto v = read_bench_file(dir + "/" + f);
+    pts.insert(pts.end(), v.begin(), v.end());
+  }
+  const FabricFit fit = calibrate_fabric(pts, "shm-4");
+  const LevelFit& l = fit.levels.at(0);
+  EXPECT_EQ(l.level, "intra");
+  ASSERT_EQ(l.params.regimes.size(), 4u) << l.notes;
+  ASSERT_EQ(l.params.regime_key, RegimeKey::WorkingSet) << l.notes;
+  CollOptions o;
+  o.chunk_bytes = 4 << 20;
+  const Topology t{1, 4};
+  const double small = node_working_set(Op::Allreduce, "ring", t, 1 << 20, o);
+  const double large = node_working_set(Op::Allreduce, "ring", t, 16 << 20, o);
+  auto regime = [&](double ws) {
+    std::size_t j = 0;
+    while (j + 1 < l.params.regimes.size() && ws > l.params.regimes[j].up_to_bytes) ++j;
+    return j;
+  };
+  EXPECT_LT(regime(small), regime(large)) << small << " and " << large << " B: " << l.notes;
+  // Past the cache the copies are slower than in it.
+  EXPECT_LT(l.params.regimes[regime(large)].bw_Bps, l.params.regimes[regime(small)].bw_Bps);
+}
+
 TEST(Calibrate, WarnsWhenTheFitIsPoor) {
   // Times that do not follow alpha + n/bw at all (random in [1 us, 10 ms]).
   const Fabric f = simple_fabric(5e-6, 10e9);
