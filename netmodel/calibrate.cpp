@@ -546,21 +546,47 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
       return true;
     };
     const std::vector<double> cv(cands.begin(), cands.end());
-    // k = 1 .. max_breaks breakpoints in turn, each k over every combination of the candidates; the
+    // k = 1, 2 breakpoints in turn, each k over every combination of the candidates (k = 3:
+    // the best pair and one more); the
     // best of each k is kept when it is `better` than the best so far. k = 2 is tried even
     // when k = 1 did not pay off: a cache hump (fast in the middle, slower on both sides)
     // needs two breakpoints before either helps. The third (since 2026-12-04): 3- and
     // 4-rank shared-memory sweeps spent two breaks on small working sets (9 and 288 KiB)
     // and left 1 MiB (9 MiB on the node) and 16 MiB (144 MiB) in one regime, predicting
     // the first 15-64% slow and the second 24-38% fast; with a third break the fit puts
-    // it at the 32 MiB last-level cache (36 MiB) and fresh runs within 15% went 20 -> 33 and
-    // 28 -> 37 of 54 (netmodel/README.md). About 0.4 s for such a sweep set. fit_level tries
+    // it at the 32 MiB last-level cache (32 and 36 MiB) and fresh runs within 15% went
+    // 20 -> 32 and 28 -> 44 of 54 (netmodel/README.md). 0.15 s for such a set. fit_level tries
     // the third only on the points left after its outlier rounds: with descheduled points
     // in, a fourth regime absorbs them instead.
+    std::vector<double> best_pair;  // the best two breaks found, accepted or not
     for (std::size_t k = 1; k <= max_breaks && kv.size() >= 3 * (k + 1); ++k) {
+      // `better` needs a cut of more than 1% of the point count: a fit already below that
+      // cannot be beaten, so the combinations are not tried.
+      if (sb.wsse <= 0.01 * npts) break;
       Model bk;
       Solved sk;
       sk.wsse = kInf;
+      if (k == 3) {
+        // The third break is added to the best pair, one candidate at a time (every triple
+        // took C(n, 3) solves: 18 s for a 3-sweep test fit, minutes under ASan).
+        if (best_pair.size() != 2) break;
+        for (double c : cv) {
+          if (c == best_pair[0] || c == best_pair[1]) continue;
+          std::vector<double> br = {best_pair[0], best_pair[1], c};
+          std::sort(br.begin(), br.end());
+          Model m;
+          Solved s;
+          if (try_model(br, m, s) && s.wsse < sk.wsse) {
+            bk = m;
+            sk = s;
+          }
+        }
+        if (better(sk.wsse, sb.wsse)) {
+          best = bk;
+          sb = sk;
+        }
+        continue;
+      }
       std::vector<std::size_t> at(k);
       std::function<void(std::size_t, std::size_t)> pick = [&](std::size_t depth, std::size_t from) {
         if (depth == k) {
@@ -580,6 +606,7 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
         }
       };
       pick(0, 0);
+      if (k == 2 && sk.wsse < kInf) best_pair = bk.breaks;
       if (better(sk.wsse, sb.wsse)) {
         best = bk;
         sb = sk;

@@ -22,7 +22,7 @@
 // cache, past it: shared memory on a loaded host falls from ~7 GB/s to 1-2 GB/s past the
 // last-level cache). Breakpoints are searched over the measured message sizes and per-step
 // message sizes (every single breakpoint, then every pair, also when no single one paid
-// off, then every triple on the points the outlier rounds kept; each regime needs >= 3 measured sizes and a positive
+// off, then the best pair and one more on the points the outlier rounds kept; each regime needs >= 3 measured sizes and a positive
 // bandwidth); a model with one more regime is kept when it at least halves the weighted
 // (relative-error) residual sum of squares. A fit with R^2 < 0.9 or a relative residual
 // above 50% is flagged in LevelFit::warnings with the points that miss.
