@@ -212,9 +212,10 @@ const std::vector<Shape>& alltoall_schedule(int nodes, int g) {
 // (reduce is 0 or 1), with optional chunk pipelining (see collectives.hpp). both_ways:
 // ranks receive while they send (the level's duplex bandwidth, fabric.hpp). cpu: the CPU
 // share factor of the step's busy ranks (Level::cpu_share), applied to the reduction and,
-// on the intra level (copies by the ranks' cores), to the transfer.
+// on the intra level (copies by the ranks' cores), to the transfer. between_nodes: the
+// inter level (chunks share the network latency and overlap their reductions).
 double level_step(const Level& l, double m, double reduce, int share, int channels, double chunk, bool both_ways,
-                  double cpu_copy, double cpu_reduce, bool chunks_share_alpha, bool cores_copy) {
+                  double cpu_copy, double cpu_reduce, bool between_nodes) {
   if (m <= 0) return 0;
   if (chunk <= 0 || chunk >= m)
     return l.alpha(m) + cpu_copy * m / l.flow_bw(m, share, channels, both_ways) + cpu_reduce * reduce * l.reduce_s(m);
@@ -230,25 +231,22 @@ double level_step(const Level& l, double m, double reduce, int share, int channe
   // copy: every chunk pays it (with the window there too, the flagship's sweep fitted a
   // 1.2 ms alpha to its out-of-cache regime and its runs' error went 2.8 -> 6.4%).
   const double window =
-      chunks_share_alpha ? static_cast<double>(plan::pipeline_slots(static_cast<std::size_t>(chunk))) : 1.0;
-  // cores_copy: the ranks' own cores copy (shared memory on a host): a rank moves a chunk
-  // and reduces the one before on the same core, and the MPI library progresses the copy
-  // only inside the rank's MPI calls, i.e. between its reductions, so the chunks' transfers
-  // and reductions add up. A network (or a GPU's copy engines) moves the next chunk while
-  // the core reduces: only the longer of the two is paid per chunk.
-  if (cores_copy) return (1 + (k - 1) / window) * l.alpha(c) + k * (send + red);
+      between_nodes ? static_cast<double>(plan::pipeline_slots(static_cast<std::size_t>(chunk))) : 1.0;
+  // On one node where the ranks' own cores copy (cores_per_node > 0, fabric.hpp's CPU share:
+  // shared memory on a host) a rank moves a chunk and reduces the one before on the same
+  // core, and the MPI library progresses the copy only inside the rank's MPI calls, i.e.
+  // between its reductions, so the chunks' transfers and reductions add up. A network (or a
+  // GPU's copy engines) moves the next chunk while the core reduces: only the longer of the
+  // two is paid per chunk.
+  if (!between_nodes && l.cores_per_node > 0) return (1 + (k - 1) / window) * l.alpha(c) + k * (send + red);
   return (1 + (k - 1) / window) * l.alpha(c) + k * std::max(send, red) + std::min(send, red);
 }
 
 double step(const Fabric& f, const Shape& s, double m, double reduce, int channels = 1, double chunk = 0) {
   double t = 0;
   const double cpu = f.cpu_share(s.active);
-  // The intra level's copies are the ranks' work where its cores are known (fabric.hpp's
-  // CPU share: cores_per_node > 0, which calibrate takes from the bench files).
-  if (s.intra)
-    t = level_step(f.intra, m, reduce, 1, channels, chunk, s.both_ways, cpu, cpu, false, f.intra.cores_per_node > 0);
-  if (s.inter)
-    t = std::max(t, level_step(f.inter, m, reduce, s.share, channels, chunk, s.both_ways, 1, cpu, true, false));
+  if (s.intra) t = level_step(f.intra, m, reduce, 1, channels, chunk, s.both_ways, cpu, cpu, false);
+  if (s.inter) t = std::max(t, level_step(f.inter, m, reduce, s.share, channels, chunk, s.both_ways, 1, cpu, true));
   return t;
 }
 

@@ -87,6 +87,14 @@ void read_rank_columns(const h5::Reader& r, const std::string& path, int nranks,
 
 }  // namespace
 
+double recorded_chunk_bytes(const h5::Reader& r) {
+  for (const char* name : {"chunk_bytes_used", "chunk_bytes"}) {
+    const double v = r.has_attr("/", name) ? r.attr_double("/", name) : 0.0;
+    if (v > 0) return v;
+  }
+  return 0.0;
+}
+
 TrainRun read_train_file(const std::string& path) {
   h5::Reader r(path);
   TrainRun run;
@@ -122,13 +130,9 @@ TrainRun read_train_file(const std::string& path) {
   num("accumulate", c.accumulate);
   str("algo", c.algo);
   num("chunk_bytes", c.chunk_bytes);
-  // The chunk the all-reduce ran with (files since 2026-12-02): chunk_bytes is 0 for the
-  // transport-aware default, which the model would price as one unpipelined message per
-  // step while the bench points of the same fabric were priced in their chunks.
-  if (r.has_attr("/", "chunk_bytes_used")) {
-    const double used = r.attr_double("/", "chunk_bytes_used");
-    if (used > 0) c.chunk_bytes = used;
-  }
+  // Priced in the chunk the all-reduce ran with, as a bench file's points are: chunk_bytes
+  // alone is 0 for the transport-aware default (one unpipelined message per step).
+  c.chunk_bytes = recorded_chunk_bytes(r);
   num("channels", c.channels);
   str("compress", c.compress);
   str("precision", c.precision);

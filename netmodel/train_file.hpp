@@ -24,7 +24,16 @@
 
 #include "netmodel/predict.hpp"
 
+namespace gradsync::h5 {
+class Reader;
+}
+
 namespace gradsync::netmodel {
+
+// The chunk a gradsync result file's collectives ran with (gradsync-train and gradsync-bench
+// write both): chunk_bytes_used where > 0, else chunk_bytes (0 for the transport-aware
+// default, or in files before 2026-12-02; 0 also for algorithms that do not pipeline).
+double recorded_chunk_bytes(const h5::Reader& r);
 
 // One parameter tensor from /model (forward order).
 struct TrainTensor {
