@@ -544,19 +544,20 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
       return true;
     };
     const std::vector<double> cv(cands.begin(), cands.end());
-    // k = 1, 2 breakpoints in turn, each k over every combination of the candidates (k = 3:
-    // the best pair and one more); the
-    // best of each k is kept when it is `better` than the best so far. k = 2 is tried even
-    // when k = 1 did not pay off: a cache hump (fast in the middle, slower on both sides)
-    // needs two breakpoints before either helps. The third (since 2026-12-04): 3- and
-    // 4-rank shared-memory sweeps spent two breaks on small working sets (9 and 288 KiB)
-    // and left 1 MiB (9 MiB on the node) and 16 MiB (144 MiB) in one regime, predicting
-    // the first 15-64% slow and the second 24-38% fast; with a third break the fit puts
-    // it at the 32 MiB last-level cache (32 and 36 MiB) and fresh runs within 15% went
-    // 20 -> 32 and 28 -> 44 of 54 (netmodel/README.md). 0.15 s for such a set. fit_level tries
-    // the third only on the points left after its outlier rounds: with descheduled points
-    // in, a fourth regime absorbs them instead.
-    std::vector<double> best_pair;  // the best two breaks found, accepted or not
+    // k = 1, 2 breakpoints in turn, each k over every combination of the candidates (k >= 3:
+    // the best k - 1 and one more); the best of each k is kept when it is `better` than the
+    // best so far. k = 2 is tried even when k = 1 did not pay off: a cache hump (fast in the
+    // middle, slower on both sides) needs two breakpoints before either helps. The third
+    // (since 2026-12-04): 3- and 4-rank shared-memory sweeps spent two breaks on small
+    // working sets (9 and 288 KiB) and left 1 MiB (9 MiB on the node) and 16 MiB (144 MiB)
+    // in one regime, predicting the first 15-64% slow and the second 24-38% fast; with a
+    // third break the fit puts it at the 32 MiB last-level cache (32 and 36 MiB) and fresh
+    // runs within 15% went 20 -> 32 and 28 -> 44 of 54. The fourth (the same evening) splits
+    // the small working sets once more where it pays (4-rank sets: 9 / 32 / 288 KiB / 36 MiB;
+    // 32 -> 33 and 44 -> 45; netmodel/README.md). 0.15 s for such a set. fit_level tries
+    // more than two only on the points left after its outlier rounds: with descheduled
+    // points in, an extra regime absorbs them instead.
+    std::vector<double> best_prev;  // the best k - 1 breaks found (k >= 2), accepted or not
     for (std::size_t k = 1; k <= max_breaks && kv.size() >= 3 * (k + 1); ++k) {
       // `better` needs a cut of more than 1% of the point count: a fit already below that
       // cannot be beaten, so the combinations are not tried.
@@ -573,12 +574,16 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
           sk = s;
         }
       };
-      if (k == 3) {
-        // The third break is added to the best pair, one candidate at a time (every triple
-        // took C(n, 3) solves: 18 s for a 3-sweep test fit, minutes under ASan).
-        if (best_pair.size() != 2) break;
+      if (k >= 3) {
+        // A third (fourth) break is added to the best pair (triple), one candidate at a time
+        // (every triple took C(n, 3) solves: 18 s for a 3-sweep test fit, minutes under ASan).
+        if (best_prev.size() != k - 1) break;
         for (double c : cv)
-          if (c != best_pair[0] && c != best_pair[1]) consider({best_pair[0], best_pair[1], c});
+          if (std::find(best_prev.begin(), best_prev.end(), c) == best_prev.end()) {
+            std::vector<double> br = best_prev;
+            br.push_back(c);
+            consider(br);
+          }
       } else {
         std::vector<std::size_t> at(k);
         std::function<void(std::size_t, std::size_t)> pick = [&](std::size_t depth, std::size_t from) {
@@ -595,7 +600,10 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
         };
         pick(0, 0);
       }
-      if (k == 2 && sk.wsse < kInf) best_pair = bk.breaks;
+      if (k >= 2) {
+        if (sk.wsse == kInf) break;  // no k-break model: none with more breaks either
+        best_prev = bk.breaks;
+      }
       if (better(sk.wsse, sb.wsse)) {
         best = bk;
         sb = sk;
@@ -809,11 +817,11 @@ LevelFit fit_level(const std::string& level, const std::vector<BenchPoint>& pts)
     excluded.insert(excluded.end(), out.begin(), out.end());
     fit = std::move(f2);
   }
-  // A fourth regime, searched on the points the outlier rounds kept: the same fit again
-  // when it does not pay off (the rounds' last fit of these points succeeded, so this one
-  // does). It repeats the one- and two-break search of that fit: 0.06 -> 0.15 s for a
-  // 48-point shared-memory sweep set.
-  fit = fit_level_once(level, kept, 3);
+  // A fourth and fifth regime, searched on the points the outlier rounds kept: the same
+  // fit again when they do not pay off (the rounds' last fit of these points succeeded, so
+  // this one does). It repeats the one- and two-break search of that fit: 0.06 -> 0.15 s
+  // for a 48-point shared-memory sweep set.
+  fit = fit_level_once(level, kept, 4);
   if (!excluded.empty()) {
     std::ostringstream os;
     os << level << ": excluded " << excluded.size() << " of " << pts.size()

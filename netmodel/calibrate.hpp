@@ -18,13 +18,14 @@
 // outweigh slow ones; a negative alpha is fixed at 0 and the rest re-fitted. Points far
 // from the rest are excluded as outliers and named (fit_level in calibrate.cpp).
 //
-// Regimes: up to four (e.g. eager, rendezvous in the core's caches, in the last-level
-// cache, past it: shared memory on a loaded host falls from ~7 GB/s to 1-2 GB/s past the
-// last-level cache). Breakpoints are searched over the measured message sizes and per-step
-// message sizes (every single breakpoint, then every pair, also when no single one paid
-// off, then the best pair and one more on the points the outlier rounds kept; each regime needs >= 3 measured sizes and a positive
-// bandwidth); a model with one more regime is kept when it at least halves the weighted
-// (relative-error) residual sum of squares. A fit with R^2 < 0.9 or a relative residual
+// Regimes: up to five (e.g. eager, rendezvous in the core's L1/L2 caches, in the
+// last-level cache, past it: shared memory on a loaded host falls from ~7 GB/s to 1-2 GB/s
+// past the last-level cache). Breakpoints are searched over the measured message sizes and
+// per-step message sizes (every single breakpoint, then every pair, also when no single one
+// paid off, then on the points the outlier rounds kept the best pair and one more, and the
+// best triple and one more; each regime needs >= 3 measured sizes and a positive
+// bandwidth); a model with one more regime is kept when it cuts the weighted log-error sum
+// by a quarter and by more than 1% of the point count. A fit with R^2 < 0.9 or a relative residual
 // above 50% is flagged in LevelFit::warnings with the points that miss.
 //
 // gamma is fitted only when it is identifiable: reduction bytes must not be proportional

@@ -1104,12 +1104,13 @@ TEST(Calibrate, ThreeRegimesAndOutliers) {
   EXPECT_GT(l.r2, 0.99);
 }
 
-TEST(Calibrate, FourRegimesOnARealSharedMemorySweep) {
+TEST(Calibrate, CacheRegimesOnARealSharedMemorySweep) {
   // 4 ranks on this project's 2-core host (tests/data/shm-sweeps): with at most three
   // regimes the fit spent its breaks on small working sets (9 and 288 KiB) and priced the
   // 1 MiB all-reduce (9 MiB of buffers on the node) and the 16 MiB one (144 MiB, past the
-  // 32 MiB L3) in one regime: +15..+64% and -24..-38% against fresh runs. The fourth
-  // regime must separate them.
+  // 32 MiB L3) in one regime: +15..+64% and -24..-38% against fresh runs. A fourth
+  // regime must separate them; a fifth (since 2026-12-04) splits the small working sets
+  // once more (9 / 32 / 288 KiB) and keeps the L3 break.
   const std::string dir = GRADSYNC_SHM_SWEEP_DATA;
   std::vector<BenchPoint> pts;
   for (const char* f : {"pingpong-2.h5", "sendrecv-4.h5", "ring-4.h5"}) {
@@ -1119,8 +1120,12 @@ TEST(Calibrate, FourRegimesOnARealSharedMemorySweep) {
   const FabricFit fit = calibrate_fabric(pts, "shm-4");
   const LevelFit& l = fit.levels.at(0);
   EXPECT_EQ(l.level, "intra");
-  ASSERT_EQ(l.params.regimes.size(), 4u) << l.notes;
+  ASSERT_EQ(l.params.regimes.size(), 5u) << l.notes;
   ASSERT_EQ(l.params.regime_key, RegimeKey::WorkingSet) << l.notes;
+  // The last break sits at the last-level cache (32 MiB; 36 MiB of working set here).
+  const double l3 = l.params.regimes[l.params.regimes.size() - 2].up_to_bytes;
+  EXPECT_GE(l3, 24.0 * (1 << 20)) << l.notes;
+  EXPECT_LE(l3, 48.0 * (1 << 20)) << l.notes;
   CollOptions o;
   o.chunk_bytes = 4 << 20;
   const Topology t{1, 4};
