@@ -69,6 +69,21 @@ std::vector<std::string> parse_string_list(const std::string& text, const std::s
   return out;
 }
 
+std::vector<double> parse_chunk_list(const std::string& text, const std::string& option) {
+  std::vector<double> out;
+  for (const auto& item : parse_string_list(text, option)) {
+    if (item == "auto") {
+      out.push_back(kAutoChunk);
+      continue;
+    }
+    const auto v = parse_number_list(item, option);
+    for (double x : v) GS_USAGE_CHECK(x >= 0, "option ", option, ": must be >= 0 bytes or auto, got '", item, "'");
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  GS_USAGE_CHECK(out.size() <= kMaxValues, "option ", option, ": too many values");
+  return out;
+}
+
 namespace {
 int as_int(double v, const std::string& option) {
   GS_USAGE_CHECK(v == std::floor(v) && std::abs(v) < 2e9, "option --", option, ": ", v, " is not an integer");

@@ -23,6 +23,8 @@ namespace gradsync::netmodel {
 // or more than 10^7 values.
 std::vector<double> parse_number_list(const std::string& text, const std::string& option);
 std::vector<std::string> parse_string_list(const std::string& text, const std::string& option);
+// --chunk-bytes: as parse_number_list, and "auto" (the runtime's own chunk) as kAutoChunk.
+std::vector<double> parse_chunk_list(const std::string& text, const std::string& option);
 
 struct Axis {
   std::string name;                 // option name without dashes, e.g. "nodes"

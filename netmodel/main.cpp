@@ -38,6 +38,7 @@
 #include "netmodel/grid.hpp"
 #include "netmodel/predict.hpp"
 #include "netmodel/tune.hpp"
+#include "plan/algos.hpp"
 
 namespace po = boost::program_options;
 using namespace gradsync;
@@ -145,7 +146,9 @@ int cmd_collective(const std::vector<std::string>& args) {
                                                                          "latency per message (one level)")(
       "bw-GBps", po::value<std::string>(), "bandwidth, GB/s = 1e9 B/s")("gamma-GBps", po::value<std::string>(),
                                                                        "reduction throughput (optional)")(
-      "chunk-bytes", po::value<std::string>()->default_value("0"), "ring pipelining chunk (0: none)")(
+      "chunk-bytes", po::value<std::string>()->default_value("0"),
+      "ring pipelining chunk (0: none; auto: the runtime's own for --algo on --nodes, e.g. 32K between nodes "
+      "over TCP, 4M on one node)")(
       "channels", po::value<std::string>()->default_value("1"), "concurrent rings")("json", "print one JSON object");
   const auto vm = parse(args, d);
   if (vm.count("help")) {
@@ -184,7 +187,9 @@ int cmd_collective(const std::vector<std::string>& args) {
     fabric = simple_fabric(a * 1e-6, b * 1e9, g);
   }
   CollOptions opt;
-  opt.chunk_bytes = static_cast<double>(parse_size(vm["chunk-bytes"].as<std::string>(), "--chunk-bytes"));
+  const std::string chunk_text = vm["chunk-bytes"].as<std::string>();
+  opt.chunk_bytes = chunk_text == "auto" ? static_cast<double>(plan::chunk_used(algo, topo.nodes, 0))
+                                         : static_cast<double>(parse_size(chunk_text, "--chunk-bytes"));
   opt.channels = static_cast<int>(parse_int(vm["channels"].as<std::string>(), "--channels"));
   GS_USAGE_CHECK(opt.channels >= 1, "option --channels must be >= 1");
   const auto sizes = parse_number_list(vm["bytes"].as<std::string>(), "--bytes");
@@ -253,7 +258,7 @@ const std::vector<AxisOpt>& predict_axes() {
       {"overlap", "1", true, "overlap communication with backward (1/0)"},
       {"accumulate", "1", true, "gradient accumulation steps"},
       {"algo", "auto", false, "all-reduce algorithm"},
-      {"chunk-bytes", "0", true, "ring pipelining chunk (0: none; the runtime's default: 32K between nodes over TCP, 4M on one node)"},
+      {"chunk-bytes", "0", true, "ring pipelining chunk (0: none; auto: the runtime's own for the algorithm and node count, e.g. 32K between nodes over TCP, 4M on one node; list allowed; a grid table writes auto as -1)"},
       {"channels", "1", true, "concurrent rings"},
       {"compress", "none", false, "compressor spec (none, fp16, bf16, powersgd:rank=R, qsgd:levels=S, onebit, topk:ratio=F)"},
       {"precision", "fp32", false, "fp32|fp16|bf16"},
@@ -265,6 +270,13 @@ const std::vector<AxisOpt>& predict_axes() {
       {"kernels", nullptr, false, "measured compression-kernel rates (TOML from calibrate --kernels; default: the compute profile's rates)"},
   };
   return a;
+}
+
+// "none", "64 KiB", or "auto (32 KiB)": the chunk predict priced.
+std::string chunk_words(const PredictConfig& c) {
+  const double used = chunk_priced(c);
+  const std::string bytes = used > 0 ? format_bytes(used) : std::string("none");
+  return c.chunk_bytes == kAutoChunk ? "auto (" + bytes + ")" : bytes;
 }
 
 void print_prediction(const PredictConfig& c, const StepResult& r, Predictor& pred) {
@@ -281,7 +293,7 @@ void print_prediction(const PredictConfig& c, const StepResult& r, Predictor& pr
               format_bytes(static_cast<double>(model.grad_bytes())).c_str(), c.compute_profile.c_str(), c.precision.c_str());
   std::printf("  reducer: %zu buckets (first %g MiB, then %g MiB), overlap %s, algo %s, chunk %s, compress %s\n",
               r.buckets.size(), c.first_bucket_mb, c.bucket_mb, c.overlap ? "on" : "off", c.algo.c_str(),
-              c.chunk_bytes > 0 ? format_bytes(c.chunk_bytes).c_str() : "none", c.compress.c_str());
+              chunk_words(c).c_str(), c.compress.c_str());
   std::printf("  %6s %7s %12s %12s %10s %10s %10s %10s %10s %10s\n", "bucket", "tensors", "grad_bytes", "wire_bytes",
               "ready_ms", "start_ms", "end_ms", "comm_ms", "codec_ms", "contend_ms");
   for (std::size_t i = 0; i < r.buckets.size(); ++i) {
@@ -381,7 +393,8 @@ int cmd_predict(const std::vector<std::string>& args) {
     Axis ax;
     ax.name = a.name;
     const std::string option = std::string("--") + a.name;
-    if (a.numeric) ax.numbers = parse_number_list(text, option);
+    if (std::string(a.name) == "chunk-bytes") ax.numbers = parse_chunk_list(text, option);
+    else if (a.numeric) ax.numbers = parse_number_list(text, option);
     else if (std::string(a.name) == "compress") ax.strings = {text};  // specs contain commas
     else ax.strings = parse_string_list(text, option);
     axes.push_back(std::move(ax));
@@ -800,7 +813,8 @@ int cmd_tune(const std::vector<std::string>& args) {
     Axis ax;
     ax.name = a.name;
     const std::string option = std::string("--") + a.name;
-    if (a.numeric) ax.numbers = parse_number_list(text, option);
+    if (ax.name == "chunk-bytes") ax.numbers = parse_chunk_list(text, option);
+    else if (a.numeric) ax.numbers = parse_number_list(text, option);
     else if (ax.name == "compress") {
       for (std::size_t pos = 0; pos <= text.size();) {  // specs contain commas: ';' separates them
         const std::size_t semi = text.find(';', pos);

@@ -108,20 +108,23 @@ const std::vector<Bucket>& Predictor::buckets(const PredictConfig& c, int nranks
   return planned_;
 }
 
+double chunk_priced(const PredictConfig& c) {
+  // A given chunk as the runtime applies it (plan::chunk_used: mpi runs whole messages).
+  if (c.chunk_bytes == kAutoChunk) return static_cast<double>(plan::chunk_used(c.algo, c.nodes, 0));
+  return c.chunk_bytes > 0 ? static_cast<double>(plan::chunk_used(c.algo, c.nodes, static_cast<std::size_t>(c.chunk_bytes)))
+                           : 0.0;
+}
+
 StepResult Predictor::predict(const PredictConfig& c, bool keep_buckets) {
   GS_USAGE_CHECK(c.nodes >= 1, "option --nodes must be >= 1, got ", c.nodes);
   GS_USAGE_CHECK(c.ranks_per_node >= 1, "option --ranks-per-node must be >= 1, got ", c.ranks_per_node);
   GS_USAGE_CHECK(c.channels >= 1, "option --channels must be >= 1, got ", c.channels);
-  GS_USAGE_CHECK(c.chunk_bytes >= 0, "option --chunk-bytes must be >= 0");
+  GS_USAGE_CHECK(c.chunk_bytes >= 0 || c.chunk_bytes == kAutoChunk, "option --chunk-bytes must be >= 0 bytes or auto");
   check_algo_name(c.algo);
   const Fabric& f = fabric(c.fabric, c.intra);
   const Workload& w = workload(c);
   const auto& bs = buckets(c, c.nodes * c.ranks_per_node);
-  // A given chunk as the runtime applies it (plan::chunk_used: mpi runs whole messages).
-  const double chunk =
-      c.chunk_bytes > 0 ? static_cast<double>(plan::chunk_used(c.algo, c.nodes, static_cast<std::size_t>(c.chunk_bytes)))
-                        : 0.0;
-  NetConfig net{c.nodes, c.ranks_per_node, c.algo, chunk, c.channels};
+  NetConfig net{c.nodes, c.ranks_per_node, c.algo, chunk_priced(c), c.channels};
   StepConfig st{c.batch_per_rank, c.overlap, c.accumulate, c.loader_workers, c.data_time_s, c.compute_threads};
   const int64_t samples = c.samples_per_epoch > 0 ? c.samples_per_epoch : w.samples_per_epoch;
   return simulate_step(w, bs, f, net, st, samples, keep_buckets);

@@ -35,7 +35,7 @@ struct PredictConfig {
   bool overlap = true;
   int accumulate = 1;
   std::string algo = "auto";
-  double chunk_bytes = 0;
+  double chunk_bytes = 0;  // 0: unpipelined; kAutoChunk: the runtime's default (chunk_priced)
   int channels = 1;
   std::string compress = "none";
   std::string precision = "fp32";
@@ -46,6 +46,13 @@ struct PredictConfig {
   std::string kernels;  // measured kernel rates file (calibrate --kernels); empty: device rates
   double compute_threads = 0;  // busy compute threads per rank in backward (timeline.hpp StepConfig)
 };
+
+// --chunk-bytes auto: the chunk the runtime picks when none is given (plan::chunk_used:
+// the transport-aware default, shm's round on one node, whole messages for mpi).
+inline constexpr double kAutoChunk = -1;
+// The chunk `predict` prices for c: a given chunk as the runtime applies it to c.algo on
+// c.nodes (plan::chunk_used), the runtime's own for kAutoChunk, 0 (unpipelined) for 0.
+double chunk_priced(const PredictConfig& c);
 
 // SGD with momentum touches 20 bytes per parameter, Adam(W) 28 (models/compute_profile.hpp).
 double optimizer_bytes_per_param(const std::string& optimizer);

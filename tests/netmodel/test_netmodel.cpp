@@ -681,6 +681,38 @@ TEST(Grid, ParseLists) {
   EXPECT_THROW(parse_number_list("1.5..3", "--nodes"), UsageError);
 }
 
+TEST(Grid, ChunkAutoIsTheRuntimesOwn) {
+  // `--chunk-bytes auto` (as gradsync-bench and gradsync-train take it) prices the chunk the
+  // runtime picks when none is given: plan::chunk_used(algo, nodes, 0); 0 stays unpipelined.
+  EXPECT_EQ(parse_chunk_list("auto", "--chunk-bytes"), std::vector<double>({kAutoChunk}));
+  EXPECT_EQ(parse_chunk_list("0,auto,4M", "--chunk-bytes"), std::vector<double>({0, kAutoChunk, 4194304}));
+  EXPECT_NE(usage_error_of([] { parse_chunk_list("-5", "--chunk-bytes"); }).find("or auto"), std::string::npos);
+  EXPECT_THROW(parse_chunk_list("autox", "--chunk-bytes"), UsageError);
+  EXPECT_THROW(parse_chunk_list("auto,", "--chunk-bytes"), UsageError);
+  Predictor p;
+  PredictConfig c;
+  c.model = "resnet18-cifar";
+  c.fabric = "seed-tcp";
+  c.compute_profile = "a100";
+  bool differs = false;  // between nodes over TCP the runtime's chunk is not "none"
+  for (const char* algo : {"ring", "rd", "rabenseifner", "mpi", "auto", "hier", "shm"})
+    for (int nodes : {1, 2, 4}) {
+      if (std::string(algo) == "shm" && nodes > 1) continue;
+      c.algo = algo;
+      c.nodes = nodes;
+      c.ranks_per_node = 2;
+      c.chunk_bytes = kAutoChunk;
+      const double own = static_cast<double>(plan::chunk_used(algo, nodes, 0));
+      EXPECT_EQ(chunk_priced(c), own) << algo << " on " << nodes;
+      const double t_auto = p.predict(c, false).step_time_s;
+      c.chunk_bytes = own;  // the same chunk given in bytes (0 where the runtime runs whole messages)
+      EXPECT_DOUBLE_EQ(t_auto, p.predict(c, false).step_time_s) << algo << " on " << nodes;
+      c.chunk_bytes = 0;
+      differs = differs || t_auto != p.predict(c, false).step_time_s;
+    }
+  EXPECT_TRUE(differs);
+}
+
 TEST(Grid, CrossProductMatchesSinglePredictions) {
   PredictConfig base;
   base.model = "resnet18-cifar";
