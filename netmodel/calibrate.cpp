@@ -577,7 +577,7 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
       if (k >= 3) {
         // A third (fourth) break is added to the best pair (triple), one candidate at a time
         // (every triple took C(n, 3) solves: 18 s for a 3-sweep test fit, minutes under ASan).
-        if (best_prev.size() != k - 1) break;
+        // best_prev holds k - 1 breaks: the loop stops below when a k - 1 had no model.
         for (double c : cv)
           if (std::find(best_prev.begin(), best_prev.end(), c) == best_prev.end()) {
             std::vector<double> br = best_prev;

@@ -190,9 +190,10 @@ TuneReport tune(const PredictConfig& base, const TuneSpace& space, Predictor& pr
                 // An algorithm that takes no chunk runs with the runtime's own (rd and
                 // rabenseifner: pieces between nodes; mpi: whole), which its compressors'
                 // all-gathers use too (plan::chunk_used).
-                // A fixed `--chunk-bytes auto` is the runtime's own too, written out in bytes.
-                const bool own = !takes_chunk(algo) || space.chunk_bytes[ci] == kAutoChunk;
-                c.chunk_bytes = own ? static_cast<double>(plan::chunk_used(algo, c.nodes, 0)) : space.chunk_bytes[ci];
+                // A fixed `--chunk-bytes auto` is the runtime's own too; both are written out
+                // in bytes (chunk_priced).
+                c.chunk_bytes = takes_chunk(algo) ? space.chunk_bytes[ci] : kAutoChunk;
+                if (c.chunk_bytes == kAutoChunk) c.chunk_bytes = chunk_priced(c);
                 for (std::size_t hi = 0; hi < nchan; ++hi) {
                   c.channels = space.channels[hi];
                   all.push_back(entry(c, predictor.predict(c, false)));
