@@ -214,6 +214,7 @@ StepResult predict_measured_compute(const TrainRun& run, const Fabric& fabric, P
   StepConfig st{c.batch_per_rank, c.overlap, c.accumulate, c.loader_workers, 0.0, c.compute_threads};
   // A no-overlap reference timed backward with no communication beside it.
   st.compute_shares_cpu = ref && !ref->config.overlap;
+  st.comm_preempts_compute = c.comm_preempts;
   auto simulate = [&](MeasuredStep m) {
     if (ref) {
       // ref's per-bucket ready times onto run's buckets: the latest of each bucket's tensors.

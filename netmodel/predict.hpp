@@ -45,6 +45,9 @@ struct PredictConfig {
   int64_t samples_per_epoch = 0;  // 0: the model's data set
   std::string kernels;  // measured kernel rates file (calibrate --kernels); empty: device rates
   double compute_threads = 0;  // busy compute threads per rank in backward (timeline.hpp StepConfig)
+  // The communication threads preempt compute (a real-time policy: a train file's
+  // comm_sched rr or fifo; timeline.hpp StepConfig::comm_preempts_compute).
+  bool comm_preempts = false;
 };
 
 // --chunk-bytes auto: the chunk the runtime picks when none is given (plan::chunk_used:

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <queue>
 #include <unordered_map>
@@ -92,13 +93,23 @@ double expected_max_std_normal(int p) {
   return known[p] = s * h / 3;
 }
 
-double backward_contention(const Fabric& fabric, const NetConfig& net, double compute_threads) {
+double backward_contention(const Fabric& fabric, const NetConfig& net, double compute_threads, bool comm_preempts) {
   const Level& l = net.nodes > 1 ? fabric.inter : fabric.intra;
-  if (l.contention != 1 || l.contention_alpha_s > 0 || compute_threads <= 0) return l.contention;
+  if (l.contention != 1 || l.contention_alpha_s > 0 || compute_threads <= 0 || comm_preempts) return l.contention;
   // Not fitted: the CPU share. Inside backward each rank of a node runs its compute threads
   // and one communication thread; alone, the communication thread only.
   const double g = std::max(1, net.ranks_per_node);
   return fabric.cpu_share(g * (compute_threads + 1)) / fabric.cpu_share(g);
+}
+
+double backward_slowdown_in_flight(const Fabric& fabric, double g, double c, bool comm_preempts) {
+  if (c <= 0) return 1.0;
+  if (!comm_preempts) return fabric.cpu_share(g * (c + 1)) / fabric.cpu_share(g * c);
+  const int cores = fabric.intra.cores_per_node > 0 ? fabric.intra.cores_per_node : fabric.inter.cores_per_node;
+  if (cores <= 0) return 1.0;
+  const double alone = std::min(1.0, cores / (g * c));
+  const double beside = std::min(1.0, std::max(0.0, cores - g) / (g * c));
+  return beside > 0 ? alone / beside : std::numeric_limits<double>::infinity();
 }
 
 StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, const Fabric& fabric,
@@ -130,15 +141,14 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
   // level's contention_us first; the part of its d seconds alone that falls inside backward
   // runs `slow` times slower: (bwd_end - t) / slow of its work before backward ends, the
   // rest at full speed.
-  const double slow = backward_contention(fabric, net, st.compute_threads);
+  const double slow = backward_contention(fabric, net, st.compute_threads, st.comm_preempts_compute);
   const double wake = (net.nodes > 1 ? fabric.inter : fabric.intra).contention_alpha_s;
   // Backward slowed by the buckets in flight (StepConfig::compute_shares_cpu): `cslow` times
   // its time alone while one is. bwd_end and the ready times below are the wall times of
   // backward's progress given the previous pass's communication intervals (`busy_iv`).
   const double g_node = std::max(1, net.ranks_per_node);
-  const double cslow = st.compute_shares_cpu && st.overlap && st.compute_threads > 0
-                           ? fabric.cpu_share(g_node * (st.compute_threads + 1)) /
-                                 fabric.cpu_share(g_node * st.compute_threads)
+  const double cslow = st.compute_shares_cpu && st.overlap
+                           ? backward_slowdown_in_flight(fabric, g_node, st.compute_threads, st.comm_preempts_compute)
                            : 1.0;
   std::vector<std::pair<double, double>> busy_iv;
   auto wall = [&](double x) {  // backward progress x (seconds alone) -> wall time

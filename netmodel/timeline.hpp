@@ -105,6 +105,14 @@ struct StepConfig {
   // per rank, cpu_share(g (compute_threads + 1)) / cpu_share(g compute_threads) times its
   // time alone (g: ranks per node). Needs compute_threads and the fabric's cores_per_node.
   bool compute_shares_cpu = false;
+  // With compute_shares_cpu: each rank's communication thread preempts compute (a real-time
+  // policy, e.g. the PyTorch bridge's --comm-sched rr) instead of sharing the CPU. While a
+  // bucket is in flight inside backward, that thread holds a core of the node's
+  // cores_per_node, and the ranks' compute threads share the rest: backward runs
+  // min(1, cores / (g c)) / min(1, (cores - g) / (g c)) times slower (c: compute_threads),
+  // and stops while a bucket is in flight when no core is left (cores <= g). Communication
+  // itself is not slowed by compute then (backward_contention's CPU share is 1).
+  bool comm_preempts_compute = false;
 };
 
 struct BucketTiming {
@@ -137,7 +145,17 @@ struct StepResult {
 // when it has one (!= 1, or a contention_us); else, with compute_threads > 0 and the fabric's cores_per_node,
 // the CPU share: (ranks_per_node x (compute_threads + 1)) busy threads against the
 // ranks_per_node of communication alone (fabric.hpp, Level::cpu_share); else 1.
-double backward_contention(const Fabric& fabric, const NetConfig& net, double compute_threads);
+// With comm_preempts (StepConfig::comm_preempts_compute) the unfitted share is 1.
+double backward_contention(const Fabric& fabric, const NetConfig& net, double compute_threads,
+                           bool comm_preempts = false);
+
+// How much longer backward takes while a bucket is in flight beside it, its compute
+// measured alone (StepConfig::compute_shares_cpu): g ranks per node with compute_threads
+// each, one communication thread per rank, sharing the fabric's cores_per_node (1 without
+// it); with comm_preempts the communication threads take their cores first. Infinite when
+// backward gets no core at all.
+double backward_slowdown_in_flight(const Fabric& fabric, double ranks_per_node, double compute_threads,
+                                   bool comm_preempts);
 
 StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, const Fabric& fabric,
                          const NetConfig& net, const StepConfig& step, int64_t samples_per_epoch,

@@ -142,6 +142,11 @@ TrainRun read_train_file(const std::string& path) {
   num("samples_per_epoch", c.samples_per_epoch);
   num("warmup_steps", run.warmup_steps);
   if (r.has_attr("/", "compute_threads")) c.compute_threads = r.attr_double("/", "compute_threads");
+  // The PyTorch bridge's --comm-sched: gloo's threads under a real-time policy ("rr:1 (...)").
+  if (r.has_attr("/", "comm_sched")) {
+    const std::string s = r.attr_string("/", "comm_sched");
+    c.comm_preempts = s.rfind("rr", 0) == 0 || s.rfind("fifo", 0) == 0;
+  }
   if (r.has_attr("/", "cores_per_node")) run.cores_per_node = static_cast<int>(r.attr_double("/", "cores_per_node"));
   if (c.accumulate < 1) c.accumulate = 1;
   // PowerSGD runs plain all-reduces before step `start` (the hook's start_powerSGD_iter);

@@ -1,14 +1,18 @@
 #!/usr/bin/python3
 """scripts/ring-vs-gloo.py — gradsync's ring all-reduce over MPI vs gloo's, same ranks, alternating.
 
-    scripts/ring-vs-gloo.py [--rounds 3] [-b 1K] [-e 64M] [-f 4] [-n 10] [--ranks 2] [--out DIR]
+    scripts/ring-vs-gloo.py [--rounds 3] [-b 1K] [-e 64M] [-f 4] [-n 10] [--ranks 2]
+                            [--comm-sched other,rr] [--out DIR]
 
 Purpose: the ratio table of issue 12's target: per size, gradsync-bench --algo ring (mpirun)
 over the torch bench on gloo (scripts/torchrun), 1 KiB .. 64 MiB.
 Approach: `rounds` rounds; each round runs the gradsync sweep then the torch sweep (order
 swapped every other round), so slow phases of a shared machine hit both alike. Per size the
 time is the median over all rounds' raw iterations (slowest rank per iteration, as both
-files store it); ratio = gloo / gradsync (> 1: gradsync is faster). Needs build/bin (or
+files store it); ratio = gloo / gradsync (> 1: gradsync is faster). --comm-sched runs the
+torch sweep once per listed policy of gloo's threads (the bench's --comm-sched; `rr`
+needs root or CAP_SYS_NICE), each its own column; the first is `gloo`, the others
+`gloo-<policy>`. Needs build/bin (or
 GRADSYNC_BIN) and the PyTorch venv. Writes the files and ratio.json under --out.
 """
 import argparse
@@ -33,6 +37,8 @@ def main():
     ap.add_argument("-n", default="10")
     ap.add_argument("-w", default="2")
     ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--comm-sched", default="other",
+                    help="comma list of policies for gloo's threads, one torch sweep each (default other)")
     ap.add_argument("--out", default=os.path.join("results", "ring-vs-gloo"))
     o = ap.parse_args()
     if o.rounds < 1:
@@ -46,12 +52,17 @@ def main():
     os.makedirs(o.out, exist_ok=True)
     sweep = ["-b", o.b, "-e", o.e, "-f", o.f, "-n", o.n, "-w", o.w]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    files = {"gradsync": [], "gloo": []}
+    scheds = [x.strip() for x in o.comm_sched.split(",") if x.strip()]
+    if not scheds or len(set(scheds)) != len(scheds):
+        ap.error(f"option --comm-sched: a comma list of distinct policies, got '{o.comm_sched}'")
+    glo = {x: "gloo" if i == 0 else "gloo-" + x.replace(":", "") for i, x in enumerate(scheds)}
+    files = {"gradsync": [], **{k: [] for k in glo.values()}}
     for r in range(o.rounds):
         runs = [("gradsync", ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(o.ranks), bench,
-                              "--op", "allreduce", "--algo", "ring", "-c", "1"] + sweep),
-                ("gloo", [os.path.join(HERE, "torchrun"), "--nproc-per-node", str(o.ranks), "-m",
-                          "gradsync_torch.bench", "--op", "allreduce", "-c", "1"] + sweep)]
+                              "--op", "allreduce", "--algo", "ring", "-c", "1"] + sweep)]
+        runs += [(kind, [os.path.join(HERE, "torchrun"), "--nproc-per-node", str(o.ranks), "-m",
+                         "gradsync_torch.bench", "--op", "allreduce", "-c", "1", "--comm-sched", x] + sweep)
+                 for x, kind in glo.items()]
         if r % 2:
             runs.reverse()
         for kind, argv in runs:
@@ -71,15 +82,25 @@ def main():
                 for s, row in zip(f["size_bytes"][:], f["oop/time_us"][:]):
                     per.setdefault(int(s), []).extend(row.tolist())
         med[kind] = {s: float(np.median(v)) for s, v in per.items()}
-    sizes = sorted(set(med["gradsync"]) & set(med["gloo"]))
-    rows = [{"bytes": s, "gradsync_ring_us": med["gradsync"][s], "gloo_us": med["gloo"][s],
-             "ratio_gloo_over_ring": med["gloo"][s] / med["gradsync"][s]} for s in sizes]
-    print(f"# {o.ranks} ranks, {o.rounds} alternating rounds x {o.n} iterations; median of the slowest rank per iteration")
-    print(f"# {'bytes':>10s}  {'gradsync ring (us)':>18s}  {'gloo (us)':>10s}  {'gloo/ring':>9s}")
+    sizes = sorted(set.intersection(*(set(m) for m in med.values())))
+    rows = []
+    for s in sizes:
+        row = {"bytes": s, "gradsync_ring_us": med["gradsync"][s]}
+        for kind in glo.values():
+            key = kind.replace("-", "_")
+            row[f"{key}_us"] = med[kind][s]
+            row[f"ratio_{key}_over_ring"] = med[kind][s] / med["gradsync"][s]
+        rows.append(row)
+    print(f"# {o.ranks} ranks, {o.rounds} alternating rounds x {o.n} iterations; median of the slowest rank per iteration"
+          f"; gloo's threads: {', '.join(f'{k} = {x}' for x, k in glo.items())}")
+    head = "".join(f"  {k + ' (us)':>14s}  {k + '/ring':>14s}" for k in glo.values())
+    print(f"# {'bytes':>10s}  {'gradsync ring (us)':>18s}{head}")
     for r in rows:
-        print(f"  {r['bytes']:>10d}  {r['gradsync_ring_us']:>18.1f}  {r['gloo_us']:>10.1f}  {r['ratio_gloo_over_ring']:>9.2f}")
+        cols = "".join(f"  {r[k.replace('-', '_') + '_us']:>14.1f}  {r['ratio_' + k.replace('-', '_') + '_over_ring']:>14.2f}"
+                       for k in glo.values())
+        print(f"  {r['bytes']:>10d}  {r['gradsync_ring_us']:>18.1f}{cols}")
     with open(os.path.join(o.out, "ratio.json"), "w") as fh:
-        json.dump({"rounds": o.rounds, "ranks": o.ranks, "rows": rows, "files": files}, fh, indent=1)
+        json.dump({"rounds": o.rounds, "ranks": o.ranks, "comm_sched": glo, "rows": rows, "files": files}, fh, indent=1)
     return 0
 
 

@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 
-from .launch import Parser
+from .launch import Parser, add_comm_sched_option, parse_comm_sched
 
 OPS = {  # gradsync op name -> (torch name, bus factor(p), has reduction)
     "allreduce": ("all_reduce", lambda p: 2.0 * (p - 1) / p, True),
@@ -111,12 +111,14 @@ def options(argv):
     ap.add_argument("--backend", default=None, help="gloo (default on cpu) | nccl | mpi")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank (default 1)")
+    add_comm_sched_option(ap)
     ap.add_argument("--out", default=None, help="result file; with several ops, -<op> is inserted before .h5")
     o = ap.parse_args(argv)
     try:
         o.min_bytes = parse_size(o.minbytes, "-b")
         o.max_bytes = parse_size(o.maxbytes, "-e")
         o.off_cache_bytes = parse_size(o.off_cache, "--off-cache")
+        o.comm_sched_spec = parse_comm_sched(o.comm_sched)
     except ValueError as e:
         ap.error(str(e))
     if o.off_cache_bytes > (64 << 30):
@@ -169,7 +171,7 @@ def main(argv=None):
     from . import h5out
     from .recorder import BACKEND_ALGO
 
-    from .launch import init_distributed
+    from .launch import comm_sched_now, init_distributed
     o.backend = init_distributed("bench", o)
     if o.backend is None:
         return 2
@@ -201,6 +203,7 @@ def main(argv=None):
 
     # Spinners die with this rank however it ends (PR_SET_PDEATHSIG); close() stops them when
     # the sweep is done.
+    comm_sched = comm_sched_now()  # gloo's threads' policy (--comm-sched), e.g. "rr:1 (gloo_tcp_loop, ...)"
     spin = Spinners(o.busy_threads)
     for op in o.ops:
         tname, busf, reduces = OPS[op]
@@ -324,7 +327,8 @@ def main(argv=None):
                          "max_bytes": o.max_bytes, "step_factor": o.stepfactor, "step_bytes": 0,
                          "bus_factor": busf(p), "timing": "barrier, then one blocking torch.distributed call "
                          "timed on every rank (perf_counter; cuda: synchronize after); max over ranks",
-                         "off_cache_bytes": o.off_cache_bytes, "busy_threads": o.busy_threads, "out_of_bounds": wrong_total, "avg_busbw_GBps": mean_bus, "in_place": int(op in ("allreduce", "broadcast"))}
+                         "off_cache_bytes": o.off_cache_bytes, "busy_threads": o.busy_threads,
+                         "comm_sched": comm_sched, "out_of_bounds": wrong_total, "avg_busbw_GBps": mean_bus, "in_place": int(op in ("allreduce", "broadcast"))}
                 for k, v in attrs.items():
                     h5out.set_attr(f, k, v)
                 h5out.write_dataset(f, "size_bytes", sizes, "int")

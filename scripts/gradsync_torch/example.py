@@ -22,7 +22,7 @@ import statistics
 import sys
 import time
 
-from .launch import Parser
+from .launch import Parser, add_comm_sched_option, parse_comm_sched
 
 
 def parse_hook(text):
@@ -71,6 +71,7 @@ def add_options(ap, loop=True):
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank (default 1)")
     ap.add_argument("--backend", default=None, help="gloo (default on CPU) | nccl | mpi")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    add_comm_sched_option(ap)
     ap.add_argument("--out", default=None, help="result file (default results/torch-cnn-<UTC>.h5)" if loop else
                     "keep the recorded copy's file here (default: a scratch file, removed)")
     if loop:
@@ -81,6 +82,7 @@ def add_options(ap, loop=True):
 def check_options(ap, o):
     try:
         o.hook_kind, o.hook_params = parse_hook(o.hook)
+        o.comm_sched_spec = parse_comm_sched(o.comm_sched)
     except ValueError as e:
         ap.error(str(e))
     steps = getattr(o, "steps", None)  # None: a program without the loop's --steps

@@ -80,6 +80,7 @@ import torch.distributed as dist
 from gradsync_analysis.atomicfile import atomic_file, atomic_h5
 
 from . import h5out
+from .launch import comm_sched_now
 
 now = time.perf_counter
 
@@ -551,7 +552,8 @@ class Recorder:
             "steps": nsteps, "epochs": 0, "samples_per_epoch": 0, "steps_per_epoch": 0,
             "warmup_steps": min(self.warmup_steps, max(0, nsteps - 1)), "num_buckets": len(bucket_bytes),
             "bucket_bytes": bucket_bytes, "final_param_norm": norm, "final_eval_accuracy": math.nan,
-            "skipped_steps": 0, "compression_ratio": ratio, "compute_threads": int(torch.get_num_threads()), "emulation_overruns": 0, "emulation_overrun_s": 0.0,
+            "skipped_steps": 0, "compression_ratio": ratio, "compute_threads": int(torch.get_num_threads()),
+            "comm_sched": comm_sched_now(), "emulation_overruns": 0, "emulation_overrun_s": 0.0,
         }
         attrs.update(self.extra)
         with atomic_h5(self.out) as f:

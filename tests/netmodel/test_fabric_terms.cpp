@@ -323,6 +323,58 @@ TEST(Contention, FromTheCpuShareWhenNotFitted) {
   EXPECT_DOUBLE_EQ(backward_contention(f, two, 8), 1.3);
 }
 
+TEST(Contention, CommunicationThatPreemptsComputePausesBackward) {
+  // backward's slowdown while a bucket is in flight, its compute measured alone: g ranks x
+  // (c compute threads + 1 communication thread) on the node's cores.
+  Fabric f = simple_fabric(0, 1e9);
+  EXPECT_DOUBLE_EQ(backward_slowdown_in_flight(f, 2, 1, false), 1.0);  // cores unknown
+  EXPECT_DOUBLE_EQ(backward_slowdown_in_flight(f, 2, 1, true), 1.0);
+  f.intra.cores_per_node = f.inter.cores_per_node = 2;
+  EXPECT_DOUBLE_EQ(backward_slowdown_in_flight(f, 2, 1, false), 2.0);  // 4 threads share 2 cores
+  EXPECT_TRUE(std::isinf(backward_slowdown_in_flight(f, 2, 1, true)));  // no core left for compute
+  EXPECT_DOUBLE_EQ(backward_slowdown_in_flight(f, 2, 0, true), 1.0);   // threads unknown
+  f.intra.cores_per_node = f.inter.cores_per_node = 3;
+  EXPECT_DOUBLE_EQ(backward_slowdown_in_flight(f, 2, 2, true), 3.0);   // 3/4 of a core alone, 1/4 beside
+  f.intra.cores_per_node = f.inter.cores_per_node = 16;
+  EXPECT_DOUBLE_EQ(backward_slowdown_in_flight(f, 2, 1, false), 1.0);  // cores to spare
+  EXPECT_DOUBLE_EQ(backward_slowdown_in_flight(f, 2, 1, true), 1.0);
+
+  // A step: bucket 0 (0.1 ms alone) ready 1 ms into a 3 ms backward, on 2 ranks and 2 cores,
+  // backward timed alone (a no-overlap reference), 1 compute thread per rank.
+  const double comm = 1e-4;
+  Fabric g = simple_fabric(0, 1048576.0 / comm);
+  g.intra.cores_per_node = g.inter.cores_per_node = 2;
+  Workload w;
+  w.forward_s = 2e-3;
+  w.backward_s = 3e-3;
+  w.grads = {{GradShape{262144, 262144, 1}, 1e-3}, {GradShape{262144, 262144, 1}, 3e-3}};
+  auto bs = make_buckets(w.grads, 1, 1);
+  ASSERT_EQ(bs.size(), 2u);
+  for (auto& b : bs) b.plan = Compressor("none").plan(b.tensors, 4, 2, DeviceRates{});
+  const NetConfig net{1, 2, "ring", 0, 1};
+  StepConfig st;
+  st.loader_workers = 0;
+  st.compute_threads = 1;
+  st.compute_shares_cpu = true;
+  // Shared CPU: the collective runs at half speed inside backward (0.2 ms) and backward at
+  // half speed beside it (0.1 ms lost).
+  const StepResult shared = simulate_step(w, bs, g, net, st, 0);
+  EXPECT_NEAR(shared.buckets[0].comm_s, 2 * comm, 1e-12);
+  EXPECT_NEAR(shared.backward_s, w.backward_s + comm, 1e-12);
+  // Preempting: the collective runs alone (0.1 ms) and backward stops for it (0.1 ms lost);
+  // bucket 1 becomes ready 0.1 ms later, and runs after backward, alone.
+  st.comm_preempts_compute = true;
+  const StepResult pre = simulate_step(w, bs, g, net, st, 0);
+  EXPECT_NEAR(pre.buckets[0].comm_s, comm, 1e-12);
+  EXPECT_DOUBLE_EQ(pre.buckets[0].contention_s, 0.0);
+  EXPECT_NEAR(pre.backward_s, w.backward_s + comm, 1e-12);
+  EXPECT_NEAR(pre.buckets[1].ready_s, w.forward_s + w.backward_s + comm, 1e-12);
+  EXPECT_NEAR(pre.step_time_s, w.forward_s + w.backward_s + 2 * comm, 1e-12);
+  // With cores to spare neither form slows backward.
+  g.intra.cores_per_node = g.inter.cores_per_node = 16;
+  EXPECT_NEAR(simulate_step(w, bs, g, net, st, 0).backward_s, w.backward_s, 1e-12);
+}
+
 TEST(Contention, FileRoundTripAndValidation) {
   Fabric f = simple_fabric(1e-6, 1e9);
   f.name = "c";
