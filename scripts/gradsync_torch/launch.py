@@ -90,7 +90,7 @@ def env_from_launcher(env=os.environ):
 # gloo's threads as /proc names them (15 characters at most): the TCP transport's event
 # loop and ProcessGroupGloo's work threads.
 COMM_THREADS = ("gloo_tcp_loop", "pt_gloo_runloop")
-SCHED_POLICIES = {"other": 0, "rr": 2, "fifo": 1}  # name -> os.SCHED_*
+SCHED_POLICIES = {"other": os.SCHED_OTHER, "rr": os.SCHED_RR, "fifo": os.SCHED_FIFO}
 
 
 def add_comm_sched_option(ap):
@@ -143,7 +143,7 @@ def comm_sched_now():
             prio = os.sched_getparam(tid).sched_priority
         except OSError:
             continue
-        key = names.get(pol, f"policy{pol}") + (f":{prio}" if pol in (1, 2) else "")
+        key = names.get(pol, f"policy{pol}") + (f":{prio}" if pol in (os.SCHED_FIFO, os.SCHED_RR) else "")
         seen.setdefault(key, {}).setdefault(name, 0)
         seen[key][name] += 1
     if not seen:
