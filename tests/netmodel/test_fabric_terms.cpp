@@ -237,21 +237,43 @@ TEST(CpuShare, CalibrateUsesThePointsCoresAndRecordsThem) {
   EXPECT_EQ(blind.levels.at(0).notes.find("cores_per_node"), std::string::npos);
 }
 
-TEST(Contention, StretchesOnlyTheCollectivesInsideBackward) {
-  // Two 1 MiB buckets on 2 ranks, 0.1 ms each alone; backward 3 ms, bucket 0 ready at 1 ms,
-  // bucket 1 at 3 ms (= the end of backward).
-  const double comm = 1e-4;
-  Fabric f = simple_fabric(0, 1048576.0 / comm);
-  Workload w;
+namespace {
+// A step of forward 2 ms and backward 3 ms over `grads`, in uncompressed buckets of
+// `bucket_mb` on 2 ranks, without a data loader.
+void set_up_step(Workload& w, std::vector<Bucket>& bs, StepConfig& st, std::vector<ReadyGrad> grads,
+                 double bucket_mb) {
   w.forward_s = 2e-3;
   w.backward_s = 3e-3;
-  w.grads = {{GradShape{262144, 262144, 1}, 1e-3}, {GradShape{262144, 262144, 1}, 3e-3}};
-  auto bs = make_buckets(w.grads, 1, 1);
-  ASSERT_EQ(bs.size(), 2u);
+  w.grads = std::move(grads);
+  bs = make_buckets(w.grads, bucket_mb, bucket_mb);
   for (auto& b : bs) b.plan = Compressor("none").plan(b.tensors, 4, 2, DeviceRates{});
-  const NetConfig net{1, 2, "ring", 0, 1};
-  StepConfig st;
   st.loader_workers = 0;
+}
+
+// Two 1 MiB buckets, 0.1 ms each alone (`comm`): bucket 0 ready at 1 ms into backward,
+// bucket 1 at 3 ms (= the end of backward).
+struct TwoBucketStep {
+  double comm = 1e-4;
+  Fabric f = simple_fabric(0, 1048576.0 / 1e-4);
+  Workload w;
+  std::vector<Bucket> bs;
+  NetConfig net{1, 2, "ring", 0, 1};
+  StepConfig st;
+  TwoBucketStep() {
+    set_up_step(w, bs, st, {{GradShape{262144, 262144, 1}, 1e-3}, {GradShape{262144, 262144, 1}, 3e-3}}, 1);
+  }
+};
+}  // namespace
+
+TEST(Contention, StretchesOnlyTheCollectivesInsideBackward) {
+  TwoBucketStep two;
+  const double comm = two.comm;
+  Fabric& f = two.f;
+  Workload& w = two.w;
+  auto& bs = two.bs;
+  ASSERT_EQ(bs.size(), 2u);
+  const NetConfig net = two.net;
+  StepConfig st = two.st;
   const StepResult alone = simulate_step(w, bs, f, net, st, 0);
   f.intra.contention = f.inter.contention = 1.5;
   const StepResult busy = simulate_step(w, bs, f, net, st, 0);
@@ -341,19 +363,15 @@ TEST(Contention, CommunicationThatPreemptsComputePausesBackward) {
 
   // A step: bucket 0 (0.1 ms alone) ready 1 ms into a 3 ms backward, on 2 ranks and 2 cores,
   // backward timed alone (a no-overlap reference), 1 compute thread per rank.
-  const double comm = 1e-4;
-  Fabric g = simple_fabric(0, 1048576.0 / comm);
+  TwoBucketStep two;
+  const double comm = two.comm;
+  Fabric g = two.f;
   g.intra.cores_per_node = g.inter.cores_per_node = 2;
-  Workload w;
-  w.forward_s = 2e-3;
-  w.backward_s = 3e-3;
-  w.grads = {{GradShape{262144, 262144, 1}, 1e-3}, {GradShape{262144, 262144, 1}, 3e-3}};
-  auto bs = make_buckets(w.grads, 1, 1);
+  const Workload& w = two.w;
+  const auto& bs = two.bs;
   ASSERT_EQ(bs.size(), 2u);
-  for (auto& b : bs) b.plan = Compressor("none").plan(b.tensors, 4, 2, DeviceRates{});
-  const NetConfig net{1, 2, "ring", 0, 1};
-  StepConfig st;
-  st.loader_workers = 0;
+  const NetConfig net = two.net;
+  StepConfig st = two.st;
   st.compute_threads = 1;
   st.compute_shares_cpu = true;
   // Shared CPU: the collective runs at half speed inside backward (0.2 ms) and backward at
@@ -398,13 +416,8 @@ struct HiddenStep {
   Fabric f = simple_fabric(1e-6, 1e10);
   StepConfig st;
   HiddenStep() {
-    w.forward_s = 2e-3;
-    w.backward_s = 3e-3;
+    set_up_step(w, bs, st, {{GradShape{1024, 1024, 1}, 1e-3}, {GradShape{1024, 1024, 1}, 2e-3}}, 0.001);
     w.optimizer_s = 0.5e-3;
-    w.grads = {{GradShape{1024, 1024, 1}, 1e-3}, {GradShape{1024, 1024, 1}, 2e-3}};
-    bs = make_buckets(w.grads, 0.001, 0.001);
-    for (auto& b : bs) b.plan = Compressor("none").plan(b.tensors, 4, 2, DeviceRates{});
-    st.loader_workers = 0;
   }
   StepResult run(const Workload& wl, const NetConfig& net = NetConfig{1, 2, "ring", 0, 1}) const {
     return simulate_step(wl, bs, f, net, st, 0);
