@@ -181,8 +181,10 @@ struct Level {
 struct Fabric {
   std::string name, description, source;
   Level intra, inter;
-  // The node's CPU share for `active` busy threads: the intra level's cores_per_node, else
-  // the inter level's (a file may give it on either).
+  // The node's CPUs for its ranks: the intra level's cores_per_node, else the inter
+  // level's (a file may give it on either); 0: not known.
+  int cores_per_node() const { return intra.cores_per_node > 0 ? intra.cores_per_node : inter.cores_per_node; }
+  // The node's CPU share for `active` busy threads (Level::cpu_share with cores_per_node()).
   double cpu_share(double active) const {
     return (intra.cores_per_node > 0 ? intra : inter).cpu_share(active);
   }

@@ -244,6 +244,11 @@ struct AxisOpt {
   const char* help;
 };
 
+// A numeric axis' values: --chunk-bytes also takes "auto" (parse_chunk_list).
+std::vector<double> axis_numbers(const AxisOpt& a, const std::string& text, const std::string& option) {
+  return std::string(a.name) == "chunk-bytes" ? parse_chunk_list(text, option) : parse_number_list(text, option);
+}
+
 const std::vector<AxisOpt>& predict_axes() {
   static const std::vector<AxisOpt> a = {
       {"model", "resnet50", false, "zoo model (list allowed)"},
@@ -393,8 +398,7 @@ int cmd_predict(const std::vector<std::string>& args) {
     Axis ax;
     ax.name = a.name;
     const std::string option = std::string("--") + a.name;
-    if (std::string(a.name) == "chunk-bytes") ax.numbers = parse_chunk_list(text, option);
-    else if (a.numeric) ax.numbers = parse_number_list(text, option);
+    if (a.numeric) ax.numbers = axis_numbers(a, text, option);
     else if (std::string(a.name) == "compress") ax.strings = {text};  // specs contain commas
     else ax.strings = parse_string_list(text, option);
     axes.push_back(std::move(ax));
@@ -813,8 +817,7 @@ int cmd_tune(const std::vector<std::string>& args) {
     Axis ax;
     ax.name = a.name;
     const std::string option = std::string("--") + a.name;
-    if (ax.name == "chunk-bytes") ax.numbers = parse_chunk_list(text, option);
-    else if (a.numeric) ax.numbers = parse_number_list(text, option);
+    if (a.numeric) ax.numbers = axis_numbers(a, text, option);
     else if (ax.name == "compress") {
       for (std::size_t pos = 0; pos <= text.size();) {  // specs contain commas: ';' separates them
         const std::size_t semi = text.find(';', pos);

@@ -105,7 +105,7 @@ double backward_contention(const Fabric& fabric, const NetConfig& net, double co
 double backward_slowdown_in_flight(const Fabric& fabric, double g, double c, bool comm_preempts) {
   if (c <= 0) return 1.0;
   if (!comm_preempts) return fabric.cpu_share(g * (c + 1)) / fabric.cpu_share(g * c);
-  const int cores = fabric.intra.cores_per_node > 0 ? fabric.intra.cores_per_node : fabric.inter.cores_per_node;
+  const int cores = fabric.cores_per_node();
   if (cores <= 0) return 1.0;
   const double alone = std::min(1.0, cores / (g * c));
   const double beside = std::min(1.0, std::max(0.0, cores - g) / (g * c));

@@ -83,11 +83,11 @@ def main():
                     per.setdefault(int(s), []).extend(row.tolist())
         med[kind] = {s: float(np.median(v)) for s, v in per.items()}
     sizes = sorted(set.intersection(*(set(m) for m in med.values())))
+    keys = {kind: kind.replace("-", "_") for kind in glo.values()}  # ratio.json's column names
     rows = []
     for s in sizes:
         row = {"bytes": s, "gradsync_ring_us": med["gradsync"][s]}
-        for kind in glo.values():
-            key = kind.replace("-", "_")
+        for kind, key in keys.items():
             row[f"{key}_us"] = med[kind][s]
             row[f"ratio_{key}_over_ring"] = med[kind][s] / med["gradsync"][s]
         rows.append(row)
@@ -96,8 +96,7 @@ def main():
     head = "".join(f"  {k + ' (us)':>14s}  {k + '/ring':>14s}" for k in glo.values())
     print(f"# {'bytes':>10s}  {'gradsync ring (us)':>18s}{head}")
     for r in rows:
-        cols = "".join(f"  {r[k.replace('-', '_') + '_us']:>14.1f}  {r['ratio_' + k.replace('-', '_') + '_over_ring']:>14.2f}"
-                       for k in glo.values())
+        cols = "".join(f"  {r[key + '_us']:>14.1f}  {r['ratio_' + key + '_over_ring']:>14.2f}" for key in keys.values())
         print(f"  {r['bytes']:>10d}  {r['gradsync_ring_us']:>18.1f}{cols}")
     with open(os.path.join(o.out, "ratio.json"), "w") as fh:
         json.dump({"rounds": o.rounds, "ranks": o.ranks, "comm_sched": glo, "rows": rows, "files": files}, fh, indent=1)
