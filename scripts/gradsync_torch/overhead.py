@@ -17,8 +17,17 @@ step the same way in both modes. Overhead = median(recorded steps) / median(plai
 plain blocks, so the file is a by-product, not a measurement.
 --plain-hook allreduce (with --hook none): the plain copy runs PyTorch's own Python
 allreduce_hook instead of DDP's built-in all-reduce, so the figure is the recorder's cost
-beyond what any Python communication hook costs. With --hook none the recorded copy uses
-the native C++ hook (native.py) unless GRADSYNC_TORCH_NATIVE_HOOK=0.
+beyond what any Python communication hook costs. With --hook none the recorder times the
+recorded copy's buckets in C++ (native.py: process-group hooks, or the C++ comm hook with
+GRADSYNC_TORCH_NATIVE_HOOK=hook) unless GRADSYNC_TORCH_NATIVE_HOOK=0. Both copies share
+the default process group: the process-group hooks fire for the plain copy's all-reduces
+too, and return at once (the observer is armed only during the recorded copy's steps).
+--control records neither copy: an A/A run, whose "overhead" is what the method itself
+reads between two copies that differ in nothing but their place in the block sequence.
+Under `--comm-sched rr` on this project's 2-core host that was not zero: the copy whose
+block opens the first pair ran faster, by 0.3-1.5% (--first-block plain: the plain copy)
+and by 0.5-1.8% with the order flipped (2026-12-05); the same model object in both slots
+read -0.7 .. +0.2%. --first-block chooses the order; the driver runs both.
 """
 import json
 import os
@@ -41,7 +50,14 @@ def options(argv):
     ap.add_argument("--plain-hook", choices=["builtin", "allreduce"], default="builtin",
                     help="with --hook none, what the plain copy all-reduces with: DDP's built-in (default) or "
                          "PyTorch's Python allreduce_hook")
+    ap.add_argument("--first-block", choices=["plain", "recorded"], default="plain",
+                    help="which copy's block opens the first pair (then every other pair; default plain); "
+                         "scripts/torch-recorder-overhead.py runs both")
+    ap.add_argument("--control", action="store_true",
+                    help="record neither copy (an A/A run): the method's own bias between the two copies")
     o = check_options(ap, ap.parse_args(argv))
+    if o.control and o.out:
+        ap.error("option --out: --control records neither copy, so there is no file to write")
     if o.plain_hook != "builtin" and o.hook != "none":
         ap.error(f"option --plain-hook: applies to --hook none only (got --hook {o.hook})")
     for name in ("pairs", "block"):
@@ -70,8 +86,13 @@ def measure(o, rank, plain, opt_p, recorded, opt_r, batch, out, argv):
     hook, state = make_hook(o)
     step_fn = Stepper(o)
     untimed = dist.all_reduce
-    rec = record(recorded, opt_r, out, hook=hook, state=state, overlap=True,
-                 **record_args(o, argv, step_fn.amp, overhead_ab=1))
+    rec = None
+    if o.control:  # the "recorded" copy trains exactly as the plain one
+        if hook is not None:
+            recorded.register_comm_hook(state, hook)
+    else:
+        rec = record(recorded, opt_r, out, hook=hook, state=state, overlap=True,
+                     **record_args(o, argv, step_fn.amp, overhead_ab=1))
     timed = dist.all_reduce
     models = {"plain": (plain, opt_p, untimed), "recorded": (recorded, opt_r, timed)}
     times = {"plain": [], "recorded": []}
@@ -86,7 +107,7 @@ def measure(o, rank, plain, opt_p, recorded, opt_r, batch, out, argv):
             x, y = batch(step, rank, o.batch)
             step += 1
             loss = step_fn(model, opt, x, y)
-            if mode == "recorded":
+            if mode == "recorded" and rec is not None:
                 rec.note_loss(loss)
             t = time.perf_counter()
             if keep:
@@ -97,18 +118,21 @@ def measure(o, rank, plain, opt_p, recorded, opt_r, batch, out, argv):
     plain.train()
     recorded.train()
     run("plain", o.warmup, False)
-    rec.start()
+    if rec is not None:
+        rec.start()
     run("recorded", o.warmup, False)
     pair_ratios = []
     for i in range(o.pairs):
-        order = ("plain", "recorded") if i % 2 == 0 else ("recorded", "plain")
+        order = ("plain", "recorded") if (i % 2 == 0) == (o.first_block == "plain") else ("recorded", "plain")
         med = {mode: run(mode, o.block, True) for mode in order}
         pair_ratios.append(med["recorded"] / med["plain"])
     dist.all_reduce = timed
-    rec.close()
+    if rec is not None:
+        rec.close()
     if rank == 0:
         s = summarize(times["plain"], times["recorded"], pair_ratios)
         print(f"gradsync_torch.overhead: {dist.get_world_size()} ranks, hook {o.hook}"
+              f"{' (control: neither copy recorded)' if o.control else ''}, first block {o.first_block}"
               f"{' (plain: allreduce_hook)' if o.plain_hook != 'builtin' else ''}, bucket {o.bucket_mb:g} MB, "
               f"{o.pairs} pairs of {o.block} steps: plain {s['plain_s'] * 1e3:.2f} ms, recorded "
               f"{s['recorded_s'] * 1e3:.2f} ms, overhead {s['overhead_pct']:+.2f}% (pair ratios median "
@@ -116,6 +140,7 @@ def measure(o, rank, plain, opt_p, recorded, opt_r, batch, out, argv):
         if o.json:
             with open(o.json, "w") as f:
                 json.dump(dict(s, step_time_s=times, pair_ratios=pair_ratios, hook=o.hook, plain_hook=o.plain_hook,
+                               control=bool(o.control), first_block=o.first_block,
                                bucket_mb=o.bucket_mb,
                                pairs=o.pairs, block=o.block), f)
 

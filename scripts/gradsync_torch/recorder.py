@@ -16,14 +16,16 @@ Approach (nothing in the user's loop changes; everything comes from hooks):
                  anything else the loop does between optimizer.step() and forward, e.g.
                  zero_grad);
   * forward_s  = forward pre-hook -> the first gradient reaching the model's output (a
-                 tensor hook set in the forward hook): forward plus the loss;
+                 tensor hook set in the forward hook, in C++ where the native log is in
+                 use): forward plus the loss;
   * backward_s = that -> the moment DDP hands over its last bucket (then every gradient is
                  ready: DDP launches buckets in index order and the last needs all of them);
   * per bucket (from the communication hook that wraps the user's; without a user hook,
-    with overlap, a C++ hook doing DDP's all-reduce, native_hook.cpp, the same stamps,
-    read once a step; recorder_hook = native|python in the file): ready = DDP calls the
-    hook, start = the collective is launched (overlap: at ready, but not before the previous
-    bucket's end, since one communication queue serves buckets in order; --no-overlap: the
+    with overlap, in C++ (native_hook.cpp), read once a step: DDP's own all-reduce observed
+    by hooks on its process group where torch has them, else a C++ hook doing DDP's
+    all-reduce; recorder_hook = pg|native|python in the file): ready = DDP calls the
+    hook (pg: issues the bucket's all-reduce), start = the collective is launched
+    (overlap: at ready, but not before the previous bucket's end, since one communication queue serves buckets in order; --no-overlap: the
     recorder's deferring wrapper launches all buckets one after the other once the last is
     handed over), end = the hook's future completes (its callback); a bucket that ended
     before its predecessor (gloo runs two at once on its worker threads) keeps its launch;
@@ -45,8 +47,8 @@ Approach (nothing in the user's loop changes; everything comes from hooks):
     that launches collectives from its callbacks while buckets overlap: PowerSGD on NCCL).
     The trace draws the collectives as "all-reduce bucket k" and the rest as "codec bucket k".
   * bucket membership (/model/tensor_bucket): GradBucket.parameters() of each bucket in the
-    first three recorded steps, i.e. DDP's own assignment after its rebuild at step 1 (DDP
-    does not change it later).
+    first three recorded steps (pg: of the reducer's buckets, _get_zeros_like_grad_buckets),
+    i.e. DDP's own assignment after its rebuild at step 1 (DDP does not change it later).
   * close() gathers every rank's table (all_gather_object on the default group) and rank 0
     writes: step_time_s = max over ranks, the other /steps columns the mean, /buckets rank 0's
     timeline (as gradsync-train), and every rank's own columns as /ranks/<column> [steps,
@@ -59,14 +61,18 @@ of that name, PowerSGD is powersgd:rank=R,start=K (gradsync's spec, netmodel/com
 Limits: one backward per optimizer step (accumulate = 1), the default process group.
 PowerSGD on gloo runs its buckets one at a time (serial_buckets = 1; see __init__).
 
-Cost: per step, a tensor hook on the output and the optimizer's and forward's hooks. Per
-bucket, without a user hook: the native hook's stamps and its division of the bucket by the
-world size (DDP's built-in all-reduce fuses it into the copy into the bucket; a pass of its
-own under any hook, as in DDP's builtin ALLREDUCE hook). With the Python hook: one future
-callback (the end stamp, which also unwraps a plain all-reduce's value: DDP's own Python
-allreduce_hook has one too) and a few perf_counter() reads; with a compressing hook or
-serial buckets, per async all_reduce one more callback (the collective's end). At close one
-all_gather_object of the tables (O(steps x buckets) floats per rank).
+Cost: per step, a tensor hook on the output and the optimizer's and forward's hooks (with
+pg, about 75 us of Python a step on this project's 2-core host, timed per hook; 0.6% of the
+example's 13 ms step). Per bucket, without a user hook: pg, two C++ stamps and a callback
+on the work's future (DDP's reducer runs unchanged); native, the same and the hook's
+division of the bucket by the world size (DDP's built-in all-reduce fuses it into the copy
+into the bucket; a pass of its own under any hook, as in DDP's builtin ALLREDUCE hook). pg
+reads DDP's bucket layout (parameters, sizes) from its reducer in the first three recorded
+steps, a copy of the buckets each time. With the Python hook: one future callback (the end
+stamp, which also unwraps a plain all-reduce's value: DDP's own Python allreduce_hook has
+one too) and a few perf_counter() reads; with a compressing hook or serial buckets, per
+async all_reduce one more callback (the collective's end). At close one all_gather_object
+of the tables (O(steps x buckets) floats per rank).
 """
 import json
 import math
@@ -221,11 +227,13 @@ class Recorder:
         optimizer.register_step_post_hook(self._opt_post)
         # Without a hook of the user's, with overlap: the native hook (DDP's all-reduce,
         # stamped in C++; native.py), else the Python one (_hook).
-        self._native = None
+        self._native, self._observer, self.recorder_hook = None, None, "python"
+        self._bucket_bytes = None  # pg: DDP's bucket sizes (bytes, by index), from its reducer
         if hook is None and self.overlap and not self.serial:
             from . import native
-            self._native = native.install(model, self.rank)
-        self.recorder_hook = "native" if self._native is not None else "python"
+            got = native.install(model, self.rank)
+            if got is not None:
+                self.recorder_hook, self._native, self._observer = got
         if self._native is None:
             model.register_comm_hook(state, self._hook)
 
@@ -241,6 +249,8 @@ class Recorder:
         if not module.training or not torch.is_grad_enabled():
             return
         self.cur["fwd"] = now()
+        if self._observer is not None:
+            self._observer.armed = True
         if self.batch_per_rank is None:
             for a in args:
                 if torch.is_tensor(a) and a.dim() > 0:
@@ -253,7 +263,10 @@ class Recorder:
         outs = output if isinstance(output, (tuple, list)) else [output]
         for o in outs:
             if torch.is_tensor(o) and o.requires_grad:
-                o.register_hook(self._bwd_start)
+                if self._native is not None:
+                    self._native.stamp_first_grad(o)  # C++ hook; read at take()
+                else:
+                    o.register_hook(self._bwd_start)
                 break
 
     def _bwd_start(self, grad):
@@ -269,6 +282,8 @@ class Recorder:
 
     def _opt_post(self, opt, args, kwargs):
         t = now()
+        if self._observer is not None:
+            self._observer.armed = False
         if self._native is not None:
             self._take_native()
         self.cur["end"] = t
@@ -279,20 +294,50 @@ class Recorder:
     def _take_native(self):
         """The native hook's rows since the last call, into the step (as _hook would have
         written them; the bucket's start is its launch, at ready)."""
-        rows, done = self._native.take()
-        for idx, nbytes, ready, start, end, last, params in rows:
+        rows, done, first_grad = self._native.take(1.0)
+        if first_grad > 0 and math.isnan(self.cur["bwd"]):
+            self.cur["bwd"] = first_grad
+        if self._observer is not None:
+            rows = self._observed_buckets(rows)
+        for idx, nbytes, ready, start, end, last, params, _ in rows:
             if params is not None:
                 for ptr in params:
                     i = self.by_ptr.get(ptr)
                     if i is not None:
                         self.membership[i] = idx
-            self.cur_buckets.append([idx, nbytes, ready, start, end, []])
+            self.cur_buckets.append([idx, nbytes, ready, start, end if end > 0 else math.nan, []])
             if last:
                 self.cur["bwd_end"] = ready
         if done:
             self.cur["bwd_done"] = max(done)
         # DDP's final assignment: the first three recorded steps (see _remember).
         self._native.want_params = len(self.steps) + 1 < MEMBERSHIP_STEPS
+
+    def _observed_buckets(self, rows):
+        """pg: the all-reduces seen in this step's backward, as bucket rows. They come in
+        DDP's launch order, which is its bucket index order; in the first recorded steps DDP's
+        reducer gives each bucket's parameters and size (it rebuilds the buckets once, at the
+        second forward), later steps keep the last sizes and the buffers' addresses. A row
+        that is not the next bucket's (another model's all-reduce in the same backward, where
+        the size or, once learnt, the buffer differs) is left out."""
+        learning = len(self.steps) < MEMBERSHIP_STEPS or self._bucket_bytes is None
+        if learning:
+            buckets = self.model.reducer._get_zeros_like_grad_buckets()
+            self._bucket_bytes = [int(b.buffer().numel()) * b.buffer().element_size() for b in buckets]
+            self._bucket_params = [[p.data_ptr() for p in b.parameters()] for b in buckets]
+            self._bucket_buffers = [None] * len(buckets)
+        out, k = [], 0
+        for _, nbytes, ready, start, end, _, _, buffer in rows:
+            if k >= len(self._bucket_bytes) or nbytes != self._bucket_bytes[k]:
+                continue
+            if learning:
+                self._bucket_buffers[k] = buffer
+            elif buffer != self._bucket_buffers[k]:
+                continue
+            out.append((k, nbytes, ready, start, end, k == len(self._bucket_bytes) - 1,
+                        self._bucket_params[k] if learning else None, buffer))
+            k += 1
+        return out
 
     def note_loss(self, loss):
         """Optional: the step's loss (a tensor or float) for /steps/loss."""
@@ -476,7 +521,9 @@ class Recorder:
         spans, hook call], times from the step's start). gradsync_torch.codecs reads it."""
         if self._orig_all_reduce is not None:
             dist.all_reduce = self._orig_all_reduce
-        if self._native is not None:
+        if self._observer is not None:
+            self._observer.detach()
+        elif self._native is not None:
             self._native.recording = False  # the hook stays (DDP takes one), stamping nothing
         self.closed = True
         return self._local_table()

@@ -1,5 +1,6 @@
 """Run under torchrun (2 ranks, gloo): a DDP model recorded by gradsync_torch, then rank 0
-writes DDP's own bucket assignment as JSON next to the result, for test_torch.py to compare:
+writes DDP's own bucket assignment as JSON next to the result, for test_torch.py to compare
+(a plain twin model on the same process group steps between the recorded steps):
   reducer     _get_ddp_logging_data()["rebuilt_per_bucket_param_indices"] (the reducer's record)
   computed    dist._compute_bucket_assignment_by_size over the parameters in gradient-ready
               order with DDP's limits [first_bucket_bytes_cap, bucket_bytes_cap]
@@ -28,15 +29,30 @@ if hook_name == "fp16":
 elif hook_name == "powersgd":
     state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=2, start_powerSGD_iter=2)
     hook = powerSGD_hook.powerSGD_hook
+# A plain twin on the same process group, stepped between the recorded model's steps (as
+# gradsync_torch.overhead does): its buckets have the same sizes and must not enter the file.
+twin = torch.nn.parallel.DistributedDataParallel(
+    torch.nn.Sequential(*[type(m)(m.in_features, m.out_features) if isinstance(m, torch.nn.Linear) else m
+                          for m in net]), bucket_cap_mb=cap_mb)
+opt_twin = torch.optim.SGD(twin.parameters(), lr=0.01)
 rec = gradsync_torch.record(model, opt, out, hook=hook, state=state, overlap=overlap, warmup_steps=1)
 for step in range(4):
-    x = torch.randn(8, 37)
-    loss = model(x).pow(2).mean()
-    loss.backward()
-    opt.step()
-    opt.zero_grad()
+    for m, o in ((model, opt), (twin, opt_twin)):
+        x = torch.randn(8, 37)
+        loss = m(x).pow(2).mean()
+        loss.backward()
+        o.step()
+        o.zero_grad()
 rec.close()
+# DDP takes one communication hook: registering one now succeeds only if the recorder
+# registered none (the process-group observer), and fails after its C++ or Python hook.
+try:
+    model.register_comm_hook(None, default_hooks.allreduce_hook)
+    comm_hook = "no comm hook"
+except RuntimeError:
+    comm_hook = "a comm hook registered"
 if dist.get_rank() == 0:
+    print(f"membership_case: {comm_hook}", flush=True)
     ld = model._get_ddp_logging_data()
     reducer = [[int(i) for i in b.split()] for b in ld["rebuilt_per_bucket_param_indices"].split(",")]
     order = [int(i) for i in ld["prev_iteration_grad_ready_order_indices"].split(",")]

@@ -228,17 +228,40 @@ def case_recorder(tmp):
             j = json.load(f)
         check(j.get("plain_hook") == "allreduce" and len(j["step_time_s"]["plain"]) == 2,
               f"overhead --plain-hook allreduce: {j.get('plain_hook')}, {len(j['step_time_s']['plain'])} plain steps")
+    # The A/A control (neither copy recorded), opening with the recorded copy's block; --out
+    # with --control is refused (nothing to write).
+    oj3 = os.path.join(tmp, "overhead3.json")
+    p = run([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.overhead", "--pairs", "1", "--block", "2",
+             "--warmup", "1", "--batch", "8", "--control", "--first-block", "recorded", "--json", oj3], tmp,
+            env={"TMPDIR": tmp})
+    if p.returncode == 0 and check(os.path.exists(oj3), "overhead --control wrote its JSON"):
+        with open(oj3) as f:
+            j = json.load(f)
+        check(j.get("control") is True and j.get("first_block") == "recorded"
+              and len(j["step_time_s"]["recorded"]) == 2 and "control: neither copy recorded" in p.stdout,
+              f"overhead --control --first-block recorded: {j.get('control')}, {j.get('first_block')}, {p.stdout}")
+    p = run([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.overhead", "--control", "--out",
+             os.path.join(tmp, "x.h5")], tmp, expect=None)
+    errs = [ln for ln in p.stderr.splitlines() if "option --out" in ln]
+    check(p.returncode != 0 and len(errs) >= 1 and not os.path.exists(os.path.join(tmp, "x.h5")),
+          f"overhead --control --out: rc {p.returncode}, {errs}")
 
 
 def case_membership(tmp):
-    # No hook: the native C++ hook (native_hook.cpp), the Python hook it replaces
-    # (GRADSYNC_TORCH_NATIVE_HOOK=0), and the fallback when it cannot be built (no compiler,
-    # an empty extensions folder); with a hook or without overlap: the Python hook.
-    for case, hook, overlap, cap in [("native", "none", "1", "0.03"), ("none", "none", "1", "0.03"),
-                                     ("fallback", "none", "1", "0.03"), ("fp16", "fp16", "0", "0.03"),
-                                     ("powersgd", "powersgd", "1", "0.03")]:
+    # No hook: DDP's own all-reduce observed on the process group (native_hook.cpp's
+    # PgObserver, the default where torch has process-group hooks), the C++ comm hook
+    # (GRADSYNC_TORCH_NATIVE_HOOK=hook), the Python hook they replace
+    # (GRADSYNC_TORCH_NATIVE_HOOK=0), and the fallback when they cannot be built (no
+    # compiler, an empty extensions folder); with a hook or without overlap: the Python hook.
+    pg_hooks = subprocess.run([TPY, "-c", "import torch.distributed as d, sys; "
+                               "sys.exit(0 if hasattr(d.ProcessGroup, 'register_pre_hook') else 1)"],
+                              capture_output=True).returncode == 0
+    expect_hook = {"pg": "pg" if pg_hooks else "native", "native": "native"}
+    for case, hook, overlap, cap in [("pg", "none", "1", "0.03"), ("native", "none", "1", "0.03"),
+                                     ("none", "none", "1", "0.03"), ("fallback", "none", "1", "0.03"),
+                                     ("fp16", "fp16", "0", "0.03"), ("powersgd", "powersgd", "1", "0.03")]:
         out, js = os.path.join(tmp, f"m-{case}.h5"), os.path.join(tmp, f"m-{case}.json")
-        env = {"GRADSYNC_TORCH_NATIVE_HOOK": "1" if case in ("native", "fallback") else "0"}
+        env = {"GRADSYNC_TORCH_NATIVE_HOOK": {"pg": "1", "native": "hook", "fallback": "1"}.get(case, "0")}
         if case == "fallback":
             env.update(CXX="/bin/false", TORCH_EXTENSIONS_DIR=os.path.join(tmp, "no-extensions"))
         p = run([TORCHRUN, "--nproc-per-node", "2", os.path.join(HERE, "membership_case.py"), out, js, hook, overlap,
@@ -249,10 +272,18 @@ def case_membership(tmp):
                   f"{case}: one line per rank saying the native hook is unavailable ({unavailable})")
         else:
             check(not unavailable, f"{case}: the native hook built and loaded ({unavailable})")
+        if used_hook := [ln for ln in p.stdout.splitlines() if ln.startswith("membership_case: ")]:
+            # pg: DDP runs as without the recorder (no communication hook registered); the
+            # C++ and Python hooks are registered with DDP.
+            want = "no comm hook" if expect_hook.get(case) == "pg" else "a comm hook registered"
+            check(used_hook == [f"membership_case: {want}"], f"{case}: {used_hook}, expected {want}")
+        else:
+            check(False, f"{case}: membership_case.py did not say whether a comm hook was registered")
         if not check(os.path.exists(out) and os.path.exists(js), f"{case}: no result"):
             continue
         with open(js) as f:
             ddp = json.load(f)
+        ddp_sizes = ddp["bucket_sizes"]
         with h5py.File(out, "r") as f:
             tb = f["model/tensor_bucket"][:].tolist()
             n = int(f.attrs["steps"])
@@ -266,12 +297,20 @@ def case_membership(tmp):
             used = used.decode() if isinstance(used, bytes) else str(used)
             ready, start, end = f["buckets/ready_s"][:], f["buckets/start_s"][:], f["buckets/end_s"][:]
             bwd, exposed = f["steps/backward_s"][:], f["steps/comm_exposed_s"][:]
-        check(used == ("native" if case == "native" else "python"), f"{case}: recorder_hook {used}")
+            bucket_ids, step_time = f["buckets/bucket"][:], f["steps/step_time_s"][:]
+        check(used == expect_hook.get(case, "python"), f"{case}: recorder_hook {used}")
         # Every bucket stamped in order (ready <= start <= end, end after ready); backward and
         # the exposed communication measured.
         check(np.all(np.isfinite(end)) and np.all(ready <= start) and np.all(start <= end) and np.all(end > ready),
               f"{case}: bucket stamps ready {ready} start {start} end {end}")
         check(np.all(bwd > 0) and np.all(exposed >= 0), f"{case}: backward_s {bwd}, comm_exposed_s {exposed}")
+        # Every step after DDP's rebuild (at the second forward) has each bucket once,
+        # launched inside its own step (not the twin's).
+        per_step = [sorted(bucket_ids[bstep == i].tolist()) for i in range(n)]
+        check(len(per_step) > 1 and all(b == list(range(len(ddp_sizes))) for b in per_step[1:]),
+              f"{case}: buckets per step {per_step}, DDP has {len(ddp_sizes)}")
+        check(np.all(ready >= 0) and np.all(ready <= step_time[bstep]),
+              f"{case}: bucket ready times {ready} outside their steps {step_time}")
         # PowerSGD on gloo (serial buckets): the hook's collectives are timed, and the work in
         # its callbacks is decode_s; elsewhere the buckets overlap and decode_s is absent.
         if hook == "powersgd":
