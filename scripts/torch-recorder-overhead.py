@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """scripts/torch-recorder-overhead.py — step time of the example trainer with vs without the recorder.
 
-    scripts/torch-recorder-overhead.py [--runs 5] [--pairs 20] [--block 5] [-- EXAMPLE OPTIONS...]
+    scripts/torch-recorder-overhead.py [--runs 5] [--pairs 20] [--block 5] [--order both] [-- EXAMPLE OPTIONS...]
 
 Purpose: issue 12's target "recorder overhead within 2% (median of 5 runs)".
 Approach: `runs` jobs of gradsync_torch.overhead under scripts/torchrun (2 ranks). Each job
@@ -29,13 +29,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[1])
-    ap.add_argument("--runs", type=int, default=5, help="jobs (default 5)")
+    ap.add_argument("--runs", type=int, default=5, help="runs (default 5; a run is two jobs with --order both)")
     ap.add_argument("--pairs", type=int, default=20, help="pairs of blocks per job (default 20)")
     ap.add_argument("--block", type=int, default=5, help="steps per block (default 5)")
     ap.add_argument("--order", choices=["both", "plain", "recorded"], default="both",
                     help="which copy's block opens the pairs: both (a run = one job each way, their mean; "
                          "default), or always plain / recorded")
-    ap.add_argument("--out", default=os.path.join("results", "recorder-overhead"))
+    ap.add_argument("--out", default=os.path.join("results", "recorder-overhead"),
+                    help="folder for the jobs' JSON and overhead.json (default results/recorder-overhead)")
     ap.add_argument("extra", nargs="*", help="options for gradsync_torch.overhead / example (after --)")
     o = ap.parse_args()
     for name in ("runs", "pairs", "block"):
