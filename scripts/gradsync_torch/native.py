@@ -77,7 +77,8 @@ def install(model, rank):
         return None
     try:
         module = load(rank)
-        if mode() == "auto" and hasattr(model.process_group, "register_pre_hook"):
+        if mode() == "auto" and hasattr(module, "install_observer") and hasattr(model.process_group,
+                                                                                 "register_pre_hook"):
             _next_id[0] += 1
             log, observer = module.install_observer(model.process_group, HOOK_ID_BASE + _next_id[0])
             return "pg", log, observer

@@ -22,7 +22,10 @@
 #include <torch/extension.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/graph_task.h>
+#if __has_include(<torch/csrc/distributed/c10d/Hooks.hpp>)
 #include <torch/csrc/distributed/c10d/Hooks.hpp>
+#define GRADSYNC_PG_HOOKS 1  // a torch whose process groups take collective hooks (2.15)
+#endif
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/reducer.hpp>
 
@@ -185,8 +188,10 @@ class TimedAllReduceHook : public c10d::CppCommHookInterface<c10::intrusive_ptr<
 // recorded model's forward and disarms it at its optimizer step): another model on the
 // same process group is not seen, and pays one flag test per collective. Rows carry their
 // order in the backward as index and the buffer's address; the recorder checks both
-// against DDP's buckets. Hooks fire on the thread that issues
-// the collective (DDP: the autograd thread); the end comes from the work's future.
+// against DDP's buckets. Hooks fire on the thread that issues the collective (DDP: the
+// autograd thread); the end comes from the work's future. Built only where torch has the
+// hooks (GRADSYNC_PG_HOOKS); elsewhere the module has no install_observer (native.py).
+#ifdef GRADSYNC_PG_HOOKS
 class PgObserver {
  public:
   PgObserver(c10::intrusive_ptr<c10d::ProcessGroup> pg, std::shared_ptr<BucketLog> log, int64_t hook_id)
@@ -266,6 +271,7 @@ py::tuple install_observer(const py::object& process_group, int64_t hook_id) {
   obs->attach(obs);
   return py::make_tuple(log, obs);
 }
+#endif  // GRADSYNC_PG_HOOKS
 
 // Registers the hook on a DDP model's reducer (model.reducer) with its process group
 // (model.process_group); DDP takes one hook, so this fails if one is registered.
@@ -289,11 +295,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def_property(
           "recording", [](const BucketLog& l) { return l.recording.load(); },
           [](BucketLog& l, bool v) { l.recording.store(v); });
+  m.def("install", &install, py::arg("reducer"), py::arg("process_group"));
+#ifdef GRADSYNC_PG_HOOKS
   py::class_<PgObserver, std::shared_ptr<PgObserver>>(m, "PgObserver")
       .def("detach", &PgObserver::detach)
       .def_property(
           "armed", [](const PgObserver& o) { return o.armed.load(); },
           [](PgObserver& o, bool v) { o.armed.store(v); });
-  m.def("install", &install, py::arg("reducer"), py::arg("process_group"));
   m.def("install_observer", &install_observer, py::arg("process_group"), py::arg("hook_id"));
+#endif
 }
