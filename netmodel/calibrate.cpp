@@ -1546,6 +1546,22 @@ KernelRates calibrate_kernels(const std::string& path, const std::string& name) 
     }
     k.notes.push_back(os.str());
   }
+  // PyTorch's powerSGD_hook launches its collectives from Python (the hook call, then its
+  // futures' callbacks on the backend's threads): gradsync_torch.codecs times them as the
+  // hook runs them, and each is priced at least their median.
+  if (auto it = by_kernel.find("powersgd_collective"); it != by_kernel.end()) {
+    std::vector<double> t;
+    for (const auto& s : it->second)
+      if (s.time_s > 0) t.push_back(s.time_s);
+    if (!t.empty()) {
+      k.powersgd_collective_s = median(t);
+      const auto [lo, hi] = std::minmax_element(t.begin(), t.end());
+      k.notes.push_back("powersgd_collective: " + std::to_string(t.size()) + " cases, median " +
+                        fmt(k.powersgd_collective_s * 1e6) + " us per collective as the hook runs it (" +
+                        fmt(*lo * 1e6) + " .. " + fmt(*hi * 1e6) +
+                        " us); each PowerSGD collective is priced at least this");
+    }
+  }
   if (k.Bps.empty() && k.powersgd_encode_flops <= 0 && k.powersgd_decode_flops <= 0)
     throw CalibrationError(path + ": none of the compression kernels (fp16/bf16/qsgd/onebit/topk/powersgd "
                            "_encode/_decode) is in the file, or all had errors");

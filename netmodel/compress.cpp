@@ -125,6 +125,8 @@ BucketPlan Compressor::plan(const std::vector<GradShape>& tensors, int wire_elem
         bp.phases[0].compute_s = enc_fixed;
       }
       bp.tail_s = dec + dec_fixed;
+      if (k && k->powersgd_collective_s > 0)
+        for (Phase& ph : bp.phases) ph.min_s = k->powersgd_collective_s;
       return bp;
     }
     case plan::CompressKind::Qsgd: {
@@ -226,9 +228,11 @@ KernelRates load_kernel_rates(const std::string& path) {
         else if (sub.str() == "decode_s_per_matrix") k.powersgd_decode_s_per_matrix = *d;
         else if (sub.str() == "encode_s_per_bucket") k.powersgd_encode_s_per_bucket = *d;
         else if (sub.str() == "decode_s_per_bucket") k.powersgd_decode_s_per_bucket = *d;
+        else if (sub.str() == "collective_s") k.powersgd_collective_s = *d;
         else throw UsageError("kernels " + path + ":" + line(v) + ": unknown key '" + full +
                               "' (known: powersgd.encode_flops, decode_flops, encode_Bps, decode_Bps, "
-                              "encode_s_per_matrix, decode_s_per_matrix, encode_s_per_bucket, decode_s_per_bucket)");
+                              "encode_s_per_matrix, decode_s_per_matrix, encode_s_per_bucket, decode_s_per_bucket, "
+                              "collective_s)");
       }
     } else {
       throw UsageError("kernels " + path + ":" + line(node) + ": unknown key '" + ks +
@@ -256,7 +260,7 @@ void save_kernel_rates(const KernelRates& k, const std::string& path) {
       os << "]\n";
     }
   }
-  if (k.powersgd_encode_flops > 0 || k.powersgd_decode_flops > 0) {
+  if (k.powersgd_encode_flops > 0 || k.powersgd_decode_flops > 0 || k.powersgd_collective_s > 0) {
     os << "\n[powersgd]  # effective FLOP/s\n";
     if (k.powersgd_encode_flops > 0) os << "encode_flops = " << k.powersgd_encode_flops << "\n";
     if (k.powersgd_decode_flops > 0) os << "decode_flops = " << k.powersgd_decode_flops << "\n";
@@ -266,6 +270,8 @@ void save_kernel_rates(const KernelRates& k, const std::string& path) {
     if (k.powersgd_decode_s_per_matrix > 0) os << "decode_s_per_matrix = " << k.powersgd_decode_s_per_matrix << "\n";
     if (k.powersgd_encode_s_per_bucket > 0) os << "encode_s_per_bucket = " << k.powersgd_encode_s_per_bucket << "\n";
     if (k.powersgd_decode_s_per_bucket > 0) os << "decode_s_per_bucket = " << k.powersgd_decode_s_per_bucket << "\n";
+    if (k.powersgd_collective_s > 0)
+      os << "collective_s = " << k.powersgd_collective_s << "  # each collective at least (the hook's own)\n";
   }
   const std::string tmp = path + ".tmp";
   {

@@ -74,6 +74,9 @@ struct Phase {
   Op op = Op::Allreduce;
   double bytes = 0;      // collective size (nccl-tests convention, see collectives.hpp)
   DType dtype = DType::F32;  // element type its all-reduce sums (the casts: fp16/bf16)
+  // The collective takes at least this long: one launched by a hook's Python code, as
+  // that hook measured it (KernelRates::powersgd_collective_s); 0: the fabric's price.
+  double min_s = 0;
 };
 
 struct BucketPlan {
@@ -101,6 +104,11 @@ struct KernelRates {
   // fitted from gradsync_torch.codecs); 0 for gradsync's fused kernels.
   double powersgd_encode_s_per_matrix = 0, powersgd_decode_s_per_matrix = 0;
   double powersgd_encode_s_per_bucket = 0, powersgd_decode_s_per_bucket = 0;
+  // A collective of PyTorch's powerSGD_hook as the hook runs it (launched from the hook
+  // call or its future callbacks, to the future's completion), seconds, median of the
+  // gradsync_torch.codecs cases; each PowerSGD collective is priced at least this. 0: the
+  // fabric alone (gradsync's own compressor).
+  double powersgd_collective_s = 0;
   // The bench's rate per size (fp32 input bytes -> bytes/s, ascending), where it measured
   // more than one: a kernel runs from cache below the caches' size and from memory past it.
   std::map<std::string, std::vector<std::pair<double, double>>> by_size;

@@ -575,7 +575,8 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       j.set("powersgd_encode_s_per_matrix", k.powersgd_encode_s_per_matrix)
           .set("powersgd_decode_s_per_matrix", k.powersgd_decode_s_per_matrix);
       j.set("powersgd_encode_s_per_bucket", k.powersgd_encode_s_per_bucket)
-          .set("powersgd_decode_s_per_bucket", k.powersgd_decode_s_per_bucket);
+          .set("powersgd_decode_s_per_bucket", k.powersgd_decode_s_per_bucket)
+          .set("powersgd_collective_s", k.powersgd_collective_s);
       j.set("notes", notes);
       std::cout << j.dump() << "\n";
     } else {

@@ -219,7 +219,7 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
       for (const Phase& ph : bk.plan.phases) {
         codec += ph.compute_s;
         t += ph.compute_s;
-        const double alone = collective(ph, t, tok);
+        const double alone = std::max(collective(ph, t, tok), ph.min_s);
         const double c = contended(t, alone);
         extra += c - alone;
         comm += c;

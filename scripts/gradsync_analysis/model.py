@@ -13,7 +13,7 @@ DIR/model/ (TOML fabrics, --json outputs as .json, --out tables as .h5, model.lo
                           kernels (true: run gradsync-kernels-bench here, on the runner's host, and
                           calibrate --kernels: model/<name>.toml holds the codec rates; min_time, s;
                           a torch study times PyTorch's own hooks instead: gradsync_torch.codecs
-                          under scripts/torchrun with the study's ranks)
+                          under scripts/torchrun with the study's ranks; comm-sched: its --comm-sched)
   [model.compare]         fabric, compute_profile, intra, kernels (names of [[model.calibrate]] entries,
                           built-ins or files), grids (default: every train grid), also (more
                           fabrics to compare the same runs with: model/compare-<name>.{h5,json}),
@@ -136,7 +136,8 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
                 tools.need_torch_venv()
                 prog = "gradsync_torch.codecs"
                 argv = [os.path.join(tools.REPO, "scripts", "torchrun"), "--nproc-per-node", str(study.ranks), "-m",
-                        prog, "--out", bench_json] + (["--quick"] if study.scale == "quick" else [])
+                        prog, "--out", bench_json] + (["--quick"] if study.scale == "quick" else []) + (
+                    ["--comm-sched", str(c["comm-sched"])] if c.get("comm-sched") else [])
                 p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 with open(os.path.join(mdir, f"{name}.bench.log"), "w") as fh:
                     fh.write(p.stdout + p.stderr)

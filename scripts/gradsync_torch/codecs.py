@@ -20,6 +20,10 @@ training: the ranks share the host). The recorder splits each bucket's time into
 collectives and its codec: encode = the hook call up to its first collective, decode = the rest
 (PowerSGD: its callbacks' work outside the collectives); the case's time is the median over
 the steps after `--warmup` (and after PowerSGD's start_powerSGD_iter), the slowest rank's.
+PowerSGD cases also give `powersgd_collective/<case>`: the hook's collectives as it runs them
+(launch -> the future's completion, per collective; `collectives` a step), which calibrate
+makes the least a PowerSGD collective is priced. `--comm-sched` as for the example (the
+collectives depend on it).
 Output: Google Benchmark JSON (the format gradsync-kernels-bench writes), on rank 0.
 """
 import json
@@ -29,7 +33,7 @@ import statistics
 import sys
 import time
 
-from .launch import Parser
+from .launch import Parser, add_comm_sched_option, parse_comm_sched
 
 POWERSGD_CASES = [(64, 1), (128, 1), (256, 1), (512, 1), (1024, 1), (2048, 1), (64, 16), (128, 8), (32, 64), (256, 4),
                   (1024, 4)]
@@ -50,7 +54,12 @@ def options(argv):
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--quick", action="store_true", help="fewer and smaller cases (tests)")
     ap.add_argument("--out", required=True, help="JSON file (Google Benchmark format) for calibrate --kernels")
+    add_comm_sched_option(ap)
     o = ap.parse_args(argv)
+    try:
+        o.comm_sched_spec = parse_comm_sched(o.comm_sched)
+    except ValueError as e:
+        ap.error(str(e))
     o.hooks = []
     for text in o.hook or ["fp16", "bf16", "powersgd:rank=4"]:
         try:
@@ -122,10 +131,15 @@ def time_case(o, dev, shapes, kind, params):
     enc = [r["encode_s"] for r in rows]
     dec = [max(0.0, sum(b[5] for b in r["buckets"]) - r["encode_s"]) for r in rows]
     nb = statistics.median(len(r["buckets"]) for r in rows)
-    local = [statistics.median(enc), statistics.median(dec), nb]
+    # The hook's collectives as it runs them (launch -> the future's completion, launched
+    # from the hook call or its callbacks): time per collective and collectives per step.
+    spans = [[e - t for b in r["buckets"] for t, e in b[6]] for r in rows]
+    per_coll = [sum(x) / len(x) for x in spans if x]
+    local = [statistics.median(enc), statistics.median(dec), nb,
+             statistics.median(per_coll) if per_coll else 0.0, statistics.median(len(x) for x in spans)]
     every = [None] * dist.get_world_size()
     dist.all_gather_object(every, local)
-    return max(e[0] for e in every), max(e[1] for e in every), max(e[2] for e in every)
+    return tuple(max(e[i] for e in every) for i in range(5))
 
 
 def main(argv=None):
@@ -154,23 +168,26 @@ def main(argv=None):
         else:
             cases = [((int(mib * (1 << 20)) // 4,), 1, f"{mib:g}", {"MiB": mib}) for mib in cast_mib]
         for shape, k, label, counters in cases:
-            enc, dec, nb = time_case(o, dev, [shape] * k, kind, params)
+            enc, dec, nb, coll, ncoll = time_case(o, dev, [shape] * k, kind, params)
             in_bytes = 4.0 * k * math.prod(shape)
-            for part, t in (("encode", enc), ("decode", dec)):
+            parts = [("encode", enc), ("decode", dec)] + ([("collective", coll)] if coll > 0 and kind == "powersgd" else [])
+            for part, t in parts:
                 row = {"name": f"{kind}_{part}/{label}", "run_name": f"{kind}_{part}/{label}",
                        "run_type": "iteration", "iterations": o.steps, "real_time": t * 1e9,
                        "cpu_time": t * 1e9, "time_unit": "ns", "buckets": nb, "hook": text, **counters}
-                if kind != "powersgd" and t > 0:
+                if part == "collective":
+                    row["collectives"] = ncoll
+                elif kind != "powersgd" and t > 0:
                     row["bytes_per_second"] = in_bytes / t
                 bench.append(row)
             if rank == 0:
                 print(f"gradsync_torch.codecs: {text:>16} {label:>8}: encode {enc * 1e3:8.3f} ms  "
-                      f"decode {dec * 1e3:8.3f} ms", flush=True)
+                      f"decode {dec * 1e3:8.3f} ms  {ncoll:g} collectives of {coll * 1e3:.3f} ms", flush=True)
     if rank == 0:
         doc = {"context": {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                            "host_name": h5out.hostname(), "executable": "gradsync_torch.codecs",
                            "library": f"torch {torch.__version__}", "backend": backend, "ranks": world,
-                           "threads": o.threads, "device": dev.type,
+                           "threads": o.threads, "device": dev.type, "comm_sched": o.comm_sched,
                            "note": "PyTorch DDP hooks' codec time per step (recorder split), slowest rank"},
                "benchmarks": bench}
         with atomic_file(o.out, text=True) as f:

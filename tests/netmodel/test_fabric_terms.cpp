@@ -265,6 +265,25 @@ struct TwoBucketStep {
 };
 }  // namespace
 
+TEST(HookCollective, APhaseTakesAtLeastItsMeasuredTime) {
+  // A collective launched by a hook's Python code (PyTorch's powerSGD_hook) is priced at
+  // least the time the hook measured for it (Phase::min_s); below that floor, the fabric's.
+  TwoBucketStep two;
+  const double comm = two.comm;
+  const StepResult plain = simulate_step(two.w, two.bs, two.f, two.net, two.st, 0);
+  ASSERT_EQ(plain.buckets.size(), 2u);
+  EXPECT_NEAR(plain.buckets[1].comm_s, comm, 1e-12);
+  for (auto& b : two.bs) b.plan.phases.at(0).min_s = 5 * comm;
+  const StepResult floored = simulate_step(two.w, two.bs, two.f, two.net, two.st, 0);
+  EXPECT_NEAR(floored.buckets[0].comm_s, 5 * comm, 1e-12);
+  EXPECT_NEAR(floored.buckets[1].comm_s, 5 * comm, 1e-12);
+  // Bucket 1 is launched at the end of backward: the step grows by the floor's excess.
+  EXPECT_NEAR(floored.comm_exposed_s - plain.comm_exposed_s, 4 * comm, 1e-12);
+  for (auto& b : two.bs) b.plan.phases.at(0).min_s = 0.5 * comm;
+  const StepResult below = simulate_step(two.w, two.bs, two.f, two.net, two.st, 0);
+  EXPECT_NEAR(below.step_time_s, plain.step_time_s, 1e-15);
+}
+
 TEST(Contention, StretchesOnlyTheCollectivesInsideBackward) {
   TwoBucketStep two;
   const double comm = two.comm;

@@ -1282,6 +1282,11 @@ TEST(Kernels, PerTensorCodecFixedCostsAreFittedAndPriced) {
           << R"(, "buckets": 1, "rank": 4})";
         first = false;
       }
+      // The hook's collectives as it ran them: 300, 310, ... us a case (median 340 us).
+      static int i = 0;
+      f << R"(,{"name": "powersgd_collective/)" << side << "/" << k << R"(", "run_type": "iteration", "real_time": )"
+        << 300 + 10 * i++ << R"(, "time_unit": "us", "matrix": )" << side << R"(, "matrices": )" << k
+        << R"(, "buckets": 1, "rank": 4, "collectives": 3})";
     }
     f << "]}";
   }
@@ -1293,11 +1298,13 @@ TEST(Kernels, PerTensorCodecFixedCostsAreFittedAndPriced) {
   EXPECT_NEAR(k.powersgd_decode_s_per_matrix / 25e-6, 1.0, 1e-3);
   EXPECT_NEAR(k.powersgd_decode_s_per_bucket / 400e-6, 1.0, 1e-3);
   EXPECT_EQ(k.powersgd_encode_Bps, 0.0);  // no memory term in these times: not fitted
+  EXPECT_NEAR(k.powersgd_collective_s, 340e-6, 1e-12);  // the median of the nine cases
   const std::string toml = tmp_path("torch-hooks.toml");
   save_kernel_rates(k, toml);
   const KernelRates back = load_kernel_rates(toml);
   EXPECT_NEAR(back.powersgd_decode_s_per_matrix / 25e-6, 1.0, 1e-4);
   EXPECT_NEAR(back.powersgd_encode_s_per_bucket / 150e-6, 1.0, 1e-4);
+  EXPECT_NEAR(back.powersgd_collective_s / 340e-6, 1.0, 1e-4);
   // A bucket of three compressed 1024 x 1024 matrices and a bias: the fixed costs count the
   // three matrices once each and the bucket once.
   DeviceRates rt{1e12, 1e11, &back};
@@ -1307,6 +1314,13 @@ TEST(Kernels, PerTensorCodecFixedCostsAreFittedAndPriced) {
   const double mn = 1024.0 * 1024.0;
   EXPECT_NEAR(ps.phases[1].compute_s, 3 * 2 * mn * r / 8e9 + 3 * 40e-6 + 150e-6, 1e-7);
   EXPECT_NEAR(ps.tail_s, 3 * 2 * mn * r / 2e9 + 3 * 25e-6 + 400e-6, 1e-7);
+  for (const Phase& ph : ps.phases) EXPECT_NEAR(ph.min_s, 340e-6, 1e-12);  // every collective of the hook
+  // gradsync's own PowerSGD (no collective_s) leaves the fabric's price alone.
+  KernelRates own = back;
+  own.powersgd_collective_s = 0;
+  DeviceRates rt_own{1e12, 1e11, &own};
+  for (const Phase& ph : Compressor("powersgd:rank=4").plan({{1 << 20, 1024, 2}}, 4, 2, rt_own).phases)
+    EXPECT_EQ(ph.min_s, 0.0);
 }
 
 TEST(Kernels, RateFollowsTheStepsWorkingSet) {

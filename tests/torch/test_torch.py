@@ -430,7 +430,8 @@ def case_codecs(tmp):
         doc = json.load(f)
     rows = {b["name"]: b for b in doc["benchmarks"]}
     want = {f"{c}_{part}/{m}" for c in ("fp16", "bf16") for part in ("encode", "decode") for m in ("0.25", "1")}
-    want |= {f"powersgd_{part}/{s}" for part in ("encode", "decode") for s in ("64/1", "128/1", "256/1", "32/16")}
+    want |= {f"powersgd_{part}/{s}" for part in ("encode", "decode", "collective")
+             for s in ("64/1", "128/1", "256/1", "32/16")}
     check(set(rows) == want, f"codecs cases: {sorted(set(rows) ^ want)} differ")
     check(doc["context"]["ranks"] == 2 and doc["context"]["backend"] == "gloo", f"context {doc['context']}")
     for name, b in rows.items():
@@ -441,6 +442,9 @@ def case_codecs(tmp):
             side, k = (int(x) for x in name.split("/")[1:])
             check(b["matrix"] == side and b["matrices"] == k and b["rank"] == 4 and b["hook"] == "powersgd:rank=4",
                   f"{name}: counters {b}")
+            if name.startswith("powersgd_collective"):
+                # The hook's all-reduces of a compressed step: P and Q, and the 1-D batch if any.
+                check(b["collectives"] in (2, 3), f"{name}: {b['collectives']} collectives a step")
         else:
             check(abs(b["bytes_per_second"] * t - b["MiB"] * (1 << 20)) < 1e-3 * b["MiB"] * (1 << 20),
                   f"{name}: bytes_per_second x time = the fp32 input bytes")
@@ -451,6 +455,9 @@ def case_codecs(tmp):
         check(j["powersgd_encode_flops"] > 0 and j["powersgd_decode_flops"] > 0, f"PowerSGD fitted: {j}")
         check({"fp16_encode", "fp16_decode", "bf16_encode", "bf16_decode"} <= set(j["Bps"]), f"casts fitted: {j['Bps']}")
         check(any("cases of k square matrices" in n for n in j["notes"]), f"notes: {j['notes']}")
+        per = sorted(rows[f"powersgd_collective/{s}"]["real_time"] * 1e-9 for s in ("64/1", "128/1", "256/1", "32/16"))
+        check(abs(j["powersgd_collective_s"] - (per[1] + per[2]) / 2) < 1e-9 * per[2] + 1e-12,
+              f"the hook's collective: {j['powersgd_collective_s']} s, the median of {per}")
     # A torch study with `kernels = true` times the hooks itself (--quick: the quick cases) and
     # prices a PowerSGD run predicted from a hook-less run's compute at those rates.
     study = os.path.join(tmp, "mini.toml")
@@ -459,7 +466,7 @@ def case_codecs(tmp):
                 '[[grid]]\nname = "train"\nprogram = "train"\n'
                 'fixed = { steps = 5, warmup = 2, batch = 16, bucket-mb = 25 }\n'
                 'sweep = { hook = ["none", "powersgd:rank=4"] }\n'
-                '[[model.calibrate]]\nname = "hooks"\nkernels = true\n'
+                '[[model.calibrate]]\nname = "hooks"\nkernels = true\ncomm-sched = "rr"\n'
                 '[model.compare]\nfabric = "shm-local"\nkernels = "hooks"\n'
                 'compute_from = { grid = "train", where = { hook = "none" } }\n[scale.quick]\n')
     sdir = os.path.join(tmp, "study")
@@ -470,6 +477,9 @@ def case_codecs(tmp):
         with open(os.path.join(sdir, "model", "hooks.bench.json")) as f:
             names = [b["name"] for b in json.load(f)["benchmarks"]]
         check(sum(n.startswith("powersgd_encode/") for n in names) == 4, f"mini study: the quick cases ({names})")
+        with open(os.path.join(sdir, "model", "hooks.bench.json")) as f:
+            sched = json.load(f)["context"].get("comm_sched")
+        check(sched == "rr", f"mini study: the codecs ran with the entry's comm-sched ({sched})")
         with open(os.path.join(sdir, "model", "model.log")) as f:
             cmd = [ln for ln in f if "--compute-from" in ln]
         check(len(cmd) == 1 and "--kernels " + os.path.join(sdir, "model", "hooks.toml") in cmd[0],
