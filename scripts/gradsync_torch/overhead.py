@@ -12,9 +12,9 @@ times torch.distributed.all_reduce while its steps run, and only then). After --
 steps of each, they train in alternating blocks of --block steps (the order of each pair
 of blocks swapped every other pair), so both see the same host state. Rank 0 times every
 step the same way in both modes. Overhead = median(recorded steps) / median(plain steps)
-- 1, with the per-pair ratios' median and spread. The recorder writes its file at the end
-(--out, default under $TMPDIR, removed unless --out is given); its data time includes the
-plain blocks, so the file is a by-product, not a measurement.
+- 1, with the per-pair ratios' median and spread. With --out the recorder writes its file at
+the end (its data time includes the plain blocks, so the file is a by-product, not a
+measurement); without, it writes nothing (its stop(): a killed job leaves no scratch file).
 --plain-hook allreduce (with --hook none): the plain copy runs PyTorch's own Python
 allreduce_hook instead of DDP's built-in all-reduce, so the figure is the recorder's cost
 beyond what any Python communication hook costs. With --hook none the recorder times the
@@ -31,10 +31,8 @@ read -0.7 .. +0.2%. --first-block chooses the order; the driver runs both.
 """
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 
 from .example import Stepper, add_options, build, check_options, device_of, make_hook, record_args, wrap
@@ -128,7 +126,7 @@ def measure(o, rank, plain, opt_p, recorded, opt_r, batch, out, argv):
         pair_ratios.append(med["recorded"] / med["plain"])
     dist.all_reduce = timed
     if rec is not None:
-        rec.close()
+        rec.close() if out else rec.stop()  # no --out: nothing written (no scratch file to leave)
     if rank == 0:
         s = summarize(times["plain"], times["recorded"], pair_ratios)
         print(f"gradsync_torch.overhead: {dist.get_world_size()} ranks, hook {o.hook}"
@@ -165,16 +163,7 @@ def main(argv=None):
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         plain.register_comm_hook(dist.group.WORLD, default_hooks.allreduce_hook)
 
-    scratch = None
-    out = o.out
-    if out is None:
-        scratch = tempfile.mkdtemp(prefix="gs_overhead.") if rank == 0 else None
-        out = os.path.join(scratch or tempfile.gettempdir(), "recorded.h5")
-    try:
-        measure(o, rank, plain, opt_p, recorded, opt_r, batch, out, argv)
-    finally:
-        if scratch is not None:
-            shutil.rmtree(scratch)
+    measure(o, rank, plain, opt_p, recorded, opt_r, batch, o.out, argv)
     dist.barrier()
     del plain, recorded
     dist.destroy_process_group()
