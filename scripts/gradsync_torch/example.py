@@ -73,7 +73,7 @@ def add_options(ap, loop=True):
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     add_comm_sched_option(ap)
     ap.add_argument("--out", default=None, help="result file (default results/torch-cnn-<UTC>.h5)" if loop else
-                    "keep the recorded copy's file here (default: a scratch file, removed)")
+                    "keep the recorded copy's file here (default: none is written)")
     if loop:
         ap.add_argument("--trace", default=None, help="also write the measured Chrome trace JSON here")
         ap.add_argument("--timing-json", default=None, help="rank 0 writes the loop's own step times here")
