@@ -72,6 +72,13 @@ class BucketLog : public std::enable_shared_from_this<BucketLog> {
     std::lock_guard<std::mutex> g(mu_);
     done_.push_back(t);
   }
+  // From inside a backward that DDP takes part in: an autograd callback queued after DDP's
+  // own end-of-backward callback (DDP queues it at its first gradient), so it runs once DDP
+  // has waited for every bucket and written the gradients back; it stamps backward_done.
+  void queue_backward_done() {
+    auto self = shared_from_this();
+    torch::autograd::Engine::get_default_engine().queue_callback([self] { self->backward_done(now_s()); });
+  }
   // Stamps the moment the first gradient reaches `output` (the start of backward) with a C++
   // tensor hook: the recorder's forward post-hook calls it once a step (a Python tensor hook
   // cost about 35 us a step to register on this project's 2-core host).
@@ -156,10 +163,7 @@ class TimedAllReduceHook : public c10d::CppCommHookInterface<c10::intrusive_ptr<
       for (const auto& p : bucket.getParameters()) row.params.push_back(reinterpret_cast<int64_t>(p.data_ptr()));
     }
     if (row.last) {
-      // Queued after DDP's own end-of-backward callback (queued at its first gradient): it
-      // runs once DDP has waited for every bucket and written the gradients back.
-      auto log = log_;
-      torch::autograd::Engine::get_default_engine().queue_callback([log] { log->backward_done(now_s()); });
+      log_->queue_backward_done();
     }
     row.start = now_s();
     const size_t slot = log_->add(std::move(row));
@@ -225,12 +229,9 @@ class PgObserver {
     row.buffer = reinterpret_cast<int64_t>(t.data_ptr());
     std::lock_guard<std::mutex> g(mu_);
     if (task != task_) {
-      // The backward's first bucket: DDP queued its end-of-backward callback at its first
-      // gradient, so this one runs after it (every bucket waited for, gradients written back).
-      task_ = task;
+      task_ = task;  // the backward's first bucket
       order_ = 0;
-      auto log = log_;
-      torch::autograd::Engine::get_default_engine().queue_callback([log] { log->backward_done(now_s()); });
+      log_->queue_backward_done();
     }
     row.index = order_++;
     slots_[a.op_id] = log_->add(std::move(row));

@@ -125,8 +125,10 @@ def measure(o, rank, plain, opt_p, recorded, opt_r, batch, out, argv):
         med = {mode: run(mode, o.block, True) for mode in order}
         pair_ratios.append(med["recorded"] / med["plain"])
     dist.all_reduce = timed
-    if rec is not None:
-        rec.close() if out else rec.stop()  # no --out: nothing written (no scratch file to leave)
+    if rec is not None and out:
+        rec.close()
+    elif rec is not None:
+        rec.stop()  # no --out: nothing written (no scratch file to leave)
     if rank == 0:
         s = summarize(times["plain"], times["recorded"], pair_ratios)
         print(f"gradsync_torch.overhead: {dist.get_world_size()} ranks, hook {o.hook}"
