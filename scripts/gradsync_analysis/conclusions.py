@@ -121,6 +121,7 @@ def also_compare_lines(study_dir):
         out.append(f"the same {len(d.get('runs', []))} runs {with_}: step time |error| median "
                    f"{d.get('median_abs_error_pct', float('nan')):.1f}%, p90 {d.get('p90_abs_error_pct', float('nan')):.1f}%"
                    + results.inside_words(d.get("inside_spread"), len(d.get("runs", [])))
+                   + results.per_configuration_words(d.get("per_configuration"))
                    + f" (model/{fn[:-5]}.h5)")
     return out
 
@@ -152,9 +153,14 @@ def model_summary(ctx):
         inside = int(np.sum(c["inside_spread"][ok])) if "inside_spread" in c else None
         err = err[ok]
         if err.size:
+            try:
+                with open(os.path.join(ctx.dir, "model", "compare.json")) as fh:
+                    pc = json.load(fh).get("per_configuration")
+            except (OSError, json.JSONDecodeError):
+                pc = None
             out.append(f"- compare: {err.size} runs, step time |error| median {np.median(np.abs(err)):.1f}%, "
                        f"p90 {np.percentile(np.abs(err), 90):.1f}%" + results.inside_words(inside, err.size)
-                       + " (model/compare.h5)")
+                       + results.per_configuration_words(pc) + " (model/compare.h5)")
     for line in also_compare_lines(ctx.dir):
         out.append(f"- {line}")
     for e in ctx.t.model.get("errors", []) or []:

@@ -19,7 +19,10 @@ DIR/model/ (TOML fabrics, --json outputs as .json, --out tables as .h5, model.lo
                           fabrics to compare the same runs with: model/compare-<name>.{h5,json}),
                           compute_from = {grid, where} (the same runs on `fabric`, each predicted
                           with the compute of that grid's first finished matching point:
-                          compare --compute-from, model/compare-compute-from.{h5,json})
+                          compare --compute-from, model/compare-compute-from.{h5,json});
+                          a grid with repeats is also scored per configuration (median measured
+                          vs median predicted step time of its repeats): the JSON's
+                          per_configuration and the summary line
   [[model.predict]]       name, options = {predict option = value or list}; "@name" (or a bare
                           calibrated name) in a value stands for model/<name>.toml; optional
                           each = {option = [values]}: one call per value (model/<name>-<value>.*)
@@ -200,6 +203,9 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
             say(f"model: calibrate {name} failed: {e}")
 
     cmp_ = m.get("compare")
+    # A result file -> its configuration (grid and swept values, the repeat left out).
+    config_of = {os.path.abspath(os.path.join(out_dir, p.result_relpath())):
+                 p.grid + ":" + "__".join(f"{k}={v}" for k, v in p.swept.items()) for p in points}
     if cmp_:
         files = ok_points("train", cmp_.get("grids"), cmp_.get("where"))
         if not files:
@@ -218,6 +224,12 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
                 if compute_from:
                     args += ["--compute-from", compute_from]
                 stdout, data = tools.run_model(bindir, args, mlog, want_json=True)
+                # Repeats of a configuration (the grid's `repeats`) also as one: their median
+                # measured step time against their median predicted one.
+                pc = results.per_configuration(data.get("runs"), lambda f: config_of.get(os.path.abspath(f), f))
+                if pc:
+                    data["per_configuration"] = pc
+                    stdout = json.dumps(data, indent=1) + "\n"
                 with open(os.path.join(mdir, f"{stem}.json"), "w") as fh:
                     fh.write(stdout)
                 with_ = (f" with the compute of {os.path.relpath(compute_from, out_dir)}" if compute_from
@@ -226,6 +238,7 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
                     + f": step time |error| median {data.get('median_abs_error_pct', float('nan')):.1f}%, p90 "
                     f"{data.get('p90_abs_error_pct', float('nan')):.1f}%"
                     + results.inside_words(data.get("inside_spread"), len(data.get("runs", [])))
+                    + results.per_configuration_words(pc)
                     + f" -> model/{stem}.h5")
                 return out
 

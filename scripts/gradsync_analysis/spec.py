@@ -1,7 +1,8 @@
 """Study definitions (experiments/*.toml): reading, validating, expanding into points.
 
 A study is one or more *grids*. A grid runs one program (``bench`` or ``train``) over the
-cross product of its swept options, each combination ``repeats`` times. Keys of ``fixed``
+cross product of its swept options, each combination ``repeats`` times (alternating: the
+whole grid once, then again). Keys of ``fixed``
 and ``sweep`` are the program's own options (``chunk-bytes = "4M"`` -> ``--chunk-bytes 4M``,
 one-letter keys -> ``-b 1K``; ``true`` -> the bare flag, ``false`` -> left out), except for
 these reserved keys, which set up the launch instead:
@@ -173,12 +174,14 @@ class Study:
         for g in self.grids:
             keys = list(g.sweep)
             combos = list(itertools.product(*[g.sweep[k] for k in keys])) if keys else [()]
-            for combo in combos:
-                swept = dict(zip(keys, combo))
-                params = dict(g.fixed)
-                params.update(swept)
-                ranks = int(params.get("ranks", g.ranks))
-                for r in range(g.repeats):
+            # Repeats alternate: every combination once, then every combination again, so a
+            # drift of the host over the grid's minutes falls on all combinations alike.
+            for r in range(g.repeats):
+                for combo in combos:
+                    swept = dict(zip(keys, combo))
+                    params = dict(g.fixed)
+                    params.update(swept)
+                    ranks = int(params.get("ranks", g.ranks))
                     parts = [f"{_label_part(k.split('.')[-1])}_{_label_part(v)}" for k, v in swept.items()]
                     if g.repeats > 1:
                         parts.append(f"r{r}")

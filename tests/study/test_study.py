@@ -99,6 +99,26 @@ def case_spec(tmp):
             ids = [p.result_relpath() for p in pts]
             check(len(set(ids)) == len(ids), f"{f}: duplicate point labels {ids}")
             check(bool(s.description), f"{f}: no description")
+    # repeats alternate: the whole grid, then the whole grid again
+    rep = os.path.join(tmp, "rep.toml")
+    with open(rep, "w") as fh:
+        fh.write('program = "bench"\nrepeats = 2\n[fixed]\nop = "allreduce"\n[sweep]\nalgo = ["ring", "rd"]\n')
+    pts = spec.load(rep).points()
+    check([p.label for p in pts] == ["algo_ring__r0", "algo_rd__r0", "algo_ring__r1", "algo_rd__r1"],
+          f"repeats do not alternate: {[p.label for p in pts]}")
+    # compare's runs taken per configuration: the median of each one's repeats
+    from gradsync_analysis import results
+    runs = [{"file": f, "measured_step_time_s": m, "predicted_step_time_s": q}
+            for f, m, q in (("a0", 1.0, 1.1), ("a1", 1.2, 1.1), ("a2", 1.1, 1.1), ("b0", 2.0, 1.5), ("b1", 2.0, 1.5))]
+    pc = results.per_configuration(runs, lambda f: f[0])
+    rows = {r["key"]: r for r in pc["rows"]} if pc else {}
+    check(pc is not None and pc["configurations"] == 2 and (pc["repeats_min"], pc["repeats_max"]) == (2, 3)
+          and abs(rows["a"]["step_error_pct"]) < 1e-9 and abs(rows["b"]["step_error_pct"] + 25) < 1e-9,
+          f"per_configuration: {pc}")
+    check("median of 2-3 repeats, 2 configurations" in results.per_configuration_words(pc),
+          f"per_configuration_words: {results.per_configuration_words(pc)}")
+    check(results.per_configuration(runs[:1] + runs[3:4], lambda f: f[0]) is None,
+          "per_configuration without repeats should be None")
     # dry run: one line per point with its command, nothing written
     out = os.path.join(tmp, "dry")
     p = study("run", os.path.join(REPO, "experiments", "seed-bucketing.toml"), "--out", out, "--dry-run", expect=0)
