@@ -17,8 +17,9 @@ DIR/model/ (TOML fabrics, --json outputs as .json, --out tables as .h5, model.lo
   [model.compare]         fabric, compute_profile, intra, kernels (names of [[model.calibrate]] entries,
                           built-ins or files), grids (default: every train grid), also (more
                           fabrics to compare the same runs with: model/compare-<name>.{h5,json}),
-                          compute_from = {grid, where} (the same runs on `fabric`, each predicted
-                          with the compute of that grid's first finished matching point:
+                          compute_from = {grid, where, repeat} (the same runs on `fabric`, each predicted
+                          with the compute of that grid's first finished matching point of that
+                          repeat, default 0:
                           compare --compute-from, model/compare-compute-from.{h5,json});
                           a grid with repeats is also scored per configuration (median measured
                           vs median predicted step time of its repeats): the JSON's
@@ -110,7 +111,7 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
     m = study.model
     declared = {c["name"] for c in m.get("calibrate", [])}
 
-    def ok_points(program, grids=None, where=None):
+    def ok_points(program, grids=None, where=None, repeat=None):
         programs = program if isinstance(program, tuple) else (program,)
         out = []
         for p, r in zip(points, records):
@@ -119,6 +120,8 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
             if grids and p.grid not in grids:
                 continue
             if where and not _matches(p, where):
+                continue
+            if repeat is not None and p.repeat != repeat:
                 continue
             out.append(os.path.join(out_dir, p.result_relpath()))
         return out
@@ -258,9 +261,10 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
                     say(f"model: compare with fabric {label} failed: {e}")
             cf = cmp_.get("compute_from")
             if cf:
-                refs = ok_points("train", [cf["grid"]], cf.get("where"))
+                refs = ok_points("train", [cf["grid"]], cf.get("where"), cf.get("repeat", 0))
                 if not refs:
-                    info["errors"].append(f"compare (compute_from): no finished point in grid {cf['grid']}")
+                    info["errors"].append(f"compare (compute_from): no finished point in grid {cf['grid']} "
+                                          f"(repeat {cf.get('repeat', 0)})")
                     say(f"model: compare with another run's compute skipped: no finished point in grid {cf['grid']}")
                 else:
                     try:

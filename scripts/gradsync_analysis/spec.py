@@ -57,7 +57,7 @@ def rate_Bps(rate: str) -> float:
 LAUNCHERS = ("local", "testbed", "slurm")
 TESTBED_KEYS = ("hosts", "rate", "nics", "ranks_per_host", "burst", "name", "subnet", "docker")
 TOP_KEYS = {"name", "description", "claim", "launcher", "runtime", "ranks", "repeats", "timeout_s", "analysis",
-            "testbed", "grid", "program", "fixed", "sweep", "model", "scale", "plots", "notes"}
+            "interleave", "testbed", "grid", "program", "fixed", "sweep", "model", "scale", "plots", "notes"}
 GRID_KEYS = {"name", "program", "fixed", "sweep", "ranks", "repeats", "timeout_s", "description"}
 
 
@@ -168,28 +168,40 @@ class Study:
     text: str
     scale: str
     runtime: str = "gradsync"
+    interleave: tuple = ()       # grid names whose repeats run round by round together
 
     def points(self) -> list:
-        pts = []
+        # Each grid's points, repeat by repeat: (grid, repeat, swept); the plan then takes
+        # the grids in file order, except that the `interleave` grids run as one block at the
+        # first one's place, round by round (repeat 0 of each, then repeat 1 of each, ...).
+        per_grid = {}
         for g in self.grids:
             keys = list(g.sweep)
             combos = list(itertools.product(*[g.sweep[k] for k in keys])) if keys else [()]
             # Repeats alternate: every combination once, then every combination again, so a
             # drift of the host over the grid's minutes falls on all combinations alike.
-            for r in range(g.repeats):
-                for combo in combos:
-                    swept = dict(zip(keys, combo))
-                    params = dict(g.fixed)
-                    params.update(swept)
-                    ranks = int(params.get("ranks", g.ranks))
-                    parts = [f"{_label_part(k.split('.')[-1])}_{_label_part(v)}" for k, v in swept.items()]
-                    if g.repeats > 1:
-                        parts.append(f"r{r}")
-                    label = "__".join(parts) or "run"
-                    if len(label) > 150:
-                        label = label[:120] + "-" + hashlib.sha1(label.encode()).hexdigest()[:10]
-                    pts.append(Point(len(pts), g.name, g.program, params, swept, r, label, ranks,
-                                     g.timeout_s))
+            per_grid[g.name] = [(g, r, dict(zip(keys, combo))) for r in range(g.repeats) for combo in combos]
+        plan = []
+        inter = [g for g in self.grids if g.name in self.interleave]
+        for g in self.grids:
+            if g.name not in self.interleave:
+                plan += per_grid[g.name]
+            elif g is inter[0]:
+                for r in range(max(x.repeats for x in inter)):
+                    for x in inter:
+                        plan += [t for t in per_grid[x.name] if t[1] == r]
+        pts = []
+        for g, r, swept in plan:
+            params = dict(g.fixed)
+            params.update(swept)
+            ranks = int(params.get("ranks", g.ranks))
+            parts = [f"{_label_part(k.split('.')[-1])}_{_label_part(v)}" for k, v in swept.items()]
+            if g.repeats > 1:
+                parts.append(f"r{r}")
+            label = "__".join(parts) or "run"
+            if len(label) > 150:
+                label = label[:120] + "-" + hashlib.sha1(label.encode()).hexdigest()[:10]
+            pts.append(Point(len(pts), g.name, g.program, params, swept, r, label, ranks, g.timeout_s))
         return pts
 
     def testbed_config(self, point: Point) -> dict:
@@ -315,11 +327,19 @@ def load(path: str, scale: str | None = None) -> Study:
             bad(f"{gw}: 'ranks' must be an integer >= 1, got {g_ranks!r}")
         if "timeout_s" in gs:
             check_timeout(gs["timeout_s"], f"{gw}: ")
+        g_rep = gs.get("repeats", repeats)
+        if not isinstance(g_rep, int) or isinstance(g_rep, bool) or g_rep < 1:
+            bad(f"{gw}: 'repeats' must be an integer >= 1, got {g_rep!r}")
         grids.append(Grid(gname, prog, fixed, sweep, g_ranks, gs.get("repeats", repeats),
                           gs.get("timeout_s", timeout_s), ranks_fixed="ranks" in gs))
 
     model = raw.get("model", {})
     gnames = [g.name for g in grids]
+    interleave = raw.get("interleave", [])
+    if "interleave" in raw and (not isinstance(interleave, list) or len(interleave) < 2
+                                or not all(isinstance(gn, str) and gn in gnames for gn in interleave)
+                                or len(set(interleave)) != len(interleave)):
+        bad(f"key 'interleave' must list two or more grids of this study (grids: {gnames}), got {interleave!r}")
     for c in model.get("calibrate", []):
         if "name" not in c:
             bad("[[model.calibrate]] needs a 'name' (the fabric file written: model/<name>.toml)")
@@ -335,9 +355,15 @@ def load(path: str, scale: str | None = None) -> Study:
                 bad(f"[model.compare]: no grid named '{gn}' (grids: {gnames})")
         cf = cmp_.get("compute_from")
         if cf is not None:
-            if not isinstance(cf, dict) or cf.get("grid") not in gnames or not isinstance(cf.get("where", {}), dict):
-                bad(f"[model.compare]: compute_from must be {{grid = NAME, where = {{...}}}} with a grid of this "
-                    f"study (grids: {gnames}), got {cf!r}")
+            if (not isinstance(cf, dict) or cf.get("grid") not in gnames or not isinstance(cf.get("where", {}), dict)
+                    or set(cf) - {"grid", "where", "repeat"}):
+                bad(f"[model.compare]: compute_from must be {{grid = NAME, where = {{...}}, repeat = N}} with a grid "
+                    f"of this study (grids: {gnames}), got {cf!r}")
+            rep = cf.get("repeat", 0)
+            nrep = next(g.repeats for g in grids if g.name == cf["grid"])
+            if not isinstance(rep, int) or isinstance(rep, bool) or not 0 <= rep < nrep:
+                bad(f"[model.compare]: compute_from's repeat must be 0..{nrep - 1} (grid '{cf['grid']}' has "
+                    f"{nrep} repeat(s)), got {rep!r}")
     for p in model.get("predict", []):
         if "name" not in p or "options" not in p:
             bad("[[model.predict]] needs 'name' and 'options'")
@@ -345,7 +371,8 @@ def load(path: str, scale: str | None = None) -> Study:
     return Study(path=os.path.abspath(path), name=name, description=raw.get("description", "").strip(),
                  launcher=launcher, ranks=ranks, repeats=repeats, timeout_s=timeout_s,
                  analysis=raw.get("analysis", name), testbed=testbed, grids=grids, model=model,
-                 plots=raw.get("plots", {}), raw=raw, text=blob.decode(), scale=scale or "", runtime=runtime)
+                 plots=raw.get("plots", {}), raw=raw, text=blob.decode(), scale=scale or "", runtime=runtime,
+                 interleave=tuple(interleave))
 
 
 def option_args(options: dict) -> list:

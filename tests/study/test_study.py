@@ -106,6 +106,27 @@ def case_spec(tmp):
     pts = spec.load(rep).points()
     check([p.label for p in pts] == ["algo_ring__r0", "algo_rd__r0", "algo_ring__r1", "algo_rd__r1"],
           f"repeats do not alternate: {[p.label for p in pts]}")
+    # interleaved grids run round by round, at the first one's place
+    with open(rep, "w") as fh:
+        fh.write('interleave = ["a", "c"]\n'
+                 '[[grid]]\nname = "a"\nprogram = "train"\nrepeats = 2\nsweep = { bucket-mb = [1, 25] }\n'
+                 '[[grid]]\nname = "b"\nprogram = "bench"\n'
+                 '[[grid]]\nname = "c"\nprogram = "train"\nrepeats = 2\n'
+                 '[model.compare]\nfabric = "shm-local"\ncompute_from = { grid = "c", repeat = 1 }\n')
+    got = [f"{p.grid}/{p.label}" for p in spec.load(rep).points()]
+    check(got == ["a/bucket-mb_1__r0", "a/bucket-mb_25__r0", "c/r0", "a/bucket-mb_1__r1", "a/bucket-mb_25__r1", "c/r1",
+                  "b/run"], f"interleaved plan: {got}")
+    text = open(rep).read()
+    for bad_text, word in ((text.replace('["a", "c"]', '["a", "x"]'), "interleave"),
+                           (text.replace("repeat = 1", "repeat = 2"), "repeat"),
+                           (text.replace('repeats = 2\nsweep', 'repeats = 0\nsweep'), "repeats")):
+        with open(rep, "w") as fh:
+            fh.write(bad_text)
+        try:
+            spec.load(rep)
+            check(False, f"accepted a bad study ({word})")
+        except spec.SpecError as e:
+            check(word in str(e), f"bad {word}: message {e}")
     # compare's runs taken per configuration: the median of each one's repeats
     from gradsync_analysis import results
     runs = [{"file": f, "measured_step_time_s": m, "predicted_step_time_s": q}
