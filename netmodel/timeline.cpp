@@ -240,7 +240,11 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
         bt.codec_s = codec;
         bt.contention_s = extra;
       }
-      if (cslow > 1 && start < bwd_end) iv.emplace_back(start, std::min(end, bwd_end));
+      // With the communication thread preempting compute, its contention (the wait for a
+      // core, and the slower progress beside backward) is time in which compute holds the
+      // core: backward stops only for the rest of the bucket's time.
+      const double held = st.comm_preempts_compute ? std::min(start + extra, end) : start;
+      if (cslow > 1 && held < bwd_end) iv.emplace_back(held, std::min(end, bwd_end));
       last_end = end;
       busy = true;
       ++next;

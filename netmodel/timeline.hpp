@@ -110,8 +110,10 @@ struct StepConfig {
   // bucket is in flight inside backward, that thread holds a core of the node's
   // cores_per_node, and the ranks' compute threads share the rest: backward runs
   // min(1, cores / (g c)) / min(1, (cores - g) / (g c)) times slower (c: compute_threads),
-  // and stops while a bucket is in flight when no core is left (cores <= g). Communication
-  // itself is not slowed by compute then (backward_contention's CPU share is 1).
+  // and stops while a bucket is in flight when no core is left (cores <= g), except for the
+  // bucket's fitted contention (BucketTiming::contention_s: the communication thread waiting
+  // for a core while compute holds it). Communication itself is not slowed by compute
+  // otherwise (backward_contention's CPU share is 1).
   bool comm_preempts_compute = false;
 };
 

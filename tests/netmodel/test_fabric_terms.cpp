@@ -407,6 +407,20 @@ TEST(Contention, CommunicationThatPreemptsComputePausesBackward) {
   EXPECT_NEAR(pre.backward_s, w.backward_s + comm, 1e-12);
   EXPECT_NEAR(pre.buckets[1].ready_s, w.forward_s + w.backward_s + comm, 1e-12);
   EXPECT_NEAR(pre.step_time_s, w.forward_s + w.backward_s + 2 * comm, 1e-12);
+  // A fitted contention (a 50 us wait for a core, then 1.5x inside backward) is time in
+  // which compute holds the core: bucket 0 takes 50 + 150 us, and backward stops only for
+  // the 100 us the collective runs alone.
+  Fabric gc = g;
+  gc.intra.contention_alpha_s = gc.inter.contention_alpha_s = 50e-6;
+  gc.intra.contention = gc.inter.contention = 1.5;
+  const StepResult held = simulate_step(w, bs, gc, net, st, 0);
+  EXPECT_NEAR(held.buckets[0].comm_s, 50e-6 + 1.5 * comm, 1e-12);
+  EXPECT_NEAR(held.buckets[0].contention_s, 50e-6 + 0.5 * comm, 1e-12);
+  EXPECT_NEAR(held.backward_s, w.backward_s + comm, 1e-12);
+  // Shared CPU, the same contention: backward runs at half speed beside the whole bucket.
+  st.comm_preempts_compute = false;
+  EXPECT_NEAR(simulate_step(w, bs, gc, net, st, 0).backward_s, w.backward_s + (50e-6 + 1.5 * comm) / 2, 1e-12);
+  st.comm_preempts_compute = true;
   // With cores to spare neither form slows backward.
   g.intra.cores_per_node = g.inter.cores_per_node = 16;
   EXPECT_NEAR(simulate_step(w, bs, g, net, st, 0).backward_s, w.backward_s, 1e-12);
