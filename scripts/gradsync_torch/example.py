@@ -215,6 +215,7 @@ def main(argv=None):
     import torch
     import torch.distributed as dist
 
+    from . import hooks
     from .launch import init_distributed
     from .recorder import record
 
@@ -236,7 +237,7 @@ def main(argv=None):
     rec = None
     if o.no_record:
         if hook is not None:
-            model.register_comm_hook(state, hook)
+            hooks.register(model, state, hook)
     else:
         rec = record(model, opt, out, hook=hook, state=state, overlap=not o.no_overlap, trace=o.trace,
                      **record_args(o, argv, amp))

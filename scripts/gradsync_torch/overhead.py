@@ -35,6 +35,7 @@ import statistics
 import sys
 import time
 
+from . import hooks
 from .example import Stepper, add_options, build, check_options, device_of, make_hook, record_args, wrap
 from .launch import Parser
 
@@ -87,7 +88,7 @@ def measure(o, rank, plain, opt_p, recorded, opt_r, batch, out, argv):
     rec = None
     if o.control:  # the "recorded" copy trains exactly as the plain one
         if hook is not None:
-            recorded.register_comm_hook(state, hook)
+            hooks.register(recorded, state, hook)
     else:
         rec = record(recorded, opt_r, out, hook=hook, state=state, overlap=True,
                      **record_args(o, argv, step_fn.amp, overhead_ab=1))
@@ -160,7 +161,7 @@ def main(argv=None):
     recorded, opt_r = wrap(o, dev, build(o, dev)[0])
     hook, state = make_hook(o)
     if hook is not None:
-        plain.register_comm_hook(state, hook)
+        hooks.register(plain, state, hook)
     elif o.plain_hook == "allreduce":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         plain.register_comm_hook(dist.group.WORLD, default_hooks.allreduce_hook)

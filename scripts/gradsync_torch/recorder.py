@@ -86,6 +86,7 @@ import torch.distributed as dist
 from gradsync_analysis.atomicfile import atomic_file, atomic_h5
 
 from . import h5out
+from .hooks import needs_serial
 from .launch import comm_sched_now
 
 now = time.perf_counter
@@ -189,10 +190,10 @@ class Recorder:
         self.hook_name, self.compress, self.hook_params = hook_spec(hook, state)
         # PowerSGD's hook issues further all-reduces from its futures' callbacks; on gloo,
         # two buckets in flight at once then interleave differently on the ranks and gloo
-        # aborts ("Received data size doesn't match", torch 2.15). Serial: a bucket is
-        # launched only after the previous one completed (waited for on the autograd thread).
-        self.serial = bool(serial) if serial is not None else (
-            self.compress.startswith("powersgd") and self.backend == "gloo")
+        # aborts ("Received data size doesn't match", torch 2.15) or hangs (hooks.py). Serial:
+        # a bucket is launched only after the previous one completed (waited for on the
+        # autograd thread), as hooks.register runs such a hook without the recorder.
+        self.serial = bool(serial) if serial is not None else needs_serial(hook, self.backend)
         self._prev_fut = None
         self.closed = False
         # The hooks' collectives are timed (launch -> its future's completion) by wrapping

@@ -13,7 +13,9 @@
   membership  recorded /model/tensor_bucket and bucket bytes equal DDP's own assignment
               (the reducer's rebuilt_per_bucket_param_indices and
               dist._compute_bucket_assignment_by_size), with no hook + overlap, fp16 +
-              no overlap, PowerSGD + overlap
+              no overlap, PowerSGD + overlap; PowerSGD on two buckets without the recorder
+              (gradsync_torch.hooks runs them one at a time, as the recorder does: gloo
+              aborts or hangs otherwise) trains to the recorded run's loss
   calibrate   the torch bench writes a gradsync-bench file (nccl-tests table, #wrong 0) that
               calibrate fits; with --busy-threads 1 the file says so, no spinner outlives
               the sweep and calibrate fits the contention from it; calibrate takes a
@@ -339,6 +341,16 @@ def case_membership(tmp):
               f"{hook}: recorded {recorded} != _compute_bucket_assignment_by_size {ddp['computed']}")
         check(got_bytes == ddp["bucket_sizes"], f"{hook}: bucket bytes {got_bytes} != DDP {ddp['bucket_sizes']}")
         check(overlap_attr == int(overlap), f"{hook}: overlap attribute")
+    # PowerSGD on gloo with two buckets (1 MB: the example's fc and conv buckets), with and
+    # without the recorder: both finish (unserialised, gloo aborted with "Received data
+    # size doesn't match" or hung) at the same loss.
+    losses = []
+    for extra in (["--no-record"], ["--out", os.path.join(tmp, "ps.h5")]):
+        p = run([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.example", "--steps", "10", "--warmup", "2",
+                 "--batch", "16", "--bucket-mb", "1", "--hook", "powersgd:rank=4", *extra], tmp, timeout=180)
+        losses += [ln.split("loss ")[1].split(",")[0] for ln in p.stdout.splitlines()
+                   if ln.startswith("gradsync_torch.example:") and "loss " in ln]
+    check(len(losses) == 2 and losses[0] == losses[1], f"PowerSGD without / with the recorder: losses {losses}")
 
 
 def case_calibrate(tmp):
