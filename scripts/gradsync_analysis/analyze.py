@@ -409,7 +409,10 @@ def plot_compare(ctx):
             continue
         sw = ctx.swept(i)
         keys = keys or [axis_label(k, v).split("=")[0] for k, v in sw.items()]
-        labels.append("/".join(axis_label(k, v).split("=", 1)[1] for k, v in sw.items()) or ctx.label(i))
+        rep = ctx.col("repeat")[i] if "repeat" in ctx.t.cols else 0
+        nrep = max(ctx.col("repeat")) + 1 if "repeat" in ctx.t.cols else 1
+        labels.append(("/".join(axis_label(k, v).split("=", 1)[1] for k, v in sw.items()) or ctx.label(i))
+                      + (f" r{rep}" if nrep > 1 else ""))
     fabric = ctx.spec.get("model", {}).get("compare", {}).get("fabric", "?")
     cp = ctx.spec.get("model", {}).get("compare", {}).get("compute_profile")
     title = f"{ctx.name}: predicted vs measured step time (fabric {fabric}{', compute ' + cp if cp else ''})"
