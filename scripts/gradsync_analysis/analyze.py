@@ -401,6 +401,7 @@ def plot_compare(ctx):
     files = [os.path.basename(str(f)) for f in c["file"]]
     labels = []
     by_file = {os.path.basename(ctx.t.cols["result"][i]): i for i in range(len(ctx.t))}
+    repeats = "repeat" in ctx.t.cols and max(ctx.col("repeat"), default=0) > 0  # labels then say which
     keys = []
     for f in files:
         i = by_file.get(f)
@@ -409,10 +410,8 @@ def plot_compare(ctx):
             continue
         sw = ctx.swept(i)
         keys = keys or [axis_label(k, v).split("=")[0] for k, v in sw.items()]
-        rep = ctx.col("repeat")[i] if "repeat" in ctx.t.cols else 0
-        nrep = max(ctx.col("repeat")) + 1 if "repeat" in ctx.t.cols else 1
         labels.append(("/".join(axis_label(k, v).split("=", 1)[1] for k, v in sw.items()) or ctx.label(i))
-                      + (f" r{rep}" if nrep > 1 else ""))
+                      + (f" r{ctx.col('repeat')[i]}" if repeats else ""))
     fabric = ctx.spec.get("model", {}).get("compare", {}).get("fabric", "?")
     cp = ctx.spec.get("model", {}).get("compare", {}).get("compute_profile")
     title = f"{ctx.name}: predicted vs measured step time (fabric {fabric}{', compute ' + cp if cp else ''})"

@@ -206,10 +206,10 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
             say(f"model: calibrate {name} failed: {e}")
 
     cmp_ = m.get("compare")
-    # A result file -> its configuration (grid and swept values, the repeat left out).
-    config_of = {os.path.abspath(os.path.join(out_dir, p.result_relpath())):
-                 p.grid + ":" + "__".join(f"{k}={v}" for k, v in p.swept.items()) for p in points}
     if cmp_:
+        # A result file -> its configuration (grid and swept values, the repeat left out).
+        config_of = {os.path.abspath(os.path.join(out_dir, p.result_relpath())):
+                     p.grid + ":" + "__".join(f"{k}={v}" for k, v in p.swept.items()) for p in points}
         files = ok_points("train", cmp_.get("grids"), cmp_.get("where"))
         if not files:
             info["errors"].append("compare: no finished train points")

@@ -171,25 +171,27 @@ class Study:
     interleave: tuple = ()       # grid names whose repeats run round by round together
 
     def points(self) -> list:
-        # Each grid's points, repeat by repeat: (grid, repeat, swept); the plan then takes
-        # the grids in file order, except that the `interleave` grids run as one block at the
-        # first one's place, round by round (repeat 0 of each, then repeat 1 of each, ...).
-        per_grid = {}
-        for g in self.grids:
+        def round_of(g, r):
+            """Repeat r of grid g: every combination once, as (grid, repeat, swept)."""
             keys = list(g.sweep)
-            combos = list(itertools.product(*[g.sweep[k] for k in keys])) if keys else [()]
-            # Repeats alternate: every combination once, then every combination again, so a
-            # drift of the host over the grid's minutes falls on all combinations alike.
-            per_grid[g.name] = [(g, r, dict(zip(keys, combo))) for r in range(g.repeats) for combo in combos]
+            combos = itertools.product(*[g.sweep[k] for k in keys]) if keys else [()]
+            return [(g, r, dict(zip(keys, combo))) for combo in combos]
+
+        # Repeats alternate (the whole grid once, then again), so a drift of the host over the
+        # grid's minutes falls on all combinations alike. The grids run in file order, except
+        # that the `interleave` grids run as one block at the first one's place, round by
+        # round (repeat 0 of each, then repeat 1 of each, ...).
         plan = []
         inter = [g for g in self.grids if g.name in self.interleave]
         for g in self.grids:
             if g.name not in self.interleave:
-                plan += per_grid[g.name]
+                for r in range(g.repeats):
+                    plan += round_of(g, r)
             elif g is inter[0]:
                 for r in range(max(x.repeats for x in inter)):
                     for x in inter:
-                        plan += [t for t in per_grid[x.name] if t[1] == r]
+                        if r < x.repeats:
+                            plan += round_of(x, r)
         pts = []
         for g, r, swept in plan:
             params = dict(g.fixed)
@@ -330,7 +332,7 @@ def load(path: str, scale: str | None = None) -> Study:
         g_rep = gs.get("repeats", repeats)
         if not isinstance(g_rep, int) or isinstance(g_rep, bool) or g_rep < 1:
             bad(f"{gw}: 'repeats' must be an integer >= 1, got {g_rep!r}")
-        grids.append(Grid(gname, prog, fixed, sweep, g_ranks, gs.get("repeats", repeats),
+        grids.append(Grid(gname, prog, fixed, sweep, g_ranks, g_rep,
                           gs.get("timeout_s", timeout_s), ranks_fixed="ranks" in gs))
 
     model = raw.get("model", {})

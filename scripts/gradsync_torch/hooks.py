@@ -11,6 +11,8 @@ recorder runs them (serial_buckets).
 """
 from __future__ import annotations
 
+import functools
+
 POWERSGD_HOOKS = ("powerSGD_hook", "batched_powerSGD_hook")
 
 
@@ -24,20 +26,18 @@ def serialized(hook):
     starts a step: DDP waited for the previous step's buckets before it ended)."""
     prev = [None]
 
+    @functools.wraps(hook)
     def run(state, bucket):
         if prev[0] is not None and bucket.index() > 0:
             prev[0].wait()
         prev[0] = hook(state, bucket)
         return prev[0]
 
-    run.__name__ = getattr(hook, "__name__", "hook")
-    run.serialized = True
     return run
 
 
 def register(model, state, hook):
     """model.register_comm_hook(state, hook), serialised where the backend needs it."""
     import torch.distributed as dist
-    pg = state.process_group if getattr(state, "process_group", None) is not None else None
-    backend = dist.get_backend(pg) if pg is not None else dist.get_backend()
+    backend = dist.get_backend(getattr(state, "process_group", None))  # None: the default group
     model.register_comm_hook(state, serialized(hook) if needs_serial(hook, backend) else hook)
