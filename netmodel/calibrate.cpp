@@ -1562,6 +1562,24 @@ KernelRates calibrate_kernels(const std::string& path, const std::string& name) 
                         " us); each PowerSGD collective is priced at least this");
     }
   }
+  // PyTorch's fp16/bf16 compress hooks: their all-reduce as the hook runs it (the value
+  // read in a Python callback), timed per bucket size by gradsync_torch.codecs; each cast
+  // hook's all-reduce is priced at least that at its bucket's size.
+  for (const char* c : {"fp16", "bf16"}) {
+    auto it = by_kernel.find(std::string(c) + "_collective");
+    if (it == by_kernel.end()) continue;
+    std::vector<std::pair<double, double>> sized;  // (fp32 bucket bytes, seconds)
+    for (const auto& s : it->second)
+      if (s.mib > 0 && s.time_s > 0) sized.emplace_back(s.mib * 1048576.0, s.time_s);
+    if (sized.empty()) continue;
+    std::sort(sized.begin(), sized.end());
+    std::ostringstream os;
+    os << c << "_collective: the hook's all-reduce as it runs it, by fp32 bucket size:";
+    for (const auto& [bytes, t] : sized) os << " " << format_bytes(bytes) << " " << fmt(t * 1e6) << " us";
+    os << "; each " << c << " hook all-reduce is priced at least this";
+    k.notes.push_back(os.str());
+    k.hook_collective_s[c] = std::move(sized);
+  }
   if (k.Bps.empty() && k.powersgd_encode_flops <= 0 && k.powersgd_decode_flops <= 0)
     throw CalibrationError(path + ": none of the compression kernels (fp16/bf16/qsgd/onebit/topk/powersgd "
                            "_encode/_decode) is in the file, or all had errors");

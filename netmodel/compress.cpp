@@ -79,6 +79,9 @@ BucketPlan Compressor::plan(const std::vector<GradShape>& tensors, int wire_elem
                                  ? DType::BF16
                                  : DType::F16;
       bp.tail_s = cast ? kernel_s(rt, k + "_decode", n, n * 6.0 / mem) : 0.0;
+      // PyTorch's cast hooks: their all-reduce as the hook runs it, where measured.
+      if (spec_.kind != plan::CompressKind::None && rt.kernels)
+        bp.phases[0].min_s = rt.kernels->hook_collective(name, 4.0 * n);
       return bp;
     }
     case plan::CompressKind::PowerSgd: {
@@ -176,6 +179,20 @@ double KernelRates::rate(const std::string& kernel, double working_set) const {
   return it != Bps.end() && it->second > 0 ? it->second : 0.0;
 }
 
+double KernelRates::hook_collective(const std::string& hook, double bucket_bytes) const {
+  auto it = hook_collective_s.find(hook);
+  if (it == hook_collective_s.end() || it->second.empty() || !(bucket_bytes > 0)) return 0.0;
+  const auto& v = it->second;
+  if (bucket_bytes <= v.front().first) return v.front().second;
+  if (bucket_bytes >= v.back().first) return v.back().second * bucket_bytes / v.back().first;
+  for (std::size_t i = 1; i < v.size(); ++i)
+    if (bucket_bytes <= v[i].first) {
+      const double f = std::log(bucket_bytes / v[i - 1].first) / std::log(v[i].first / v[i - 1].first);
+      return std::exp(std::log(v[i - 1].second) + f * (std::log(v[i].second) - std::log(v[i - 1].second)));
+    }
+  return v.back().second;
+}
+
 KernelRates load_kernel_rates(const std::string& path) {
   toml::table tbl;
   try {
@@ -191,7 +208,7 @@ KernelRates load_kernel_rates(const std::string& path) {
     if (ks == "name" || ks == "source") {
       GS_USAGE_CHECK(node.is_string(), "kernels ", path, ":", line(node), ": key '", ks, "' must be a string");
       (ks == "name" ? k.name : k.source) = *node.value<std::string>();
-    } else if (ks == "Bps_by_size") {
+    } else if (ks == "Bps_by_size" || ks == "hook_collective_s") {
       GS_USAGE_CHECK(node.is_table(), "kernels ", path, ":", line(node), ": key '", ks, "' must be a table");
       for (auto&& [sub, v] : *node.as_table()) {
         const std::string full = ks + "." + std::string(sub.str());
@@ -208,9 +225,16 @@ KernelRates load_kernel_rates(const std::string& path) {
             if (!ok) break;
             pts.emplace_back(*a, *b);
           }
-        GS_USAGE_CHECK(ok, "kernels ", path, ":", line(v), ": key '", full,
-                       "' must be a list of [bytes, bytes_per_second] pairs, numbers > 0, bytes ascending");
-        k.by_size[std::string(sub.str())] = std::move(pts);
+        GS_USAGE_CHECK(ok, "kernels ", path, ":", line(v), ": key '", full, "' must be a list of [bytes, ",
+                       ks == "Bps_by_size" ? "bytes_per_second" : "seconds",
+                       "] pairs, numbers > 0, bytes ascending");
+        if (ks == "hook_collective_s") {
+          GS_USAGE_CHECK(sub.str() == "fp16" || sub.str() == "bf16", "kernels ", path, ":", line(v),
+                         ": unknown key '", full, "' (known: hook_collective_s.fp16, hook_collective_s.bf16)");
+          k.hook_collective_s[std::string(sub.str())] = std::move(pts);
+        } else {
+          k.by_size[std::string(sub.str())] = std::move(pts);
+        }
       }
     } else if (ks == "Bps" || ks == "powersgd") {
       GS_USAGE_CHECK(node.is_table(), "kernels ", path, ":", line(node), ": key '", ks, "' must be a table");
@@ -236,7 +260,7 @@ KernelRates load_kernel_rates(const std::string& path) {
       }
     } else {
       throw UsageError("kernels " + path + ":" + line(node) + ": unknown key '" + ks +
-                       "' (known: name, source, Bps, Bps_by_size, powersgd)");
+                       "' (known: name, source, Bps, Bps_by_size, powersgd, hook_collective_s)");
     }
   }
   if (k.name.empty()) k.name = path;
@@ -255,6 +279,14 @@ void save_kernel_rates(const KernelRates& k, const std::string& path) {
   if (!k.by_size.empty()) {
     os << "\n[Bps_by_size]  # [fp32 input bytes, bytes per second]: the rate at a step's working set\n";
     for (const auto& [name, v] : k.by_size) {
+      os << name << " = [";
+      for (std::size_t i = 0; i < v.size(); ++i) os << (i ? ", [" : "[") << static_cast<long long>(v[i].first) << ", " << v[i].second << "]";
+      os << "]\n";
+    }
+  }
+  if (!k.hook_collective_s.empty()) {
+    os << "\n[hook_collective_s]  # [fp32 bucket bytes, seconds]: a cast hook's all-reduce at least (the hook's own)\n";
+    for (const auto& [name, v] : k.hook_collective_s) {
       os << name << " = [";
       for (std::size_t i = 0; i < v.size(); ++i) os << (i ? ", [" : "[") << static_cast<long long>(v[i].first) << ", " << v[i].second << "]";
       os << "]\n";

@@ -75,7 +75,8 @@ struct Phase {
   double bytes = 0;      // collective size (nccl-tests convention, see collectives.hpp)
   DType dtype = DType::F32;  // element type its all-reduce sums (the casts: fp16/bf16)
   // The collective takes at least this long: one launched by a hook's Python code, as
-  // that hook measured it (KernelRates::powersgd_collective_s); 0: the fabric's price.
+  // that hook measured it (KernelRates::powersgd_collective_s, hook_collective_s); 0: the
+  // fabric's price.
   double min_s = 0;
 };
 
@@ -109,6 +110,12 @@ struct KernelRates {
   // gradsync_torch.codecs cases; each PowerSGD collective is priced at least this. 0: the
   // fabric alone (gradsync's own compressor).
   double powersgd_collective_s = 0;
+  // The all-reduce of PyTorch's fp16/bf16 compress hooks as the hook runs it (launch -> the
+  // future's completion, its value read in a Python callback), per bucket size: key "fp16" /
+  // "bf16", [fp32 bucket bytes, seconds] ascending (gradsync_torch.codecs' fp16_collective /
+  // bf16_collective cases). A cast hook's all-reduce is priced at least this; empty: the
+  // fabric alone (gradsync's own casts).
+  std::map<std::string, std::vector<std::pair<double, double>>> hook_collective_s;
   // The bench's rate per size (fp32 input bytes -> bytes/s, ascending), where it measured
   // more than one: a kernel runs from cache below the caches' size and from memory past it.
   std::map<std::string, std::vector<std::pair<double, double>>> by_size;
@@ -118,6 +125,10 @@ struct KernelRates {
   // by-size rates interpolated log-log at that size, the smallest / largest size's rate
   // outside them; without by-size rates (or working_set 0), Bps. 0 when not measured.
   double rate(const std::string& kernel, double working_set) const;
+  // hook_collective_s[hook] at a bucket of `bucket_bytes` fp32 bytes: log-log between the
+  // measured sizes, the smallest's time below them, the largest's scaled by size above; 0
+  // when not measured.
+  double hook_collective(const std::string& hook, double bucket_bytes) const;
 };
 
 // TOML (written by calibrate --kernels; read by --kernels FILE):
@@ -126,6 +137,7 @@ struct KernelRates {
 //   [powersgd]  encode_flops = 3e10  decode_flops = 2e10  [encode_Bps = 8e9  decode_Bps = 8e9]
 //               [encode_s_per_matrix = 4e-5  decode_s_per_matrix = ...  encode_s_per_bucket = ...]
 //   [Bps_by_size]  qsgd_encode = [[1048576, 9.4e9], [16777216, 7.6e9], [67108864, 3.5e9]]  (optional)
+//   [hook_collective_s]  fp16 = [[262144, 3.0e-4], [4194304, 1.9e-3]]  (optional: [fp32 bucket bytes, s])
 // UsageError naming the file and key on malformed input.
 KernelRates load_kernel_rates(const std::string& path);
 void save_kernel_rates(const KernelRates& k, const std::string& path);

@@ -577,6 +577,13 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       j.set("powersgd_encode_s_per_bucket", k.powersgd_encode_s_per_bucket)
           .set("powersgd_decode_s_per_bucket", k.powersgd_decode_s_per_bucket)
           .set("powersgd_collective_s", k.powersgd_collective_s);
+      Json hc = Json::object();
+      for (const auto& [hook, v] : k.hook_collective_s) {
+        Json pts = Json::array();
+        for (const auto& [bytes, t] : v) pts.push(Json::array().push(bytes).push(t));
+        hc.set(hook, pts);
+      }
+      j.set("hook_collective_s", hc);
       j.set("notes", notes);
       std::cout << j.dump() << "\n";
     } else {

@@ -20,10 +20,12 @@ training: the ranks share the host). The recorder splits each bucket's time into
 collectives and its codec: encode = the hook call up to its first collective, decode = the rest
 (PowerSGD: its callbacks' work outside the collectives); the case's time is the median over
 the steps after `--warmup` (and after PowerSGD's start_powerSGD_iter), the slowest rank's.
-PowerSGD cases also give `powersgd_collective/<case>`: the hook's collectives as it runs them
-(launch -> the future's completion, per collective; `collectives` a step), which calibrate
-makes the least a PowerSGD collective is priced. `--comm-sched` as for the example (the
-collectives depend on it).
+Every case also gives `<hook>_collective/<case>`: the hook's collectives as it runs them
+(launch -> the future's completion, per collective; `collectives` a step). Calibrate makes
+PowerSGD's median the least a PowerSGD collective is priced, and the fp16/bf16 hooks' times
+by bucket size the least their all-reduce is priced (at 4 MiB of fp32 the fp16 hook's
+all-reduce took 1.9 ms where a plain torch.distributed all-reduce of the same 2 MiB of halves
+took 1.4 ms, 2026-12-05). `--comm-sched` as for the example (the collectives depend on it).
 Output: Google Benchmark JSON (the format gradsync-kernels-bench writes), on rank 0.
 """
 import json
@@ -170,7 +172,7 @@ def main(argv=None):
         for shape, k, label, counters in cases:
             enc, dec, nb, coll, ncoll = time_case(o, dev, [shape] * k, kind, params)
             in_bytes = 4.0 * k * math.prod(shape)
-            parts = [("encode", enc), ("decode", dec)] + ([("collective", coll)] if coll > 0 and kind == "powersgd" else [])
+            parts = [("encode", enc), ("decode", dec)] + ([("collective", coll)] if coll > 0 else [])
             for part, t in parts:
                 row = {"name": f"{kind}_{part}/{label}", "run_name": f"{kind}_{part}/{label}",
                        "run_type": "iteration", "iterations": o.steps, "real_time": t * 1e9,

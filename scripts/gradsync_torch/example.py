@@ -101,7 +101,8 @@ def check_options(ap, o):
 def options(argv):
     ap = Parser(prog="python -m gradsync_torch.example", description=__doc__.split("\n\n")[0])
     add_options(ap)
-    ap.add_argument("--no-record", action="store_true", help="run without the recorder (overhead baseline)")
+    ap.add_argument("--no-record", action="store_true", help="run without the recorder (overhead baseline; PowerSGD on gloo "
+                    "then runs its buckets one at a time, as the recorder does: gradsync_torch.hooks)")
     o = check_options(ap, ap.parse_args(argv))
     if o.no_record and o.no_overlap:
         ap.error("option --no-overlap: needs the recorder (it defers the buckets); drop --no-record")

@@ -417,6 +417,14 @@ TEST(Contention, CommunicationThatPreemptsComputePausesBackward) {
   EXPECT_NEAR(held.buckets[0].comm_s, 50e-6 + 1.5 * comm, 1e-12);
   EXPECT_NEAR(held.buckets[0].contention_s, 50e-6 + 0.5 * comm, 1e-12);
   EXPECT_NEAR(held.backward_s, w.backward_s + comm, 1e-12);
+  // A hook's collective measured at 0.3 ms as the hook runs it (Phase::min_s: its completion
+  // path): bucket 0 takes 0.3 ms, and backward stops only for the 0.1 ms the fabric prices.
+  auto hooked = bs;
+  for (auto& b : hooked)
+    for (auto& ph : b.plan.phases) ph.min_s = 3 * comm;
+  const StepResult floored = simulate_step(w, hooked, g, net, st, 0);
+  EXPECT_NEAR(floored.buckets[0].comm_s, 3 * comm, 1e-12);
+  EXPECT_NEAR(floored.backward_s, w.backward_s + comm, 1e-12);
   // Shared CPU, the same contention: backward runs at half speed beside the whole bucket.
   st.comm_preempts_compute = false;
   EXPECT_NEAR(simulate_step(w, bs, gc, net, st, 0).backward_s, w.backward_s + (50e-6 + 1.5 * comm) / 2, 1e-12);

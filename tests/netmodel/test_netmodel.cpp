@@ -1323,6 +1323,62 @@ TEST(Kernels, PerTensorCodecFixedCostsAreFittedAndPriced) {
     EXPECT_EQ(ph.min_s, 0.0);
 }
 
+TEST(Kernels, CastHooksAllReduceIsPricedAtLeastAsTheHookRanIt) {
+  // gradsync_torch.codecs times the fp16 hook's all-reduce per bucket size (launch -> the
+  // future's completion): 300 us at 0.25 MiB, 600 at 1 MiB, 1900 at 4 MiB of fp32.
+  const std::string path = tmp_path("kb-cast.json");
+  {
+    std::ofstream f(path);
+    f << R"({"context": {"executable": "gradsync_torch.codecs"}, "benchmarks": [)";
+    bool first = true;
+    for (auto [mib, us] : {std::pair{1.0, 600.0}, std::pair{0.25, 300.0}, std::pair{4.0, 1900.0}}) {
+      const double enc = mib * 1048576 / 10e9;
+      f << (first ? "" : ",") << R"({"name": "fp16_encode/)" << mib << R"(", "run_type": "iteration", "real_time": )"
+        << enc * 1e9 << R"(, "time_unit": "ns", "MiB": )" << mib << R"(, "bytes_per_second": 1e10, "buckets": 1})";
+      f << R"(,{"name": "fp16_collective/)" << mib << R"(", "run_type": "iteration", "real_time": )" << us
+        << R"(, "time_unit": "us", "MiB": )" << mib << R"(, "buckets": 1, "collectives": 1})";
+      first = false;
+    }
+    f << "]}";
+  }
+  const KernelRates k = calibrate_kernels(path, "torch-hooks");
+  ASSERT_EQ(k.hook_collective_s.count("fp16"), 1u);
+  ASSERT_EQ(k.hook_collective_s.at("fp16").size(), 3u);
+  EXPECT_EQ(k.hook_collective_s.at("fp16").front().first, 262144.0);  // ascending
+  EXPECT_EQ(k.hook_collective_s.count("bf16"), 0u);
+  // Below the smallest size its time, between sizes log-log, past the largest scaled by size.
+  EXPECT_NEAR(k.hook_collective("fp16", 65536), 300e-6, 1e-12);
+  EXPECT_NEAR(k.hook_collective("fp16", 524288), std::sqrt(300e-6 * 600e-6), 1e-12);
+  EXPECT_NEAR(k.hook_collective("fp16", 8 << 20), 2 * 1900e-6, 1e-12);
+  EXPECT_EQ(k.hook_collective("bf16", 1 << 20), 0.0);
+  const std::string toml = tmp_path("torch-cast.toml");
+  save_kernel_rates(k, toml);
+  const KernelRates back = load_kernel_rates(toml);
+  ASSERT_EQ(back.hook_collective_s.count("fp16"), 1u);
+  EXPECT_NEAR(back.hook_collective("fp16", 2 << 20) / k.hook_collective("fp16", 2 << 20), 1.0, 1e-5);
+  // The fp16 hook's all-reduce of a 2 MiB bucket (1 MiB of halves) is priced at least the
+  // hook's own time there; gradsync's fp16 precision cast (compress none) is not.
+  DeviceRates rt{1e12, 1e11, &back};
+  const BucketPlan hook = Compressor("fp16").plan({{1 << 19, 1 << 19, 1}}, 4, 2, rt);
+  ASSERT_EQ(hook.phases.size(), 1u);
+  EXPECT_NEAR(hook.phases[0].min_s, k.hook_collective("fp16", 2 << 20), 1e-12);
+  EXPECT_GT(hook.phases[0].min_s, 600e-6);
+  const BucketPlan cast = Compressor("none").plan({{1 << 19, 1 << 19, 1}}, 2, 2, rt, DType::F16);
+  ASSERT_EQ(cast.phases.size(), 1u);
+  EXPECT_EQ(cast.phases[0].min_s, 0.0);
+  // A malformed table is one line naming the file and key.
+  const std::string bad = tmp_path("bad-cast.toml");
+  { std::ofstream(bad) << "[hook_collective_s]\nfp16 = [[1048576, 2e-4], [262144, 1e-4]]\n"; }
+  try {
+    load_kernel_rates(bad);
+    ADD_FAILURE() << "descending sizes accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("hook_collective_s.fp16"), std::string::npos) << e.what();
+  }
+  { std::ofstream(bad) << "[hook_collective_s]\nqsgd = [[1048576, 2e-4]]\n"; }
+  EXPECT_THROW(load_kernel_rates(bad), UsageError);
+}
+
 TEST(Kernels, RateFollowsTheStepsWorkingSet) {
   // A kernel that runs from cache at 1 MiB and from memory at 64 MiB: the model takes the
   // rate at the step's working set, not the median of the sizes.

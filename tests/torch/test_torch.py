@@ -443,7 +443,8 @@ def case_codecs(tmp):
     with open(kb) as f:
         doc = json.load(f)
     rows = {b["name"]: b for b in doc["benchmarks"]}
-    want = {f"{c}_{part}/{m}" for c in ("fp16", "bf16") for part in ("encode", "decode") for m in ("0.25", "1")}
+    want = {f"{c}_{part}/{m}" for c in ("fp16", "bf16") for part in ("encode", "decode", "collective")
+            for m in ("0.25", "1")}
     want |= {f"powersgd_{part}/{s}" for part in ("encode", "decode", "collective")
              for s in ("64/1", "128/1", "256/1", "32/16")}
     check(set(rows) == want, f"codecs cases: {sorted(set(rows) ^ want)} differ")
@@ -459,6 +460,9 @@ def case_codecs(tmp):
             if name.startswith("powersgd_collective"):
                 # The hook's all-reduces of a compressed step: P and Q, and the 1-D batch if any.
                 check(b["collectives"] in (2, 3), f"{name}: {b['collectives']} collectives a step")
+        elif "_collective/" in name:
+            # The cast hooks' one all-reduce per step, timed as the hook runs it.
+            check(b["collectives"] == 1 and "bytes_per_second" not in b, f"{name}: {b}")
         else:
             check(abs(b["bytes_per_second"] * t - b["MiB"] * (1 << 20)) < 1e-3 * b["MiB"] * (1 << 20),
                   f"{name}: bytes_per_second x time = the fp32 input bytes")
@@ -472,6 +476,13 @@ def case_codecs(tmp):
         per = sorted(rows[f"powersgd_collective/{s}"]["real_time"] * 1e-9 for s in ("64/1", "128/1", "256/1", "32/16"))
         check(abs(j["powersgd_collective_s"] - (per[1] + per[2]) / 2) < 1e-9 * per[2] + 1e-12,
               f"the hook's collective: {j['powersgd_collective_s']} s, the median of {per}")
+        # The cast hooks' all-reduce by fp32 bucket size, as measured (calibrate keeps it whole).
+        for c in ("fp16", "bf16"):
+            got = j["hook_collective_s"].get(c)
+            exp = [[m * (1 << 20), rows[f"{c}_collective/{m:g}"]["real_time"] * 1e-9] for m in (0.25, 1)]
+            check(got is not None and len(got) == 2 and all(abs(g[0] - e[0]) < 1 and abs(g[1] / e[1] - 1) < 1e-6
+                                                           for g, e in zip(got, exp)),
+                  f"the {c} hook's all-reduce by size: {got}, measured {exp}")
     # A torch study with `kernels = true` times the hooks itself (--quick: the quick cases) and
     # prices a PowerSGD run predicted from a hook-less run's compute at those rates.
     study = os.path.join(tmp, "mini.toml")
