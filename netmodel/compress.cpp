@@ -161,6 +161,21 @@ BucketPlan Compressor::plan(const std::vector<GradShape>& tensors, int wire_elem
 
 // ---- measured kernel rates (TOML) --------------------------------------------------------------
 
+namespace {
+
+// y at x on the [x, y] points (x ascending, both > 0), log-log between them; x inside
+// [front.x, back.x] (the callers decide outside).
+double loglog(const std::vector<std::pair<double, double>>& v, double x) {
+  for (std::size_t i = 1; i < v.size(); ++i)
+    if (x <= v[i].first) {
+      const double f = std::log(x / v[i - 1].first) / std::log(v[i].first / v[i - 1].first);
+      return std::exp(std::log(v[i - 1].second) + f * (std::log(v[i].second) - std::log(v[i - 1].second)));
+    }
+  return v.back().second;
+}
+
+}  // namespace
+
 double KernelRates::rate(const std::string& kernel, double working_set) const {
   if (working_set > 0) {
     auto it = by_size.find(kernel);
@@ -168,11 +183,7 @@ double KernelRates::rate(const std::string& kernel, double working_set) const {
       const auto& v = it->second;
       if (working_set <= v.front().first) return v.front().second;
       if (working_set >= v.back().first) return v.back().second;
-      for (std::size_t i = 1; i < v.size(); ++i)
-        if (working_set <= v[i].first) {
-          const double f = std::log(working_set / v[i - 1].first) / std::log(v[i].first / v[i - 1].first);
-          return std::exp(std::log(v[i - 1].second) + f * (std::log(v[i].second) - std::log(v[i - 1].second)));
-        }
+      return loglog(v, working_set);
     }
   }
   auto it = Bps.find(kernel);
@@ -185,12 +196,7 @@ double KernelRates::hook_collective(const std::string& hook, double bucket_bytes
   const auto& v = it->second;
   if (bucket_bytes <= v.front().first) return v.front().second;
   if (bucket_bytes >= v.back().first) return v.back().second * bucket_bytes / v.back().first;
-  for (std::size_t i = 1; i < v.size(); ++i)
-    if (bucket_bytes <= v[i].first) {
-      const double f = std::log(bucket_bytes / v[i - 1].first) / std::log(v[i].first / v[i - 1].first);
-      return std::exp(std::log(v[i - 1].second) + f * (std::log(v[i].second) - std::log(v[i - 1].second)));
-    }
-  return v.back().second;
+  return loglog(v, bucket_bytes);
 }
 
 KernelRates load_kernel_rates(const std::string& path) {
@@ -273,24 +279,21 @@ void save_kernel_rates(const KernelRates& k, const std::string& path) {
   os << "# gradsync-model kernel rates: encode/decode time = fp32 input bytes / Bps;\n"
      << "# PowerSGD = matmul FLOPs (2 n m r per product) / flops.\n";
   os << "name = \"" << k.name << "\"\nsource = \"" << k.source << "\"\n";
+  auto write_pairs = [&os](const std::string& name, const std::vector<std::pair<double, double>>& v) {
+    os << name << " = [";
+    for (std::size_t i = 0; i < v.size(); ++i) os << (i ? ", [" : "[") << static_cast<long long>(v[i].first) << ", " << v[i].second << "]";
+    os << "]\n";
+  };
   for (const auto& n : k.notes) os << "# " << n << "\n";
   os << "\n[Bps]  # fp32 input bytes per second\n";
   for (const auto& [name, v] : k.Bps) os << name << " = " << v << "\n";
   if (!k.by_size.empty()) {
     os << "\n[Bps_by_size]  # [fp32 input bytes, bytes per second]: the rate at a step's working set\n";
-    for (const auto& [name, v] : k.by_size) {
-      os << name << " = [";
-      for (std::size_t i = 0; i < v.size(); ++i) os << (i ? ", [" : "[") << static_cast<long long>(v[i].first) << ", " << v[i].second << "]";
-      os << "]\n";
-    }
+    for (const auto& [name, v] : k.by_size) write_pairs(name, v);
   }
   if (!k.hook_collective_s.empty()) {
     os << "\n[hook_collective_s]  # [fp32 bucket bytes, seconds]: a cast hook's all-reduce at least (the hook's own)\n";
-    for (const auto& [name, v] : k.hook_collective_s) {
-      os << name << " = [";
-      for (std::size_t i = 0; i < v.size(); ++i) os << (i ? ", [" : "[") << static_cast<long long>(v[i].first) << ", " << v[i].second << "]";
-      os << "]\n";
-    }
+    for (const auto& [name, v] : k.hook_collective_s) write_pairs(name, v);
   }
   if (k.powersgd_encode_flops > 0 || k.powersgd_decode_flops > 0 || k.powersgd_collective_s > 0) {
     os << "\n[powersgd]  # effective FLOP/s\n";
