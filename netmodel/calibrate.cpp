@@ -6,6 +6,7 @@
 #include <boost/property_tree/ptree.hpp>
 #include <array>
 #include <map>
+#include <tuple>
 #include <numeric>
 #include <algorithm>
 #include <functional>
@@ -1546,39 +1547,65 @@ KernelRates calibrate_kernels(const std::string& path, const std::string& name) 
     }
     k.notes.push_back(os.str());
   }
-  // PyTorch's powerSGD_hook launches its collectives from Python (the hook call, then its
-  // futures' callbacks on the backend's threads): gradsync_torch.codecs times them as the
-  // hook runs them, and each is priced at least their median.
+  // PyTorch's hooks launch their collectives from Python (the hook call, then its futures'
+  // callbacks on the backend's threads): gradsync_torch.codecs times them as the hook runs
+  // them (<hook>_collective) and a plain all-reduce of the same tensors in the same process
+  // (<hook>_allreduce). The difference is what the hook adds to each collective, which the
+  // model adds to the fabric's price: PowerSGD's median over the cases, the casts' by
+  // bucket size. A file without the plain all-reduces (before 2026-12-05 07:30 UTC) gives
+  // PowerSGD's median time as a floor instead, and the casts nothing.
+  auto plain_of = [&](const std::string& hook) {
+    std::map<std::tuple<double, double, double>, double> m;  // (MiB, matrix, matrices) -> s
+    if (auto it = by_kernel.find(hook + "_allreduce"); it != by_kernel.end())
+      for (const auto& s : it->second)
+        if (s.time_s > 0) m[{s.mib, s.matrix, s.matrices}] = s.time_s;
+    return m;
+  };
   if (auto it = by_kernel.find("powersgd_collective"); it != by_kernel.end()) {
-    std::vector<double> t;
-    for (const auto& s : it->second)
-      if (s.time_s > 0) t.push_back(s.time_s);
-    if (!t.empty()) {
+    const auto plain = plain_of("powersgd");
+    std::vector<double> t, extra;
+    for (const auto& s : it->second) {
+      if (!(s.time_s > 0)) continue;
+      t.push_back(s.time_s);
+      if (auto p = plain.find({s.mib, s.matrix, s.matrices}); p != plain.end())
+        extra.push_back(std::max(0.0, s.time_s - p->second));
+    }
+    const auto [lo, hi] = std::minmax_element(t.begin(), t.end());
+    if (!extra.empty() && extra.size() == t.size()) {
+      k.powersgd_collective_extra_s = median(extra);
+      const auto [elo, ehi] = std::minmax_element(extra.begin(), extra.end());
+      k.notes.push_back("powersgd_collective: " + std::to_string(t.size()) + " cases, the hook's collectives " +
+                        fmt(*lo * 1e6) + " .. " + fmt(*hi * 1e6) + " us each, " + fmt(*elo * 1e6) + " .. " +
+                        fmt(*ehi * 1e6) + " us beyond a plain all-reduce of the same tensors (median " +
+                        fmt(k.powersgd_collective_extra_s * 1e6) +
+                        " us): added to the fabric's price of each PowerSGD collective");
+    } else if (!t.empty()) {
       k.powersgd_collective_s = median(t);
-      const auto [lo, hi] = std::minmax_element(t.begin(), t.end());
       k.notes.push_back("powersgd_collective: " + std::to_string(t.size()) + " cases, median " +
                         fmt(k.powersgd_collective_s * 1e6) + " us per collective as the hook runs it (" +
                         fmt(*lo * 1e6) + " .. " + fmt(*hi * 1e6) +
-                        " us); each PowerSGD collective is priced at least this");
+                        " us; no plain all-reduces in the file); each PowerSGD collective is priced at least this");
     }
   }
-  // PyTorch's fp16/bf16 compress hooks: their all-reduce as the hook runs it (the value
-  // read in a Python callback), timed per bucket size by gradsync_torch.codecs; each cast
-  // hook's all-reduce is priced at least that at its bucket's size.
   for (const char* c : {"fp16", "bf16"}) {
     auto it = by_kernel.find(std::string(c) + "_collective");
     if (it == by_kernel.end()) continue;
-    std::vector<std::pair<double, double>> sized;  // (fp32 bucket bytes, seconds)
-    for (const auto& s : it->second)
-      if (s.mib > 0 && s.time_s > 0) sized.emplace_back(s.mib * 1048576.0, s.time_s);
+    const auto plain = plain_of(c);
+    std::vector<std::pair<double, double>> sized;  // (fp32 bucket bytes, seconds added)
+    std::ostringstream os;
+    os << c << "_collective: the hook's all-reduce / a plain one of the same halves, by fp32 bucket size:";
+    for (const auto& s : it->second) {
+      auto p = plain.find({s.mib, s.matrix, s.matrices});
+      if (!(s.mib > 0 && s.time_s > 0) || p == plain.end()) continue;
+      sized.emplace_back(s.mib * 1048576.0, std::max(0.0, s.time_s - p->second));
+      os << " " << format_bytes(s.mib * 1048576.0) << " " << fmt(s.time_s * 1e6) << " / " << fmt(p->second * 1e6)
+         << " us";
+    }
     if (sized.empty()) continue;
     std::sort(sized.begin(), sized.end());
-    std::ostringstream os;
-    os << c << "_collective: the hook's all-reduce as it runs it, by fp32 bucket size:";
-    for (const auto& [bytes, t] : sized) os << " " << format_bytes(bytes) << " " << fmt(t * 1e6) << " us";
-    os << "; each " << c << " hook all-reduce is priced at least this";
+    os << "; the difference is added to the fabric's price of each " << c << " hook all-reduce";
     k.notes.push_back(os.str());
-    k.hook_collective_s[c] = std::move(sized);
+    k.hook_extra_s[c] = std::move(sized);
   }
   if (k.Bps.empty() && k.powersgd_encode_flops <= 0 && k.powersgd_decode_flops <= 0)
     throw CalibrationError(path + ": none of the compression kernels (fp16/bf16/qsgd/onebit/topk/powersgd "

@@ -79,9 +79,9 @@ BucketPlan Compressor::plan(const std::vector<GradShape>& tensors, int wire_elem
                                  ? DType::BF16
                                  : DType::F16;
       bp.tail_s = cast ? kernel_s(rt, k + "_decode", n, n * 6.0 / mem) : 0.0;
-      // PyTorch's cast hooks: their all-reduce as the hook runs it, where measured.
+      // PyTorch's cast hooks: what the hook adds to its all-reduce, where measured.
       if (spec_.kind != plan::CompressKind::None && rt.kernels)
-        bp.phases[0].min_s = rt.kernels->hook_collective(name, 4.0 * n);
+        bp.phases[0].extra_s = rt.kernels->hook_extra(name, 4.0 * n);
       return bp;
     }
     case plan::CompressKind::PowerSgd: {
@@ -128,8 +128,11 @@ BucketPlan Compressor::plan(const std::vector<GradShape>& tensors, int wire_elem
         bp.phases[0].compute_s = enc_fixed;
       }
       bp.tail_s = dec + dec_fixed;
-      if (k && k->powersgd_collective_s > 0)
-        for (Phase& ph : bp.phases) ph.min_s = k->powersgd_collective_s;
+      if (k)
+        for (Phase& ph : bp.phases) {
+          ph.extra_s = k->powersgd_collective_extra_s;
+          ph.min_s = k->powersgd_collective_s;
+        }
       return bp;
     }
     case plan::CompressKind::Qsgd: {
@@ -190,13 +193,18 @@ double KernelRates::rate(const std::string& kernel, double working_set) const {
   return it != Bps.end() && it->second > 0 ? it->second : 0.0;
 }
 
-double KernelRates::hook_collective(const std::string& hook, double bucket_bytes) const {
-  auto it = hook_collective_s.find(hook);
-  if (it == hook_collective_s.end() || it->second.empty() || !(bucket_bytes > 0)) return 0.0;
+double KernelRates::hook_extra(const std::string& hook, double bucket_bytes) const {
+  auto it = hook_extra_s.find(hook);
+  if (it == hook_extra_s.end() || it->second.empty() || !(bucket_bytes > 0)) return 0.0;
   const auto& v = it->second;
   if (bucket_bytes <= v.front().first) return v.front().second;
   if (bucket_bytes >= v.back().first) return v.back().second * bucket_bytes / v.back().first;
-  return loglog(v, bucket_bytes);
+  for (std::size_t i = 1; i < v.size(); ++i)
+    if (bucket_bytes <= v[i].first) {
+      const double f = (bucket_bytes - v[i - 1].first) / (v[i].first - v[i - 1].first);
+      return v[i - 1].second + f * (v[i].second - v[i - 1].second);
+    }
+  return v.back().second;
 }
 
 KernelRates load_kernel_rates(const std::string& path) {
@@ -214,7 +222,8 @@ KernelRates load_kernel_rates(const std::string& path) {
     if (ks == "name" || ks == "source") {
       GS_USAGE_CHECK(node.is_string(), "kernels ", path, ":", line(node), ": key '", ks, "' must be a string");
       (ks == "name" ? k.name : k.source) = *node.value<std::string>();
-    } else if (ks == "Bps_by_size" || ks == "hook_collective_s") {
+    } else if (ks == "Bps_by_size" || ks == "hook_extra_s") {
+      const bool extra = ks == "hook_extra_s";  // seconds, 0 allowed
       GS_USAGE_CHECK(node.is_table(), "kernels ", path, ":", line(node), ": key '", ks, "' must be a table");
       for (auto&& [sub, v] : *node.as_table()) {
         const std::string full = ks + "." + std::string(sub.str());
@@ -226,18 +235,18 @@ KernelRates load_kernel_rates(const std::string& path) {
             const auto* pair = e.as_array();
             const auto a = pair && pair->size() == 2 ? (*pair)[0].value<double>() : std::nullopt;
             const auto b = pair && pair->size() == 2 ? (*pair)[1].value<double>() : std::nullopt;
-            ok = ok && a && b && std::isfinite(*a) && *a > 0 && std::isfinite(*b) && *b > 0 &&
+            ok = ok && a && b && std::isfinite(*a) && *a > 0 && std::isfinite(*b) && (extra ? *b >= 0 : *b > 0) &&
                  (pts.empty() || *a > pts.back().first);
             if (!ok) break;
             pts.emplace_back(*a, *b);
           }
         GS_USAGE_CHECK(ok, "kernels ", path, ":", line(v), ": key '", full, "' must be a list of [bytes, ",
-                       ks == "Bps_by_size" ? "bytes_per_second" : "seconds",
-                       "] pairs, numbers > 0, bytes ascending");
-        if (ks == "hook_collective_s") {
+                       extra ? "seconds] pairs, bytes > 0 ascending, seconds >= 0"
+                             : "bytes_per_second] pairs, numbers > 0, bytes ascending");
+        if (extra) {
           GS_USAGE_CHECK(sub.str() == "fp16" || sub.str() == "bf16", "kernels ", path, ":", line(v),
-                         ": unknown key '", full, "' (known: hook_collective_s.fp16, hook_collective_s.bf16)");
-          k.hook_collective_s[std::string(sub.str())] = std::move(pts);
+                         ": unknown key '", full, "' (known: hook_extra_s.fp16, hook_extra_s.bf16)");
+          k.hook_extra_s[std::string(sub.str())] = std::move(pts);
         } else {
           k.by_size[std::string(sub.str())] = std::move(pts);
         }
@@ -259,14 +268,15 @@ KernelRates load_kernel_rates(const std::string& path) {
         else if (sub.str() == "encode_s_per_bucket") k.powersgd_encode_s_per_bucket = *d;
         else if (sub.str() == "decode_s_per_bucket") k.powersgd_decode_s_per_bucket = *d;
         else if (sub.str() == "collective_s") k.powersgd_collective_s = *d;
+        else if (sub.str() == "collective_extra_s") k.powersgd_collective_extra_s = *d;
         else throw UsageError("kernels " + path + ":" + line(v) + ": unknown key '" + full +
                               "' (known: powersgd.encode_flops, decode_flops, encode_Bps, decode_Bps, "
                               "encode_s_per_matrix, decode_s_per_matrix, encode_s_per_bucket, decode_s_per_bucket, "
-                              "collective_s)");
+                              "collective_s, collective_extra_s)");
       }
     } else {
       throw UsageError("kernels " + path + ":" + line(node) + ": unknown key '" + ks +
-                       "' (known: name, source, Bps, Bps_by_size, powersgd, hook_collective_s)");
+                       "' (known: name, source, Bps, Bps_by_size, powersgd, hook_extra_s)");
     }
   }
   if (k.name.empty()) k.name = path;
@@ -291,11 +301,12 @@ void save_kernel_rates(const KernelRates& k, const std::string& path) {
     os << "\n[Bps_by_size]  # [fp32 input bytes, bytes per second]: the rate at a step's working set\n";
     for (const auto& [name, v] : k.by_size) write_pairs(name, v);
   }
-  if (!k.hook_collective_s.empty()) {
-    os << "\n[hook_collective_s]  # [fp32 bucket bytes, seconds]: a cast hook's all-reduce at least (the hook's own)\n";
-    for (const auto& [name, v] : k.hook_collective_s) write_pairs(name, v);
+  if (!k.hook_extra_s.empty()) {
+    os << "\n[hook_extra_s]  # [fp32 bucket bytes, seconds]: what a cast hook adds to its all-reduce\n";
+    for (const auto& [name, v] : k.hook_extra_s) write_pairs(name, v);
   }
-  if (k.powersgd_encode_flops > 0 || k.powersgd_decode_flops > 0 || k.powersgd_collective_s > 0) {
+  if (k.powersgd_encode_flops > 0 || k.powersgd_decode_flops > 0 || k.powersgd_collective_s > 0 ||
+      k.powersgd_collective_extra_s > 0) {
     os << "\n[powersgd]  # effective FLOP/s\n";
     if (k.powersgd_encode_flops > 0) os << "encode_flops = " << k.powersgd_encode_flops << "\n";
     if (k.powersgd_decode_flops > 0) os << "decode_flops = " << k.powersgd_decode_flops << "\n";
@@ -307,6 +318,9 @@ void save_kernel_rates(const KernelRates& k, const std::string& path) {
     if (k.powersgd_decode_s_per_bucket > 0) os << "decode_s_per_bucket = " << k.powersgd_decode_s_per_bucket << "\n";
     if (k.powersgd_collective_s > 0)
       os << "collective_s = " << k.powersgd_collective_s << "  # each collective at least (the hook's own)\n";
+    if (k.powersgd_collective_extra_s > 0)
+      os << "collective_extra_s = " << k.powersgd_collective_extra_s
+         << "  # what the hook adds to each collective (beyond a plain all-reduce)\n";
   }
   const std::string tmp = path + ".tmp";
   {

@@ -74,9 +74,12 @@ struct Phase {
   Op op = Op::Allreduce;
   double bytes = 0;      // collective size (nccl-tests convention, see collectives.hpp)
   DType dtype = DType::F32;  // element type its all-reduce sums (the casts: fp16/bf16)
-  // The collective takes at least this long: one launched by a hook's Python code, as
-  // that hook measured it (KernelRates::powersgd_collective_s, hook_collective_s); 0: the
-  // fabric's price.
+  // A collective of a PyTorch hook takes what its tensor's all-reduce takes on the fabric
+  // plus extra_s, what the hook adds to it (its Python callbacks, fresh tensors), measured
+  // against a plain all-reduce on the same host (KernelRates::hook_extra,
+  // powersgd_collective_extra_s); and at least min_s (older kernel files: the hook's own
+  // time, KernelRates::powersgd_collective_s). 0: the fabric's price.
+  double extra_s = 0;
   double min_s = 0;
 };
 
@@ -110,12 +113,15 @@ struct KernelRates {
   // gradsync_torch.codecs cases; each PowerSGD collective is priced at least this. 0: the
   // fabric alone (gradsync's own compressor).
   double powersgd_collective_s = 0;
-  // The all-reduce of PyTorch's fp16/bf16 compress hooks as the hook runs it (launch -> the
-  // future's completion, its value read in a Python callback), per bucket size: key "fp16" /
-  // "bf16", [fp32 bucket bytes, seconds] ascending (gradsync_torch.codecs' fp16_collective /
-  // bf16_collective cases). A cast hook's all-reduce is priced at least this; empty: the
-  // fabric alone (gradsync's own casts).
-  std::map<std::string, std::vector<std::pair<double, double>>> hook_collective_s;
+  // What PyTorch's hooks add to each of their collectives: the hook's collective (launch ->
+  // the future's completion, its value read in a Python callback) less a plain all-reduce
+  // of the same tensor in the same process (gradsync_torch.codecs' <hook>_collective and
+  // <hook>_allreduce cases). PowerSGD: the median over the cases, seconds per collective
+  // (files with it have no collective_s); the fp16/bf16 hooks: by bucket size, key "fp16" /
+  // "bf16", [fp32 bucket bytes, seconds] ascending. 0 / empty: nothing added (gradsync's
+  // own compressors).
+  double powersgd_collective_extra_s = 0;
+  std::map<std::string, std::vector<std::pair<double, double>>> hook_extra_s;
   // The bench's rate per size (fp32 input bytes -> bytes/s, ascending), where it measured
   // more than one: a kernel runs from cache below the caches' size and from memory past it.
   std::map<std::string, std::vector<std::pair<double, double>>> by_size;
@@ -125,10 +131,10 @@ struct KernelRates {
   // by-size rates interpolated log-log at that size, the smallest / largest size's rate
   // outside them; without by-size rates (or working_set 0), Bps. 0 when not measured.
   double rate(const std::string& kernel, double working_set) const;
-  // hook_collective_s[hook] at a bucket of `bucket_bytes` fp32 bytes: log-log between the
-  // measured sizes, the smallest's time below them, the largest's scaled by size above; 0
-  // when not measured.
-  double hook_collective(const std::string& hook, double bucket_bytes) const;
+  // hook_extra_s[hook] at a bucket of `bucket_bytes` fp32 bytes: linear between the
+  // measured sizes, the smallest's below them, the largest's scaled by size above; 0 when
+  // not measured.
+  double hook_extra(const std::string& hook, double bucket_bytes) const;
 };
 
 // TOML (written by calibrate --kernels; read by --kernels FILE):
@@ -137,7 +143,8 @@ struct KernelRates {
 //   [powersgd]  encode_flops = 3e10  decode_flops = 2e10  [encode_Bps = 8e9  decode_Bps = 8e9]
 //               [encode_s_per_matrix = 4e-5  decode_s_per_matrix = ...  encode_s_per_bucket = ...]
 //   [Bps_by_size]  qsgd_encode = [[1048576, 9.4e9], [16777216, 7.6e9], [67108864, 3.5e9]]  (optional)
-//   [hook_collective_s]  fp16 = [[262144, 3.0e-4], [4194304, 1.9e-3]]  (optional: [fp32 bucket bytes, s])
+//   [hook_extra_s]  fp16 = [[262144, 9.0e-5], [4194304, 5.2e-4]]  (optional: [fp32 bucket bytes, s])
+//   [powersgd]  collective_extra_s = 4e-5  (or, older files, collective_s = 2e-4: a floor)
 // UsageError naming the file and key on malformed input.
 KernelRates load_kernel_rates(const std::string& path);
 void save_kernel_rates(const KernelRates& k, const std::string& path);

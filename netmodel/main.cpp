@@ -576,14 +576,15 @@ int cmd_calibrate(const std::vector<std::string>& args) {
           .set("powersgd_decode_s_per_matrix", k.powersgd_decode_s_per_matrix);
       j.set("powersgd_encode_s_per_bucket", k.powersgd_encode_s_per_bucket)
           .set("powersgd_decode_s_per_bucket", k.powersgd_decode_s_per_bucket)
-          .set("powersgd_collective_s", k.powersgd_collective_s);
+          .set("powersgd_collective_s", k.powersgd_collective_s)
+          .set("powersgd_collective_extra_s", k.powersgd_collective_extra_s);
       Json hc = Json::object();
-      for (const auto& [hook, v] : k.hook_collective_s) {
+      for (const auto& [hook, v] : k.hook_extra_s) {
         Json pts = Json::array();
         for (const auto& [bytes, t] : v) pts.push(Json::array().push(bytes).push(t));
         hc.set(hook, pts);
       }
-      j.set("hook_collective_s", hc);
+      j.set("hook_extra_s", hc);
       j.set("notes", notes);
       std::cout << j.dump() << "\n";
     } else {

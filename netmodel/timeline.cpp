@@ -220,7 +220,7 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
         codec += ph.compute_s;
         t += ph.compute_s;
         const double priced = collective(ph, t, tok);
-        const double alone = std::max(priced, ph.min_s);
+        const double alone = std::max(priced + ph.extra_s, ph.min_s);
         waited += alone - priced;
         const double c = contended(t, alone);
         extra += c - alone;
@@ -245,9 +245,9 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
       // With the communication thread preempting compute, its contention (the wait for a
       // core, and the slower progress beside backward) is time in which compute holds the
       // core: backward stops only for the rest of the bucket's time. So is what a hook's
-      // collective takes beyond the fabric's price (Phase::min_s: the hook's completion
-      // path, measured after backward; inside backward the hook's collectives took the
-      // fabric's time): the bucket holds the core until its priced work is done.
+      // collective takes beyond the fabric's price (Phase::extra_s, min_s: the hook's
+      // completion path, measured after backward; inside backward the hook's collectives
+      // took the fabric's time): the bucket holds the core until its priced work is done.
       const double held = st.comm_preempts_compute ? std::min(start + extra, end) : start;
       const double held_end = st.comm_preempts_compute ? std::max(held, end - waited) : end;
       if (cslow > 1 && held < bwd_end) iv.emplace_back(held, std::min(held_end, bwd_end));

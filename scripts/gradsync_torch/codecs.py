@@ -20,12 +20,14 @@ training: the ranks share the host). The recorder splits each bucket's time into
 collectives and its codec: encode = the hook call up to its first collective, decode = the rest
 (PowerSGD: its callbacks' work outside the collectives); the case's time is the median over
 the steps after `--warmup` (and after PowerSGD's start_powerSGD_iter), the slowest rank's.
-Every case also gives `<hook>_collective/<case>`: the hook's collectives as it runs them
-(launch -> the future's completion, per collective; `collectives` a step). Calibrate makes
-PowerSGD's median the least a PowerSGD collective is priced, and the fp16/bf16 hooks' times
-by bucket size the least their all-reduce is priced (at 4 MiB of fp32 the fp16 hook's
-all-reduce took 1.9 ms where a plain torch.distributed all-reduce of the same 2 MiB of halves
-took 1.4 ms, 2026-12-05). `--comm-sched` as for the example (the collectives depend on it).
+Every case also gives `<hook>_collective/<case>`, the hook's collectives as it runs them
+(launch -> the future's completion, per collective; `collectives` a step), and
+`<hook>_allreduce/<case>`, a plain blocking torch.distributed.all_reduce of the same tensors
+in the same process (mean per collective). Calibrate keeps the difference, what the hook
+adds to each collective, and the model adds it to the fabric's price of the collective (at
+4 MiB of fp32 the fp16 hook's all-reduce took 1.9 ms where the torch sweep's all-reduce of
+the same 2 MiB of halves took 1.4 ms, 2026-12-05). `--comm-sched` as for the example (the
+collectives depend on it).
 Output: Google Benchmark JSON (the format gradsync-kernels-bench writes), on rank 0.
 """
 import json
@@ -137,11 +139,41 @@ def time_case(o, dev, shapes, kind, params):
     # from the hook call or its callbacks): time per collective and collectives per step.
     spans = [[e - t for b in r["buckets"] for t, e in b[6]] for r in rows]
     per_coll = [sum(x) / len(x) for x in spans if x]
+    ncoll = statistics.median(len(x) for x in spans)
+    # The same all-reduces without the hook (a plain torch.distributed.all_reduce of each
+    # collective's tensor, in this process): what the hook's collectives take beyond them
+    # is the hook's own (its Python callbacks, fresh tensors), which stays on another fabric.
+    if kind == "powersgd":
+        r = min(shapes[0][0], params["rank"])
+        pq = len(shapes) * shapes[0][0] * r  # P (and Q) of k square matrices, one batch each
+        sizes = ([(0, torch.float32)] if ncoll >= 3 else []) + [(pq, torch.float32)] * 2
+    else:
+        sizes = [(math.prod(shapes[0]), torch.float16 if kind == "fp16" else torch.bfloat16)]
     local = [statistics.median(enc), statistics.median(dec), nb,
-             statistics.median(per_coll) if per_coll else 0.0, statistics.median(len(x) for x in spans)]
+             statistics.median(per_coll) if per_coll else 0.0, ncoll, _plain_allreduce_s(dev, sizes, o.steps)]
     every = [None] * dist.get_world_size()
     dist.all_gather_object(every, local)
-    return tuple(max(e[i] for e in every) for i in range(5))
+    return tuple(max(e[i] for e in every) for i in range(len(local)))
+
+
+def _plain_allreduce_s(dev, sizes, iters):
+    """Mean over `sizes` [(numel, dtype)] of the median time of a blocking all_reduce of
+    such a tensor (two untimed calls first)."""
+    import torch
+    import torch.distributed as dist
+    per = []
+    for numel, dtype in sizes:
+        t = torch.zeros(numel, dtype=dtype, device=dev)
+        times = []
+        for i in range(iters + 2):
+            t0 = time.perf_counter()
+            dist.all_reduce(t)
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            if i >= 2:
+                times.append(time.perf_counter() - t0)
+        per.append(statistics.median(times))
+    return sum(per) / len(per) if per else 0.0
 
 
 def main(argv=None):
@@ -170,21 +202,22 @@ def main(argv=None):
         else:
             cases = [((int(mib * (1 << 20)) // 4,), 1, f"{mib:g}", {"MiB": mib}) for mib in cast_mib]
         for shape, k, label, counters in cases:
-            enc, dec, nb, coll, ncoll = time_case(o, dev, [shape] * k, kind, params)
+            enc, dec, nb, coll, ncoll, plain = time_case(o, dev, [shape] * k, kind, params)
             in_bytes = 4.0 * k * math.prod(shape)
-            parts = [("encode", enc), ("decode", dec)] + ([("collective", coll)] if coll > 0 else [])
+            parts = [("encode", enc), ("decode", dec)] + ([("collective", coll), ("allreduce", plain)] if coll > 0 else [])
             for part, t in parts:
                 row = {"name": f"{kind}_{part}/{label}", "run_name": f"{kind}_{part}/{label}",
                        "run_type": "iteration", "iterations": o.steps, "real_time": t * 1e9,
                        "cpu_time": t * 1e9, "time_unit": "ns", "buckets": nb, "hook": text, **counters}
-                if part == "collective":
+                if part in ("collective", "allreduce"):
                     row["collectives"] = ncoll
                 elif kind != "powersgd" and t > 0:
                     row["bytes_per_second"] = in_bytes / t
                 bench.append(row)
             if rank == 0:
                 print(f"gradsync_torch.codecs: {text:>16} {label:>8}: encode {enc * 1e3:8.3f} ms  "
-                      f"decode {dec * 1e3:8.3f} ms  {ncoll:g} collectives of {coll * 1e3:.3f} ms", flush=True)
+                      f"decode {dec * 1e3:8.3f} ms  {ncoll:g} collectives of {coll * 1e3:.3f} ms "
+                      f"(plain all_reduce {plain * 1e3:.3f} ms)", flush=True)
     if rank == 0:
         doc = {"context": {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                            "host_name": h5out.hostname(), "executable": "gradsync_torch.codecs",

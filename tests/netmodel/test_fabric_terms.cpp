@@ -425,6 +425,15 @@ TEST(Contention, CommunicationThatPreemptsComputePausesBackward) {
   const StepResult floored = simulate_step(w, hooked, g, net, st, 0);
   EXPECT_NEAR(floored.buckets[0].comm_s, 3 * comm, 1e-12);
   EXPECT_NEAR(floored.backward_s, w.backward_s + comm, 1e-12);
+  // Likewise what a hook adds to its collectives (Phase::extra_s, 0.2 ms): 0.3 ms in all.
+  for (auto& b : hooked)
+    for (auto& ph : b.plan.phases) {
+      ph.min_s = 0;
+      ph.extra_s = 2 * comm;
+    }
+  const StepResult added = simulate_step(w, hooked, g, net, st, 0);
+  EXPECT_NEAR(added.buckets[0].comm_s, 3 * comm, 1e-12);
+  EXPECT_NEAR(added.backward_s, w.backward_s + comm, 1e-12);
   // Shared CPU, the same contention: backward runs at half speed beside the whole bucket.
   st.comm_preempts_compute = false;
   EXPECT_NEAR(simulate_step(w, bs, gc, net, st, 0).backward_s, w.backward_s + (50e-6 + 1.5 * comm) / 2, 1e-12);

@@ -7,6 +7,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
+#include <tuple>
 #include <functional>
 #include <random>
 
@@ -1321,61 +1324,99 @@ TEST(Kernels, PerTensorCodecFixedCostsAreFittedAndPriced) {
   DeviceRates rt_own{1e12, 1e11, &own};
   for (const Phase& ph : Compressor("powersgd:rank=4").plan({{1 << 20, 1024, 2}}, 4, 2, rt_own).phases)
     EXPECT_EQ(ph.min_s, 0.0);
+  // With the plain all-reduces of the same tensors next to them (250, 260, ... us: 50 us
+  // less in every case), the hook adds 50 us to each collective and sets no floor.
+  {
+    std::ifstream in(path);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    text.resize(text.rfind("]}"));
+    int i = 0;
+    for (const auto& [side, k] : std::vector<std::pair<double, double>>{
+             {64, 1}, {128, 1}, {256, 1}, {512, 1}, {1024, 1}, {64, 16}, {128, 8}, {32, 64}, {256, 4}}) {
+      std::ostringstream r;
+      r << R"(,{"name": "powersgd_allreduce/)" << side << "/" << k << R"(", "run_type": "iteration", "real_time": )"
+        << 250 + 10 * i++ << R"(, "time_unit": "us", "matrix": )" << side << R"(, "matrices": )" << k
+        << R"(, "buckets": 1, "rank": 4, "collectives": 3})";
+      text += r.str();
+    }
+    std::ofstream(path) << text << "]}";
+  }
+  const KernelRates plus = calibrate_kernels(path, "torch-hooks");
+  EXPECT_NEAR(plus.powersgd_collective_extra_s, 50e-6, 1e-12);
+  EXPECT_EQ(plus.powersgd_collective_s, 0.0);
+  save_kernel_rates(plus, toml);
+  const KernelRates plus_back = load_kernel_rates(toml);
+  EXPECT_NEAR(plus_back.powersgd_collective_extra_s / 50e-6, 1.0, 1e-4);
+  DeviceRates rt_plus{1e12, 1e11, &plus_back};
+  for (const Phase& ph : Compressor("powersgd:rank=4").plan({{1 << 20, 1024, 2}}, 4, 2, rt_plus).phases) {
+    EXPECT_NEAR(ph.extra_s, 50e-6, 1e-9);
+    EXPECT_EQ(ph.min_s, 0.0);
+  }
 }
 
-TEST(Kernels, CastHooksAllReduceIsPricedAtLeastAsTheHookRanIt) {
+TEST(Kernels, WhatAHookAddsToItsCollectivesIsAddedToTheFabricsPrice) {
   // gradsync_torch.codecs times the fp16 hook's all-reduce per bucket size (launch -> the
-  // future's completion): 300 us at 0.25 MiB, 600 at 1 MiB, 1900 at 4 MiB of fp32.
+  // future's completion) and a plain all-reduce of the same halves: 300 / 200 us at 0.25
+  // MiB, 600 / 450 at 1 MiB, 1900 / 1400 at 4 MiB of fp32 (100, 150 and 500 us added).
   const std::string path = tmp_path("kb-cast.json");
+  auto row = [](const std::string& name, double mib, double us) {
+    std::ostringstream r;
+    r << R"({"name": ")" << name << "/" << mib << R"(", "run_type": "iteration", "real_time": )" << us
+      << R"(, "time_unit": "us", "MiB": )" << mib << R"(, "buckets": 1, "collectives": 1})";
+    return r.str();
+  };
   {
     std::ofstream f(path);
     f << R"({"context": {"executable": "gradsync_torch.codecs"}, "benchmarks": [)";
     bool first = true;
-    for (auto [mib, us] : {std::pair{1.0, 600.0}, std::pair{0.25, 300.0}, std::pair{4.0, 1900.0}}) {
-      const double enc = mib * 1048576 / 10e9;
+    for (auto [mib, hook, plain] : {std::tuple{1.0, 600.0, 450.0}, std::tuple{0.25, 300.0, 200.0},
+                                    std::tuple{4.0, 1900.0, 1400.0}}) {
       f << (first ? "" : ",") << R"({"name": "fp16_encode/)" << mib << R"(", "run_type": "iteration", "real_time": )"
-        << enc * 1e9 << R"(, "time_unit": "ns", "MiB": )" << mib << R"(, "bytes_per_second": 1e10, "buckets": 1})";
-      f << R"(,{"name": "fp16_collective/)" << mib << R"(", "run_type": "iteration", "real_time": )" << us
-        << R"(, "time_unit": "us", "MiB": )" << mib << R"(, "buckets": 1, "collectives": 1})";
+        << mib * 1048576 / 10e9 * 1e9 << R"(, "time_unit": "ns", "MiB": )" << mib
+        << R"(, "bytes_per_second": 1e10, "buckets": 1})";
+      f << "," << row("fp16_collective", mib, hook) << "," << row("fp16_allreduce", mib, plain);
       first = false;
     }
-    f << "]}";
+    // bf16: the hook's times without plain all-reduces (an older file): nothing added.
+    f << "," << row("bf16_collective", 1.0, 500.0) << "]}";
   }
   const KernelRates k = calibrate_kernels(path, "torch-hooks");
-  ASSERT_EQ(k.hook_collective_s.count("fp16"), 1u);
-  ASSERT_EQ(k.hook_collective_s.at("fp16").size(), 3u);
-  EXPECT_EQ(k.hook_collective_s.at("fp16").front().first, 262144.0);  // ascending
-  EXPECT_EQ(k.hook_collective_s.count("bf16"), 0u);
-  // Below the smallest size its time, between sizes log-log, past the largest scaled by size.
-  EXPECT_NEAR(k.hook_collective("fp16", 65536), 300e-6, 1e-12);
-  EXPECT_NEAR(k.hook_collective("fp16", 524288), std::sqrt(300e-6 * 600e-6), 1e-12);
-  EXPECT_NEAR(k.hook_collective("fp16", 8 << 20), 2 * 1900e-6, 1e-12);
-  EXPECT_EQ(k.hook_collective("bf16", 1 << 20), 0.0);
+  ASSERT_EQ(k.hook_extra_s.count("fp16"), 1u);
+  ASSERT_EQ(k.hook_extra_s.at("fp16").size(), 3u);
+  EXPECT_EQ(k.hook_extra_s.at("fp16").front().first, 262144.0);  // ascending
+  EXPECT_EQ(k.hook_extra_s.count("bf16"), 0u);
+  // Below the smallest size its value, between sizes linear, past the largest scaled by size.
+  EXPECT_NEAR(k.hook_extra("fp16", 65536), 100e-6, 1e-12);
+  EXPECT_NEAR(k.hook_extra("fp16", 2 << 20), 150e-6 + (500e-6 - 150e-6) / 3, 1e-12);
+  EXPECT_NEAR(k.hook_extra("fp16", 8 << 20), 2 * 500e-6, 1e-12);
+  EXPECT_EQ(k.hook_extra("bf16", 1 << 20), 0.0);
   const std::string toml = tmp_path("torch-cast.toml");
   save_kernel_rates(k, toml);
   const KernelRates back = load_kernel_rates(toml);
-  ASSERT_EQ(back.hook_collective_s.count("fp16"), 1u);
-  EXPECT_NEAR(back.hook_collective("fp16", 2 << 20) / k.hook_collective("fp16", 2 << 20), 1.0, 1e-5);
-  // The fp16 hook's all-reduce of a 2 MiB bucket (1 MiB of halves) is priced at least the
-  // hook's own time there; gradsync's fp16 precision cast (compress none) is not.
+  ASSERT_EQ(back.hook_extra_s.count("fp16"), 1u);
+  EXPECT_NEAR(back.hook_extra("fp16", 2 << 20) / k.hook_extra("fp16", 2 << 20), 1.0, 1e-5);
+  // The fp16 hook's all-reduce of a 2 MiB bucket costs the fabric's price plus what the hook
+  // adds there, on any fabric; gradsync's fp16 precision cast (compress none) adds nothing.
   DeviceRates rt{1e12, 1e11, &back};
   const BucketPlan hook = Compressor("fp16").plan({{1 << 19, 1 << 19, 1}}, 4, 2, rt);
   ASSERT_EQ(hook.phases.size(), 1u);
-  EXPECT_NEAR(hook.phases[0].min_s, k.hook_collective("fp16", 2 << 20), 1e-12);
-  EXPECT_GT(hook.phases[0].min_s, 600e-6);
+  EXPECT_NEAR(hook.phases[0].extra_s, k.hook_extra("fp16", 2 << 20), 1e-12);
+  EXPECT_EQ(hook.phases[0].min_s, 0.0);
   const BucketPlan cast = Compressor("none").plan({{1 << 19, 1 << 19, 1}}, 2, 2, rt, DType::F16);
   ASSERT_EQ(cast.phases.size(), 1u);
-  EXPECT_EQ(cast.phases[0].min_s, 0.0);
+  EXPECT_EQ(cast.phases[0].extra_s, 0.0);
   // A malformed table is one line naming the file and key.
   const std::string bad = tmp_path("bad-cast.toml");
-  { std::ofstream(bad) << "[hook_collective_s]\nfp16 = [[1048576, 2e-4], [262144, 1e-4]]\n"; }
+  { std::ofstream(bad) << "[hook_extra_s]\nfp16 = [[1048576, 2e-4], [262144, 1e-4]]\n"; }
   try {
     load_kernel_rates(bad);
     ADD_FAILURE() << "descending sizes accepted";
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("hook_collective_s.fp16"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("hook_extra_s.fp16"), std::string::npos) << e.what();
   }
-  { std::ofstream(bad) << "[hook_collective_s]\nqsgd = [[1048576, 2e-4]]\n"; }
+  { std::ofstream(bad) << "[hook_extra_s]\nqsgd = [[1048576, 2e-4]]\n"; }
+  EXPECT_THROW(load_kernel_rates(bad), UsageError);
+  { std::ofstream(bad) << "[hook_extra_s]\nfp16 = [[1048576, -2e-4]]\n"; }
   EXPECT_THROW(load_kernel_rates(bad), UsageError);
 }
 

@@ -443,9 +443,9 @@ def case_codecs(tmp):
     with open(kb) as f:
         doc = json.load(f)
     rows = {b["name"]: b for b in doc["benchmarks"]}
-    want = {f"{c}_{part}/{m}" for c in ("fp16", "bf16") for part in ("encode", "decode", "collective")
+    want = {f"{c}_{part}/{m}" for c in ("fp16", "bf16") for part in ("encode", "decode", "collective", "allreduce")
             for m in ("0.25", "1")}
-    want |= {f"powersgd_{part}/{s}" for part in ("encode", "decode", "collective")
+    want |= {f"powersgd_{part}/{s}" for part in ("encode", "decode", "collective", "allreduce")
              for s in ("64/1", "128/1", "256/1", "32/16")}
     check(set(rows) == want, f"codecs cases: {sorted(set(rows) ^ want)} differ")
     check(doc["context"]["ranks"] == 2 and doc["context"]["backend"] == "gloo", f"context {doc['context']}")
@@ -457,11 +457,11 @@ def case_codecs(tmp):
             side, k = (int(x) for x in name.split("/")[1:])
             check(b["matrix"] == side and b["matrices"] == k and b["rank"] == 4 and b["hook"] == "powersgd:rank=4",
                   f"{name}: counters {b}")
-            if name.startswith("powersgd_collective"):
+            if name.startswith(("powersgd_collective", "powersgd_allreduce")):
                 # The hook's all-reduces of a compressed step: P and Q, and the 1-D batch if any.
                 check(b["collectives"] in (2, 3), f"{name}: {b['collectives']} collectives a step")
-        elif "_collective/" in name:
-            # The cast hooks' one all-reduce per step, timed as the hook runs it.
+        elif "_collective/" in name or "_allreduce/" in name:
+            # The cast hooks' one all-reduce per step, timed as the hook runs it and plain.
             check(b["collectives"] == 1 and "bytes_per_second" not in b, f"{name}: {b}")
         else:
             check(abs(b["bytes_per_second"] * t - b["MiB"] * (1 << 20)) < 1e-3 * b["MiB"] * (1 << 20),
@@ -473,16 +473,21 @@ def case_codecs(tmp):
         check(j["powersgd_encode_flops"] > 0 and j["powersgd_decode_flops"] > 0, f"PowerSGD fitted: {j}")
         check({"fp16_encode", "fp16_decode", "bf16_encode", "bf16_decode"} <= set(j["Bps"]), f"casts fitted: {j['Bps']}")
         check(any("cases of k square matrices" in n for n in j["notes"]), f"notes: {j['notes']}")
-        per = sorted(rows[f"powersgd_collective/{s}"]["real_time"] * 1e-9 for s in ("64/1", "128/1", "256/1", "32/16"))
-        check(abs(j["powersgd_collective_s"] - (per[1] + per[2]) / 2) < 1e-9 * per[2] + 1e-12,
-              f"the hook's collective: {j['powersgd_collective_s']} s, the median of {per}")
-        # The cast hooks' all-reduce by fp32 bucket size, as measured (calibrate keeps it whole).
+        # What the hooks add to their collectives: the hook's time less the plain all-reduce's
+        # (never below 0), PowerSGD's median over the cases, the casts' by fp32 bucket size.
+        def added(name):
+            return max(0.0, (rows[name.replace("_allreduce", "_collective")]["real_time"] -
+                             rows[name]["real_time"]) * 1e-9)
+        per = sorted(added(f"powersgd_allreduce/{s}") for s in ("64/1", "128/1", "256/1", "32/16"))
+        check(abs(j["powersgd_collective_extra_s"] - (per[1] + per[2]) / 2) < 1e-9 * max(per[2], 1e-6) + 1e-12
+              and j["powersgd_collective_s"] == 0,
+              f"the hook's extra per collective: {j['powersgd_collective_extra_s']} s, the median of {per}")
         for c in ("fp16", "bf16"):
-            got = j["hook_collective_s"].get(c)
-            exp = [[m * (1 << 20), rows[f"{c}_collective/{m:g}"]["real_time"] * 1e-9] for m in (0.25, 1)]
-            check(got is not None and len(got) == 2 and all(abs(g[0] - e[0]) < 1 and abs(g[1] / e[1] - 1) < 1e-6
+            got = j["hook_extra_s"].get(c)
+            exp = [[m * (1 << 20), added(f"{c}_allreduce/{m:g}")] for m in (0.25, 1)]
+            check(got is not None and len(got) == 2 and all(abs(g[0] - e[0]) < 1 and abs(g[1] - e[1]) < 1e-9
                                                            for g, e in zip(got, exp)),
-                  f"the {c} hook's all-reduce by size: {got}, measured {exp}")
+                  f"the {c} hook's extra by size: {got}, measured {exp}")
     # A torch study with `kernels = true` times the hooks itself (--quick: the quick cases) and
     # prices a PowerSGD run predicted from a hook-less run's compute at those rates.
     study = os.path.join(tmp, "mini.toml")
