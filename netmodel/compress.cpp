@@ -166,13 +166,16 @@ BucketPlan Compressor::plan(const std::vector<GradShape>& tensors, int wire_elem
 
 namespace {
 
-// y at x on the [x, y] points (x ascending, both > 0), log-log between them; x inside
-// [front.x, back.x] (the callers decide outside).
-double loglog(const std::vector<std::pair<double, double>>& v, double x) {
+// y at x on the [x, y] points (x ascending and > 0), between the two points around x:
+// log-log (y > 0) or linear; x inside [front.x, back.x] (the callers decide outside).
+double between(const std::vector<std::pair<double, double>>& v, double x, bool log_log) {
   for (std::size_t i = 1; i < v.size(); ++i)
     if (x <= v[i].first) {
-      const double f = std::log(x / v[i - 1].first) / std::log(v[i].first / v[i - 1].first);
-      return std::exp(std::log(v[i - 1].second) + f * (std::log(v[i].second) - std::log(v[i - 1].second)));
+      const auto [x0, y0] = v[i - 1];
+      const auto [x1, y1] = v[i];
+      if (!log_log) return y0 + (x - x0) / (x1 - x0) * (y1 - y0);
+      const double f = std::log(x / x0) / std::log(x1 / x0);
+      return std::exp(std::log(y0) + f * (std::log(y1) - std::log(y0)));
     }
   return v.back().second;
 }
@@ -186,7 +189,7 @@ double KernelRates::rate(const std::string& kernel, double working_set) const {
       const auto& v = it->second;
       if (working_set <= v.front().first) return v.front().second;
       if (working_set >= v.back().first) return v.back().second;
-      return loglog(v, working_set);
+      return between(v, working_set, true);
     }
   }
   auto it = Bps.find(kernel);
@@ -199,12 +202,7 @@ double KernelRates::hook_extra(const std::string& hook, double bucket_bytes) con
   const auto& v = it->second;
   if (bucket_bytes <= v.front().first) return v.front().second;
   if (bucket_bytes >= v.back().first) return v.back().second * bucket_bytes / v.back().first;
-  for (std::size_t i = 1; i < v.size(); ++i)
-    if (bucket_bytes <= v[i].first) {
-      const double f = (bucket_bytes - v[i - 1].first) / (v[i].first - v[i - 1].first);
-      return v[i - 1].second + f * (v[i].second - v[i - 1].second);
-    }
-  return v.back().second;
+  return between(v, bucket_bytes, false);  // linear: an added time may be 0
 }
 
 KernelRates load_kernel_rates(const std::string& path) {

@@ -1269,13 +1269,14 @@ TEST(Kernels, PerTensorCodecFixedCostsAreFittedAndPriced) {
   // d 150 us; decode: 2 GFLOP/s, 25 us, 400 us; rank 4).
   const std::string path = tmp_path("torch-codecs.json");
   const double r = 4;
+  const std::vector<std::pair<double, double>> cases = {  // (side, matrices)
+      {64, 1}, {128, 1}, {256, 1}, {512, 1}, {1024, 1}, {64, 16}, {128, 8}, {32, 64}, {256, 4}};
   {
     std::ofstream f(path);
     f.precision(12);
     f << R"({"context": {"executable": "gradsync_torch.codecs"}, "benchmarks": [)";
     bool first = true;
-    for (const auto& [side, k] : std::vector<std::pair<double, double>>{
-             {64, 1}, {128, 1}, {256, 1}, {512, 1}, {1024, 1}, {64, 16}, {128, 8}, {32, 64}, {256, 4}}) {
+    for (const auto& [side, k] : cases) {
       const double n = side * side;
       const double fe = k * (4 * n * r + 2 * side * r * r), fd = k * 2 * n * r;
       for (const auto& [part, t] : {std::pair<std::string, double>{"encode", fe / 8e9 + k * 40e-6 + 150e-6},
@@ -1331,8 +1332,7 @@ TEST(Kernels, PerTensorCodecFixedCostsAreFittedAndPriced) {
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     text.resize(text.rfind("]}"));
     int i = 0;
-    for (const auto& [side, k] : std::vector<std::pair<double, double>>{
-             {64, 1}, {128, 1}, {256, 1}, {512, 1}, {1024, 1}, {64, 16}, {128, 8}, {32, 64}, {256, 4}}) {
+    for (const auto& [side, k] : cases) {
       std::ostringstream r;
       r << R"(,{"name": "powersgd_allreduce/)" << side << "/" << k << R"(", "run_type": "iteration", "real_time": )"
         << 250 + 10 * i++ << R"(, "time_unit": "us", "matrix": )" << side << R"(, "matrices": )" << k
