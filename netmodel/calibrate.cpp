@@ -56,6 +56,7 @@ std::vector<BenchPoint> read_bench_file(const std::string& path) {
   proto.opt.channels = static_cast<int>(std::max<int64_t>(1, geti("channels", 1)));
   proto.cores_per_node = static_cast<int>(std::max<int64_t>(0, geti("cores_per_node", 0)));
   proto.busy_threads = static_cast<int>(geti("busy_threads", 0));
+  proto.off_cache = geti("off_cache_bytes", 0) > 0;
   GS_USAGE_CHECK(proto.busy_threads >= 0, path, ": attribute busy_threads is ", proto.busy_threads, " (must be >= 0)");
   const auto sizes = r.read_double("/size_bytes");
   std::vector<std::string> used;
@@ -190,7 +191,28 @@ Level free_level() {
 // the slower ones (intra = free; calibrate_fabric reports where the final fabric's intra
 // level disagrees). Rails: the inter level spreads over the point's NICs. "nccl" points
 // are rings scaled by NCCL's tree-over-ring gain (calibrate.hpp, nccl_tuning.hpp).
+double eval_whole(const BenchPoint& p, const Level& l);
+
+// A point whose iterations start with link_credit_bytes of tokens (an off-cache sweep on a
+// shaped link): that share of the bytes a rank sends (bus factor x size) passes at no link
+// time, i.e. the collective's bandwidth part (its time less its time on an unlimited link)
+// shrinks by credit / those bytes. Linear in 1/bw, so the least-squares fit keeps its form.
 double eval(const BenchPoint& p, const Level& l) {
+  const double t = eval_whole(p, l);
+  if (p.link_credit_bytes <= 0) return t;
+  const double sent = busbw_factor(p.op, p.topo.ranks()) * p.bytes;
+  if (sent <= 0) return t;
+  Level unlimited = l;
+  unlimited.bw_Bps = unlimited.conn_bw_Bps = kInf;
+  unlimited.duplex_bw_Bps = 0;
+  for (auto& r : unlimited.regimes) {
+    r.bw_Bps = kInf;
+    r.duplex_bw_Bps = 0;
+  }
+  return t - std::min(1.0, p.link_credit_bytes / sent) * (t - eval_whole(p, unlimited));
+}
+
+double eval_whole(const BenchPoint& p, const Level& l) {
   Fabric f;
   f.name = "unit";
   f.intra = l;
@@ -890,7 +912,8 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
   FabricFit out;
   bool mixed = false;
   int nics = 1;
-  for (const auto& p : points) {
+  for (auto p : points) {
+    if (shaper.burst_bytes > 0 && p.topo.nodes > 1 && p.off_cache) p.link_credit_bytes = shaper.burst_bytes;
     if (p.topo.ranks() < 2) out.skipped.push_back(p.file + ": 1 rank, nothing communicated");
     else if (shaper.burst_bytes > 0 && p.topo.nodes > 1 && p.link_bytes_before <= shaper.burst_bytes)
       out.skipped.push_back(p.file + ": " + op_name(p.op) + "/" + p.algo + " " + std::to_string(static_cast<long long>(p.bytes)) +

@@ -66,6 +66,13 @@ struct BenchPoint {
   // Bytes one rank had sent through its link (bus factor x size x iterations, warm-up
   // included) in this file's sweep before this point's median iteration started.
   double link_bytes_before = 0;
+  // The sweep evicted the caches before every iteration (--off-cache, file attribute
+  // off_cache_bytes > 0): on a shaped link the eviction's tens of milliseconds refill the
+  // token bucket, so each iteration starts with a full burst (link_credit_bytes).
+  bool off_cache = false;
+  // Bytes this point's iterations find tokens for at their start (a shaped inter level and
+  // an off-cache sweep: the burst; set by calibrate_fabric): they pass at no link time.
+  double link_credit_bytes = 0;
   // NICs of each node the inter-node traffic spreads over (rails; fabric.hpp). Logs of
   // other tools state it (inputs/nccl_tests.hpp); gradsync's own files: 1.
   int nics_per_node = 1;

@@ -46,7 +46,8 @@ struct CompareReport {
 
 // compute_from (compare --compute-from FILE): every run is predicted with that recorded run's
 // compute (its steps, and each tensor's gradient ready time by /model name) under its own
-// buckets, compressor and algorithm; the same model on the same number of ranks.
+// buckets, compressor, algorithm and shape; the same model, on any nodes x ranks per node
+// (replay.hpp: a shape other than FILE's is a what-if, checked against the run).
 CompareReport compare_runs(const std::vector<std::string>& files, const std::string& fabric, const std::string& intra,
                            const std::string& compute_profile_override, const std::string& kernels = "",
                            const std::string& compute_from = "");

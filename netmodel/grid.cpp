@@ -55,16 +55,16 @@ std::vector<double> parse_number_list(const std::string& text, const std::string
   return out;
 }
 
-std::vector<std::string> parse_string_list(const std::string& text, const std::string& option) {
+std::vector<std::string> parse_string_list(const std::string& text, const std::string& option, char sep) {
   std::vector<std::string> out;
   std::size_t pos = 0;
   while (pos <= text.size()) {
-    const std::size_t comma = text.find(',', pos);
-    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const std::size_t at = text.find(sep, pos);
+    std::string item = text.substr(pos, at == std::string::npos ? std::string::npos : at - pos);
     GS_USAGE_CHECK(!item.empty(), "option ", option, ": empty item in '", text, "'");
     out.push_back(std::move(item));
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
+    if (at == std::string::npos) break;
+    pos = at + 1;
   }
   return out;
 }

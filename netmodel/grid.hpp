@@ -22,7 +22,9 @@ namespace gradsync::netmodel {
 // UsageError naming `option` on malformed input, empty or descending ranges, steps <= 0,
 // or more than 10^7 values.
 std::vector<double> parse_number_list(const std::string& text, const std::string& option);
-std::vector<std::string> parse_string_list(const std::string& text, const std::string& option);
+// Items separated by `sep` (',' by default; compressor specs contain commas: --compress
+// lists take ';').
+std::vector<std::string> parse_string_list(const std::string& text, const std::string& option, char sep = ',');
 // --chunk-bytes: as parse_number_list, and "auto" (the runtime's own chunk) as kAutoChunk.
 std::vector<double> parse_chunk_list(const std::string& text, const std::string& option);
 

@@ -7,7 +7,8 @@
 //   gradsync-model predict --model resnet50 --fabric roce-100g --nodes 16 --ranks-per-node 8
 //                          --batch-per-rank 32 [...] [--json] [--out pred.h5]
 //   gradsync-model calibrate FILE.h5|LOG... -o fabric.toml [--base FABRIC] [--intra FABRIC] [--nodes N
-//                            --ranks-per-node G] [--nics-per-node R] [--op OP] [--points-only] [--burst-bytes B] [--json]
+//                            --ranks-per-node G] [--nics-per-node R] [--op OP] [--points-only] [--burst-bytes B]
+//                            [--cores-per-node C] [--json]
 //   gradsync-model calibrate --compute train*.h5 -o profile.toml [--json]
 //   gradsync-model compare train*.h5 --fabric FILE [--json] [--out report.h5] [--trace trace.json]
 //
@@ -15,6 +16,7 @@
 // 2 a wrong request: a bad option or an input file that is missing, unreadable or of the
 // wrong kind ("gradsync-model: error: <message naming the option or file>").
 #include <boost/program_options.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -37,6 +39,7 @@
 #include "netmodel/fabric.hpp"
 #include "netmodel/grid.hpp"
 #include "netmodel/predict.hpp"
+#include "netmodel/train_file.hpp"
 #include "netmodel/tune.hpp"
 #include "plan/algos.hpp"
 
@@ -265,7 +268,7 @@ const std::vector<AxisOpt>& predict_axes() {
       {"algo", "auto", false, "all-reduce algorithm"},
       {"chunk-bytes", "0", true, "ring pipelining chunk (0: none; auto: the runtime's own for the algorithm and node count, e.g. 32K between nodes over TCP, 4M on one node; list allowed; a grid table writes auto as -1)"},
       {"channels", "1", true, "concurrent rings"},
-      {"compress", "none", false, "compressor spec (none, fp16, bf16, powersgd:rank=R, qsgd:levels=S, onebit, topk:ratio=F)"},
+      {"compress", "none", false, "compressor spec (none, fp16, bf16, powersgd:rank=R, qsgd:levels=S, onebit, topk:ratio=F; a list separated by ';')"},
       {"precision", "fp32", false, "fp32|fp16|bf16"},
       {"loader-workers", "4", true, "data loader workers (0: loading is serial)"},
       {"data-time-us", "0", true, "data loading work per sample, us"},
@@ -286,16 +289,29 @@ std::string chunk_words(const PredictConfig& c) {
 
 void print_prediction(const PredictConfig& c, const StepResult& r, Predictor& pred) {
   const Fabric& f = pred.fabric(c.fabric, c.intra);
-  const auto model = models::zoo_model(c.model);
   const int p = c.nodes * c.ranks_per_node;
   std::printf("gradsync-model predict: %s on %s, %d nodes x %d ranks = %d, batch %lld/rank (global %lld)\n",
               c.model.c_str(), f.name.c_str(), c.nodes, c.ranks_per_node, p,
               static_cast<long long>(c.batch_per_rank), static_cast<long long>(c.batch_per_rank * p * c.accumulate));
   std::printf("  fabric: inter %.2f us, %.2f GB/s; intra %.2f us, %.2f GB/s (%s)\n", f.inter.alpha_s * 1e6,
               f.inter.bw_Bps / 1e9, f.intra.alpha_s * 1e6, f.intra.bw_Bps / 1e9, f.description.c_str());
-  std::printf("  model: %lld parameters in %lld tensors (%s fp32); compute profile %s, precision %s\n",
-              static_cast<long long>(model.num_parameters()), static_cast<long long>(model.num_tensors()),
-              format_bytes(static_cast<double>(model.grad_bytes())).c_str(), c.compute_profile.c_str(), c.precision.c_str());
+  if (!c.from_run.empty()) {
+    const TrainRun& run = pred.recorded(c.from_run);
+    double bytes = 0;
+    for (double b : run.bucket_bytes) bytes += b;
+    std::printf("  what-if of %s: recorded %d x %d ranks (%s, compress %s), step %.3f ms measured; its steps "
+                "replayed (%lld after warmup: data, forward, backward with its buckets' ready times, optimizer; "
+                "%zu buckets, %s); precision %s\n",
+                run.path.c_str(), run.config.nodes, run.config.ranks_per_node, run.config.algo.c_str(),
+                run.config.compress.c_str(), run.step_time_s * 1e3, static_cast<long long>(run.steps_used),
+                run.bucket_bytes.size(), format_bytes(bytes).c_str(), c.precision.c_str());
+  } else {
+    const auto model = models::zoo_model(c.model);
+    std::printf("  model: %lld parameters in %lld tensors (%s fp32); compute profile %s, precision %s\n",
+                static_cast<long long>(model.num_parameters()), static_cast<long long>(model.num_tensors()),
+                format_bytes(static_cast<double>(model.grad_bytes())).c_str(), c.compute_profile.c_str(),
+                c.precision.c_str());
+  }
   std::printf("  reducer: %zu buckets (first %g MiB, then %g MiB), overlap %s, algo %s, chunk %s, compress %s\n",
               r.buckets.size(), c.first_bucket_mb, c.bucket_mb, c.overlap ? "on" : "off", c.algo.c_str(),
               chunk_words(c).c_str(), c.compress.c_str());
@@ -315,13 +331,17 @@ void print_prediction(const PredictConfig& c, const StepResult& r, Predictor& pr
   std::printf("  communication: %.3f ms in total, %.3f ms hidden behind backward (%.0f%%), %.3f ms exposed\n",
               r.comm_total_s * 1e3, hidden * 1e3, r.comm_total_s > 0 ? 100 * hidden / r.comm_total_s : 100.0,
               r.comm_exposed_s * 1e3);
-  std::printf("  epoch: %lld steps x %.3f ms = %.2f s\n", static_cast<long long>(r.steps_per_epoch),
-              r.step_time_s * 1e3, r.epoch_time_s);
+  if (r.steps_per_epoch > 0)
+    std::printf("  epoch: %lld steps x %.3f ms = %.2f s\n", static_cast<long long>(r.steps_per_epoch),
+                r.step_time_s * 1e3, r.epoch_time_s);
+  else
+    std::printf("  epoch: no samples per epoch recorded (--samples-per-epoch N gives one)\n");
 }
 
 Json prediction_json(const PredictConfig& c, const StepResult& r) {
   Json j = Json::object();
   j.set("model", c.model).set("fabric", c.fabric).set("nodes", c.nodes).set("ranks_per_node", c.ranks_per_node);
+  j.set("from_run", c.from_run.empty() ? Json(nullptr) : Json(c.from_run));
   j.set("batch_per_rank", static_cast<long long>(c.batch_per_rank)).set("algo", c.algo).set("compress", c.compress);
   j.set("precision", c.precision).set("bucket_mb", c.bucket_mb).set("first_bucket_mb", c.first_bucket_mb);
   j.set("overlap", c.overlap);
@@ -338,6 +358,7 @@ void write_prediction(const PredictConfig& c, const StepResult& r, const std::st
   h5::Writer w(path);
   write_provenance(w, model_provenance(g_argv));
   w.attr("/", "model", c.model);
+  if (!c.from_run.empty()) w.attr("/", "from_run", c.from_run);
   w.attr("/", "fabric", c.fabric);
   w.attr("/", "compute_profile", c.compute_profile);
   w.attr("/", "ranks_per_node", static_cast<int64_t>(c.ranks_per_node));
@@ -380,7 +401,12 @@ int cmd_predict(const std::vector<std::string>& args) {
   po::options_description d("gradsync-model predict (numeric options: value, list 1,2,4 or range A..B[:S])");
   d.add_options()("help,h", "this help");
   for (const auto& a : predict_axes()) d.add_options()(a.name, po::value<std::string>(), a.help);
-  d.add_options()("json", "print one JSON object")("out", po::value<std::string>(), "write an HDF5 file")(
+  d.add_options()("from-run", po::value<std::string>(),
+                  "a what-if of a recorded run (a gradsync-train or PyTorch-recorded file): its steps, buckets, "
+                  "compressor and data loading replayed as recorded, priced on --fabric and any of --nodes, "
+                  "--ranks-per-node, --algo, --chunk-bytes, --channels, --compress, --kernels, --samples-per-epoch "
+                  "(lists allowed); the other options are the run's own and refused")(
+      "json", "print one JSON object")("out", po::value<std::string>(), "write an HDF5 file")(
       "max-configs", po::value<std::string>(),
       "largest grid (product of the list/range sizes) to evaluate (default 2000000: about 8 s and 200 MB)");
   const auto vm = parse(args, d);
@@ -389,18 +415,33 @@ int cmd_predict(const std::vector<std::string>& args) {
     return 0;
   }
   GS_USAGE_CHECK(vm.count("fabric"), "option --fabric is required (a built-in name, see 'gradsync-model fabrics', or a TOML file)");
+  Predictor predictor;
+  PredictConfig base;
+  if (vm.count("from-run")) {
+    const std::string path = vm["from-run"].as<std::string>();
+    GS_USAGE_CHECK(!path.empty(), "option --from-run: empty file name");
+    static const std::vector<std::string> what_if = {"fabric", "intra", "nodes", "ranks-per-node", "algo",
+                                                     "chunk-bytes", "channels", "compress", "kernels",
+                                                     "samples-per-epoch"};
+    for (const auto& a : predict_axes())
+      GS_USAGE_CHECK(!vm.count(a.name) || std::find(what_if.begin(), what_if.end(), a.name) != what_if.end(),
+                     "option --", a.name, ": not with --from-run (", path,
+                     "'s own is replayed; a what-if changes --fabric, --intra, --nodes, --ranks-per-node, --algo, "
+                     "--chunk-bytes, --channels, --compress, --kernels, --samples-per-epoch)");
+    base = predictor.recorded(path).config;
+    base.from_run = path;
+  }
   std::vector<Axis> axes;
   for (const auto& a : predict_axes()) {
     std::string text;
     if (vm.count(a.name)) text = vm[a.name].as<std::string>();
-    else if (a.def) text = a.def;
+    else if (a.def && base.from_run.empty()) text = a.def;
     else continue;
     Axis ax;
     ax.name = a.name;
     const std::string option = std::string("--") + a.name;
     if (a.numeric) ax.numbers = axis_numbers(a, text, option);
-    else if (std::string(a.name) == "compress") ax.strings = {text};  // specs contain commas
-    else ax.strings = parse_string_list(text, option);
+    else ax.strings = parse_string_list(text, option, ax.name == "compress" ? ';' : ',');  // specs contain commas
     axes.push_back(std::move(ax));
   }
   // The grid is the product of the axes: refused above a bound (1e7 configurations took
@@ -421,9 +462,8 @@ int cmd_predict(const std::vector<std::string>& args) {
     throw UsageError("predict: the grid has " + format_count(product) + " configurations (" + dims +
                      "), more than --max-configs " + std::to_string(max_configs) + "; narrow a range or raise --max-configs");
   }
-  Predictor predictor;
   if (total == 1) {
-    PredictConfig c;
+    PredictConfig c = base;
     for (const auto& a : axes) apply_axis(a, 0, c);
     const StepResult r = predictor.predict(c);
     if (vm.count("json")) std::cout << prediction_json(c, r).dump() << "\n";
@@ -431,7 +471,7 @@ int cmd_predict(const std::vector<std::string>& args) {
     if (vm.count("out")) write_prediction(c, r, vm["out"].as<std::string>());
     return 0;
   }
-  const GridTable g = run_grid(PredictConfig{}, axes, predictor);
+  const GridTable g = run_grid(base, axes, predictor);
   if (vm.count("out")) write_grid(g, vm["out"].as<std::string>(), g_argv);
   std::size_t best = 0, worst = 0;
   for (std::size_t i = 0; i < g.rows; ++i) {
@@ -513,6 +553,9 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       "op", po::value<std::string>(), "nccl-tests logs: the collective, when neither the program name nor the columns say")(
       "points-only", "read the inputs, print what was inferred and every point read (no fit, nothing written)")(
       "burst-bytes", po::value<std::string>(), "the inter-node link is a token-bucket shaper with this burst (e.g. the testbed's tbf burst, 64KiB): written to the fabric; points that ran on the burst are not fitted")(
+      "cores-per-node", po::value<int>(),
+      "the CPUs a node gives its ranks, written to the fabric in place of the count the files recorded (emulated "
+      "hosts sharing one machine's cores: 2 testbed hosts on 2 cores have 1 each); the fit itself uses the files' count")(
       "peak-bw-GBps", po::value<double>(), "rate of the shaper's burst (default unlimited: only alpha is paid)")(
       "json", "print one JSON object")("files", po::value<std::vector<std::string>>(), "input files");
   po::positional_options_description pos;
@@ -703,8 +746,12 @@ int cmd_calibrate(const std::vector<std::string>& args) {
     GS_USAGE_CHECK(shaper.burst_bytes > 0, "option --peak-bw-GBps needs --burst-bytes");
     shaper.peak_bw_Bps = pk * 1e9;
   }
+  GS_USAGE_CHECK(!vm.count("cores-per-node") || vm["cores-per-node"].as<int>() >= 1,
+                 "option --cores-per-node must be >= 1, got ", vm.count("cores-per-node") ? vm["cores-per-node"].as<int>() : 0);
   FabricFit fit = calibrate_fabric(pts, name, base, shaper, intra_given);
   fit.skipped.insert(fit.skipped.begin(), unread.begin(), unread.end());
+  if (vm.count("cores-per-node"))
+    fit.fabric.intra.cores_per_node = fit.fabric.inter.cores_per_node = vm["cores-per-node"].as<int>();
   bool poor = false;
   for (const auto& l : fit.levels)
     for (const auto& w : l.warnings) {
@@ -827,15 +874,7 @@ int cmd_tune(const std::vector<std::string>& args) {
     ax.name = a.name;
     const std::string option = std::string("--") + a.name;
     if (a.numeric) ax.numbers = axis_numbers(a, text, option);
-    else if (ax.name == "compress") {
-      for (std::size_t pos = 0; pos <= text.size();) {  // specs contain commas: ';' separates them
-        const std::size_t semi = text.find(';', pos);
-        ax.strings.push_back(text.substr(pos, semi == std::string::npos ? std::string::npos : semi - pos));
-        GS_USAGE_CHECK(!ax.strings.back().empty(), "option --compress: empty spec in '", text, "'");
-        if (semi == std::string::npos) break;
-        pos = semi + 1;
-      }
-    } else ax.strings = parse_string_list(text, option);
+    else ax.strings = parse_string_list(text, option, ax.name == "compress" ? ';' : ',');  // specs contain commas
     given.push_back(std::move(ax));
   }
   PredictConfig base;
@@ -862,7 +901,8 @@ int cmd_compare(const std::vector<std::string>& args) {
       "kernels", po::value<std::string>(), "measured compression-kernel rates (calibrate --kernels)")(
       "compute-from", po::value<std::string>(),
       "predict every run with this recorded run's compute (its steps and each tensor's gradient ready time, by "
-      "/model name) under the run's own buckets, compressor and algorithm; codec modelled; same model and ranks")(
+      "/model name) under the run's own buckets, compressor, algorithm and shape; codec modelled; the same model "
+      "(another nodes x ranks per node is a what-if: more ranks wait longer for the slowest)")(
       "json", "print one JSON object")(
       "out", po::value<std::string>(), "write an HDF5 report")(
       "trace", po::value<std::string>(), "write measured and predicted steps as Chrome trace-event JSON (Perfetto)")(

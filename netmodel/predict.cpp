@@ -4,6 +4,8 @@
 #include "core/error.hpp"
 #include "models/compute_profile.hpp"
 #include "models/zoo.hpp"
+#include "netmodel/replay.hpp"
+#include "netmodel/train_file.hpp"
 #include "plan/algos.hpp"
 #include "plan/precision.hpp"
 
@@ -115,6 +117,12 @@ double chunk_priced(const PredictConfig& c) {
                            : 0.0;
 }
 
+const TrainRun& Predictor::recorded(const std::string& path) {
+  auto it = runs_.find(path);
+  if (it == runs_.end()) it = runs_.emplace(path, std::make_shared<const TrainRun>(read_train_file(path))).first;
+  return *it->second;
+}
+
 StepResult Predictor::predict(const PredictConfig& c, bool keep_buckets) {
   GS_USAGE_CHECK(c.nodes >= 1, "option --nodes must be >= 1, got ", c.nodes);
   GS_USAGE_CHECK(c.ranks_per_node >= 1, "option --ranks-per-node must be >= 1, got ", c.ranks_per_node);
@@ -122,6 +130,7 @@ StepResult Predictor::predict(const PredictConfig& c, bool keep_buckets) {
   GS_USAGE_CHECK(c.chunk_bytes >= 0 || c.chunk_bytes == kAutoChunk, "option --chunk-bytes must be >= 0 bytes or auto");
   check_algo_name(c.algo);
   const Fabric& f = fabric(c.fabric, c.intra);
+  if (!c.from_run.empty()) return replay_recorded(recorded(c.from_run), c, f, *this);
   const Workload& w = workload(c);
   const auto& bs = buckets(c, c.nodes * c.ranks_per_node);
   NetConfig net{c.nodes, c.ranks_per_node, c.algo, chunk_priced(c), c.channels};

@@ -22,6 +22,8 @@
 
 namespace gradsync::netmodel {
 
+struct TrainRun;  // train_file.hpp
+
 struct PredictConfig {
   std::string model = "resnet50";
   std::string fabric = "roce-100g";    // name or TOML file
@@ -48,6 +50,11 @@ struct PredictConfig {
   // The communication threads preempt compute (a real-time policy: a train file's
   // comm_sched rr or fifo; timeline.hpp StepConfig::comm_preempts_compute).
   bool comm_preempts = false;
+  // predict --from-run: a recorded gradsync-train (or PyTorch-recorded) file whose steps are
+  // replayed (replay.hpp) instead of a zoo model's modelled compute; the other fields are the
+  // run's own but for the what-if's network side (fabric, shape, algorithm, chunk,
+  // channels, compressor, kernels, samples per epoch).
+  std::string from_run;
 };
 
 // --chunk-bytes auto: the chunk the runtime picks when none is given (plan::chunk_used:
@@ -77,10 +84,13 @@ class Predictor {
   std::map<std::string, std::shared_ptr<void>> models_;  // ModelSpec, type-erased here
   std::map<std::pair<std::string, std::string>, Fabric> fabrics_;
   std::map<std::string, KernelRates> kernels_;
+  std::map<std::string, std::shared_ptr<const TrainRun>> runs_;
 
  public:
   // Loaded once per path; nullptr for an empty path.
   const KernelRates* kernels(const std::string& path);
+  // A recorded run (read_train_file), loaded once per path.
+  const TrainRun& recorded(const std::string& path);
 
  private:
   std::map<std::tuple<std::string, std::string, int64_t, std::string, std::string>, Workload> workloads_;

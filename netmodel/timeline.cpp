@@ -128,9 +128,10 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
   const double bwd_end_alone = bwd_start + w.backward_s;
   const int nb = static_cast<int>(buckets.size());
   // The slowest of the ranks ends the synchronous step (compute profile's rank_jitter).
-  const double straggler = w.rank_jitter > 0 ? expected_max_std_normal(topo.ranks()) * w.rank_jitter *
-                                                  (k * (w.forward_s + w.backward_s) + w.optimizer_s)
-                                            : 0.0;
+  const double straggler = (w.rank_jitter > 0 ? expected_max_std_normal(topo.ranks()) * w.rank_jitter *
+                                                   (k * (w.forward_s + w.backward_s) + w.optimizer_s)
+                                             : 0.0) +
+                           w.rank_wait_s;
 
   // A shaped inter-node link: collectives spend tokens (the bytes one rank sends, nccl-tests'
   // bus factor x size), which refill at the sustained rate.

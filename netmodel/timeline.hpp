@@ -64,6 +64,9 @@ struct Workload {
   // Sigma of one rank's step time around the ranks' mean, as a fraction of its compute
   // (compute profile's rank_jitter): the step waits for the slowest rank (StepResult::straggler_s).
   double rank_jitter = 0;
+  // A replayed run's wait for the slowest rank beyond what its recorded steps hold, added to
+  // straggler_s: positive for more ranks than recorded, negative for fewer (replay.hpp).
+  double rank_wait_s = 0;
   int64_t samples_per_epoch = 0;
 };
 
@@ -132,7 +135,8 @@ struct StepResult {
   double comm_total_s = 0;    // sum of bucket durations
   double reducer_s = 0;       // the reducer's own work (Workload), part of the step
   // The wait for the slowest rank, part of the step: E[max of p std normals] x rank_jitter x
-  // (forward + backward + optimizer); 0 for one rank or without a fitted jitter.
+  // (forward + backward + optimizer); 0 for one rank or without a fitted jitter; plus a
+  // replayed run's Workload::rank_wait_s.
   double straggler_s = 0;
   double comm_exposed_s = 0;
   double step_time_s = 0;

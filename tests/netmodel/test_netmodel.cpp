@@ -1093,6 +1093,35 @@ TEST(Calibrate, ShaperLeavesOutPointsThatRanOnTheBurst) {
   EXPECT_EQ(fit1.levels[0].points.size(), read_bench_file(g).size());
 }
 
+TEST(Calibrate, AnOffCacheSweepOnAShapedLinkStartsEachIterationWithAFullBurst) {
+  // 2 hosts x 1 rank, ring all-reduce 256 KiB .. 32 MiB on a 125 MB/s tbf link with a
+  // 125,000-byte burst, swept with --off-cache: the eviction between iterations refills the
+  // bucket, so each all-reduce sends its first 125,000 bytes at no link time:
+  // t = 2 alpha + max(0, m - burst) / bw (a ring of 2 sends m bytes per rank).
+  const double alpha = 140e-6, bw = 118.5e6, burst = 125000;
+  Fabric planted = simple_fabric(alpha, bw);
+  planted.name = "planted";
+  auto pts = read_bench_file(bench_file("oc.h5", "allreduce", "ring", 2, 1, pow2_sizes(1 << 18, 32 << 20), planted, 0.0, 3));
+  ASSERT_FALSE(pts.empty());
+  for (auto& p : pts) {
+    p.time_s = 2 * alpha + std::max(0.0, p.bytes - burst) / bw;
+    p.link_bytes_before = kInf;  // none ran on a first, untouched burst
+  }
+  auto fit = [&](bool off_cache) {
+    auto q = pts;
+    for (auto& p : q) p.off_cache = off_cache;
+    return calibrate_fabric(q, "shaped", "tcp-10g", Shaper{burst, kInf}).fabric.inter;
+  };
+  const Level with = fit(true), without = fit(false);
+  EXPECT_NEAR(with.bw(32 << 20) / bw, 1.0, 0.002);
+  EXPECT_NEAR(with.alpha(32 << 20) / alpha, 1.0, 0.05);
+  // Priced as drained, the same points bend the rate up (256 KiB runs at 1.9x the link; its
+  // regimes absorb part of it).
+  EXPECT_GT(without.bw(32 << 20) / bw, 1.01);
+  // A sweep without --off-cache is not credited (it drains the bucket back to back).
+  EXPECT_DOUBLE_EQ(pts[0].link_credit_bytes, 0.0);
+}
+
 TEST(Calibrate, FindsPlantedBreakpoint) {
   Fabric planted = simple_fabric(5e-6, 10e9);
   planted.name = "planted";
@@ -2199,13 +2228,92 @@ TEST(Compare, ComputeFromAnotherRun) {
     EXPECT_NE(std::string(e.what()).find("tensor 'head.bias'"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find(ref), std::string::npos) << e.what();
   }
+  // Another shape is a what-if: REF's compute (2 ranks) priced on the run's 4 ranks.
   PredictConfig four = c;
   four.ranks_per_node = 4;
   const std::string wide = train_file("from-wide.h5", four, "real", run_truth, 0.0, 5, model(false));
-  EXPECT_THROW(compare_runs({wide}, "shm-local", "", "", "", ref), UsageError);
+  const CompareReport w4 = compare_runs({wide}, "shm-local", "", "", "", ref);
+  EXPECT_EQ(w4.rows[0].run.config.ranks_per_node, 4);
+  EXPECT_NEAR(w4.rows[0].predicted.backward_s, ref_truth.backward_s, 1e-12);
+  EXPECT_DOUBLE_EQ(w4.rows[0].predicted.straggler_s, 0.0);  // REF has no /ranks: no spread to scale
+  EXPECT_DOUBLE_EQ(w4.rows[0].predicted.bytes_sent, 1.5 * p.bytes_sent);  // a ring's 2(p-1)/p
   // A file without /model cannot be mapped.
   const std::string bare = train_file("from-bare.h5", c, "real", run_truth, 0.0, 5);
   EXPECT_THROW(compare_runs({bare}, "shm-local", "", "", "", ref), UsageError);
+}
+
+TEST(Predict, AWhatIfOfARecordedRun) {
+  // predict --from-run: a recorded run's steps replayed on another fabric, shape and
+  // compressor. Rank 1 is ready d later than rank 0 in every step: the critical rank is
+  // d/2 later than the ranks' mean, E[max of 2] sigma, so sigma = d / (2 E[max of 2]).
+  Predictor truth_p;
+  PredictConfig c = two_local_ranks();
+  StepResult truth = truth_p.predict(c);
+  c.model = "mlp";
+  c.samples_per_epoch = 6400;
+  const double d = 0.2 * truth.backward_s;
+  const std::string path = train_file("whatif.h5", c, "real", truth, 0.0, 3, [&](h5::Writer& w) {
+    const std::uint64_t steps = 30;
+    std::vector<double> data, fwd, bwd, opt;
+    for (std::uint64_t i = 0; i < steps; ++i)
+      for (double sign : {-1.0, 1.0}) {
+        data.push_back(truth.data_s);
+        fwd.push_back(truth.forward_s);
+        bwd.push_back(truth.backward_s + sign * d / 2);
+        opt.push_back(truth.optimizer_s);
+      }
+    w.write("/ranks/data_s", data, {steps, 2});
+    w.write("/ranks/forward_s", fwd, {steps, 2});
+    w.write("/ranks/backward_s", bwd, {steps, 2});
+    w.write("/ranks/optimizer_s", opt, {steps, 2});
+  });
+  Predictor p;
+  PredictConfig w = p.recorded(path).config;
+  w.from_run = path;
+  w.fabric = "shm-local";
+  // At the recorded shape and fabric: exactly compare's prediction of the run.
+  const StepResult same = p.predict(w);
+  EXPECT_NEAR(same.step_time_s, compare_runs({path}, "shm-local", "", "").rows[0].predicted.step_time_s, 1e-15);
+  EXPECT_DOUBLE_EQ(same.straggler_s, 0.0);
+  EXPECT_EQ(same.steps_per_epoch, 100);  // 6400 samples / (2 ranks x 32)
+  // 4 nodes x 2 ranks over TCP: the same compute, more wire time, a longer wait for the
+  // slowest of 8, and a quarter of the steps per epoch.
+  w.fabric = "tcp-10g";
+  w.nodes = 4;
+  const StepResult wide = p.predict(w);
+  const double sigma = d / 2 / expected_max_std_normal(2);
+  EXPECT_NEAR(wide.straggler_s, (expected_max_std_normal(8) - expected_max_std_normal(2)) * sigma, 1e-9);
+  EXPECT_NEAR(wide.backward_s, same.backward_s, 1e-12);
+  EXPECT_GT(wide.comm_total_s, same.comm_total_s);
+  EXPECT_EQ(wide.steps_per_epoch, 25);
+  // One rank waits for no one: less than the recorded steps held.
+  w.nodes = 1;
+  w.ranks_per_node = 1;
+  EXPECT_NEAR(p.predict(w).straggler_s, -d / 2, 1e-9);
+  // Another compressor: its codec is modelled (the run measured none).
+  w.ranks_per_node = 2;
+  w.fabric = "shm-local";
+  w.compress = "fp16";
+  const StepResult half = p.predict(w);
+  double codec = 0;
+  for (const auto& b : half.buckets) codec += b.codec_s;
+  EXPECT_GT(codec, 0.0);
+  EXPECT_NEAR(half.bytes_sent, 0.5 * same.bytes_sent, 1e-6 * same.bytes_sent);
+  // A grid over the what-if's axes.
+  Axis nodes{"nodes", {1, 2, 4}, {}};
+  w.compress = "none";
+  const GridTable g = run_grid(w, {nodes}, p);
+  ASSERT_EQ(g.rows, 3u);
+  EXPECT_NEAR(g.step_time_s[0], same.step_time_s, 1e-15);
+  EXPECT_LT(g.step_time_s[0], g.step_time_s[2]);
+  // Not a gradsync-train file: refused, naming it.
+  w.from_run = tmp_path("none-such.h5");
+  try {
+    p.predict(w);
+    ADD_FAILURE() << "a missing --from-run file was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("none-such.h5"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Compare, ComputeFromANoOverlapRunSharesTheCpuWithCommunication) {
