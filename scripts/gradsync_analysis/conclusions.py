@@ -234,3 +234,4 @@ def grid_of(ctx, program):
 from . import seed_conclusions  # noqa: E402,F401  (registers the seed writers)
 from . import tune_conclusions  # noqa: E402,F401  (registers the tune-verify writer)
 from . import ifname_conclusions  # noqa: E402,F401  (registers the seed-ifname writer)
+from . import whatif_conclusions  # noqa: E402,F401  (registers the torch-whatif writer)

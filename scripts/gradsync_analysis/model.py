@@ -10,6 +10,8 @@ DIR/model/ (TOML fabrics, --json outputs as .json, --out tables as .h5, model.lo
                           burst_bytes (the inter-node link is a token-bucket shaper with this burst,
                           e.g. the testbed's tbf burst; "testbed": the study's testbed's own burst,
                           as scripts/testbed.sh sets it; ignored by calibrate when no point crossed nodes),
+                          cores_per_node (the CPUs each node gives its ranks, in place of the files'
+                          count: testbed hosts share the machine's cores),
                           kernels (true: run gradsync-kernels-bench here, on the runner's host, and
                           calibrate --kernels: model/<name>.toml holds the codec rates; min_time, s;
                           a torch study times PyTorch's own hooks instead: gradsync_torch.codecs
@@ -189,6 +191,8 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
                 args += ["--burst-bytes", testbed_burst(study.testbed)]
             elif c.get("burst_bytes"):
                 args += ["--burst-bytes", spec.fmt_value(c["burst_bytes"])]
+            if c.get("cores_per_node"):
+                args += ["--cores-per-node", spec.fmt_value(c["cores_per_node"])]
         try:
             stdout, data = tools.run_model(bindir, args, mlog, want_json=True)
             with open(os.path.join(mdir, f"{name}.calibrate.json"), "w") as fh:

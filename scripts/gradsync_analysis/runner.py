@@ -346,6 +346,21 @@ class Runner:
             cfg["hosts"] = max(1, -(-p.ranks // rph))
         return {k: spec.fmt_value(v) if k != "hosts" else int(v) for k, v in cfg.items()}
 
+    def torch_testbed_env(self, p, cfg) -> dict:
+        """torch.distributed's rendezvous for a PyTorch point on the testbed (mpirun starts one
+        python per rank; gradsync_torch maps OMPI_COMM_WORLD_* to RANK/WORLD_SIZE): the store
+        on host 0's eth0 address, a port per point, gloo's data over the point's NIC (--net 2:
+        eth1), and the PyTorch venv this study runs with. {} for gradsync points."""
+        if self.study.runtime != "torch":
+            return {}
+        subnet = str(cfg["subnet"])
+        nic = "eth1" if p.net is not None and spec.fmt_value(p.net) == "2" else "eth0"
+        env = {"MASTER_ADDR": f"{subnet}.1", "MASTER_PORT": str(29600 + self.points.index(p) % 2000),
+               "GLOO_SOCKET_IFNAME": nic}
+        if os.environ.get("GRADSYNC_TORCH_VENV"):
+            env["GRADSYNC_TORCH_VENV"] = os.path.abspath(os.environ["GRADSYNC_TORCH_VENV"])
+        return env
+
     def command(self, p):
         """(argv, extra environment) of the point for the local and testbed launchers."""
         prog = self.program_argv(p)
@@ -370,7 +385,7 @@ class Runner:
                 argv += ["--net", spec.fmt_value(p.net)]
             for k, v in p.mca.items():
                 argv += ["--mca", k, spec.fmt_value(v)]
-            for k, v in env.items():
+            for k, v in {**self.torch_testbed_env(p, cfg), **env}.items():
                 argv += ["-x", f"{k}={v}"]
             return argv + ["--"] + prog, {}
         # slurm: one line of a sweep-array plan

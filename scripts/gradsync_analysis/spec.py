@@ -269,8 +269,6 @@ def load(path: str, scale: str | None = None) -> Study:
     runtime = raw.get("runtime", "gradsync")
     if runtime not in RUNTIMES:
         bad(f"key 'runtime' must be one of {RUNTIMES}, got '{runtime}'")
-    if runtime == "torch" and launcher == "testbed":
-        bad("key 'runtime' = 'torch' runs with launcher 'local' (torchrun) or 'slurm' (srun), not 'testbed'")
     ranks = raw.get("ranks", 2)
     repeats = raw.get("repeats", 1)
     timeout_s = raw.get("timeout_s", 300)

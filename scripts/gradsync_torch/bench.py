@@ -316,12 +316,13 @@ def main(argv=None):
             print(f"# Avg bus bandwidth    : {mean_bus:.6g}")
             print("#")
             path = out_path(o, op)
+            chunk = h5out.backend_chunk(o.backend, nnodes, op)
             with atomic_h5(path) as f:
                 h5out.write_provenance(f, "gradsync-bench", hosts, cpus=cpus)
                 attrs = {"source": "pytorch", "torch_version": torch.__version__, "backend": o.backend,
                          "op": op, "algo": algo, "device": o.device, "dtype": o.datatype,
                          "redop": "sum" if reduces else "none", "root": o.root if op == "broadcast" else -1,
-                         "ranks_per_node": rpn, "chunk_bytes": 0, "chunk_bytes_used": 0, "chunk_reason": "",
+                         "ranks_per_node": rpn, "chunk_bytes": 0, "chunk_bytes_used": chunk[0], "chunk_reason": chunk[1],
                          "channels": 1, "iters": o.iters,
                          "warmup": o.warmup_iters, "check": o.check, "min_bytes": o.min_bytes,
                          "max_bytes": o.max_bytes, "step_factor": o.stepfactor, "step_bytes": 0,

@@ -584,6 +584,7 @@ class Recorder:
             self.model.bucket_bytes_cap, getattr(dist, "_DEFAULT_FIRST_BUCKET_BYTES", 1 << 20))
         first_mb = float(first_bytes) / (1 << 20)
         device = self.params[0].device.type if self.params else "cpu"
+        chunk = h5out.backend_chunk(self.backend, nnodes)
         attrs = {
             "source": "pytorch", "torch_version": torch.__version__, "backend": self.backend,
             "model": self.model_name, "compute": "real", "compute_profile": "cpu" if device == "cpu" else "h200",
@@ -591,7 +592,7 @@ class Recorder:
             "topology": f"{nnodes}x{rpn}", "batch_per_rank": int(self.batch_per_rank or 0),
             "bucket_mb": cap_mb, "bucket_cap_mb": cap_mb, "first_bucket_mb": first_mb,
             "overlap": int(self.overlap), "serial_buckets": int(self.serial), "recorder_hook": self.recorder_hook, "accumulate": 1, "algo": BACKEND_ALGO.get(self.backend, "ring"),
-            "chunk_bytes": 0, "chunk_bytes_used": 0, "chunk_reason": "",  # the backend pipelines on its own
+            "chunk_bytes": 0, "chunk_bytes_used": chunk[0], "chunk_reason": chunk[1],  # the backend's own pipelining
             "channels": 1, "hook": self.hook_name, "hook_params": json.dumps(self.hook_params),
             "compress": self.compress, "compress_effective": self.compress, "precision": "fp32",
             "amp": self.amp, "loss_scale_mode": "none", "loss_scale_spec": "",

@@ -1650,6 +1650,28 @@ void write_model(h5::Writer& w, const std::vector<ModelTensor>& ts) {
   w.write("/model/tensor_bucket", bk);
 }
 
+// /ranks of 2 ranks (30 steps): the truth's phases, rank 1's backward `skew` longer than
+// rank 0's (the /steps means stay the truth's).
+std::function<void(h5::Writer&)> skewed_ranks(const StepResult& truth, double skew) {
+  return [truth, skew](h5::Writer& w) {
+    const std::uint64_t steps = 30;
+    std::vector<double> data, fwd, bwd, opt, st;
+    for (std::uint64_t i = 0; i < steps; ++i)
+      for (double sign : {-1.0, 1.0}) {
+        data.push_back(truth.data_s);
+        fwd.push_back(truth.forward_s);
+        bwd.push_back(truth.backward_s + sign * skew / 2);
+        opt.push_back(truth.optimizer_s);
+        st.push_back(truth.step_time_s);
+      }
+    w.write("/ranks/data_s", data, {steps, 2});
+    w.write("/ranks/forward_s", fwd, {steps, 2});
+    w.write("/ranks/backward_s", bwd, {steps, 2});
+    w.write("/ranks/optimizer_s", opt, {steps, 2});
+    w.write("/ranks/step_time_s", st, {steps, 2});
+  };
+}
+
 // A recorded bucket: ready (and started) at `ready`, done 0.1 ms later.
 BucketTiming recorded_bucket(int64_t bytes, double ready) {
   BucketTiming b;
@@ -1839,27 +1861,8 @@ TEST(Compare, RealComputeWaitsForTheSlowestRank) {
   StepResult truth = p.predict(c);
   c.model = "mlp";
   const double d = 0.2 * truth.backward_s;
-  auto ranks = [&](double skew) {
-    return [&truth, skew](h5::Writer& w) {
-      const std::uint64_t steps = 30;
-      std::vector<double> data, fwd, bwd, opt, st;
-      for (std::uint64_t i = 0; i < steps; ++i)
-        for (double sign : {-1.0, 1.0}) {
-          data.push_back(truth.data_s);
-          fwd.push_back(truth.forward_s);
-          bwd.push_back(truth.backward_s + sign * skew / 2);
-          opt.push_back(truth.optimizer_s);
-          st.push_back(truth.step_time_s);
-        }
-      w.write("/ranks/data_s", data, {steps, 2});
-      w.write("/ranks/forward_s", fwd, {steps, 2});
-      w.write("/ranks/backward_s", bwd, {steps, 2});
-      w.write("/ranks/optimizer_s", opt, {steps, 2});
-      w.write("/ranks/step_time_s", st, {steps, 2});
-    };
-  };
-  const std::string even = train_file("ranks-even.h5", c, "real", truth, 0.0, 9, ranks(0.0));
-  const std::string skewed = train_file("ranks-skewed.h5", c, "real", truth, 0.0, 9, ranks(d));
+  const std::string even = train_file("ranks-even.h5", c, "real", truth, 0.0, 9, skewed_ranks(truth, 0.0));
+  const std::string skewed = train_file("ranks-skewed.h5", c, "real", truth, 0.0, 9, skewed_ranks(truth, d));
   const TrainRun run = read_train_file(skewed);
   ASSERT_EQ(run.rows.size(), 25u);
   ASSERT_EQ(run.rows[0].rank_pre_s.size(), 2u);
@@ -2252,21 +2255,7 @@ TEST(Predict, AWhatIfOfARecordedRun) {
   c.model = "mlp";
   c.samples_per_epoch = 6400;
   const double d = 0.2 * truth.backward_s;
-  const std::string path = train_file("whatif.h5", c, "real", truth, 0.0, 3, [&](h5::Writer& w) {
-    const std::uint64_t steps = 30;
-    std::vector<double> data, fwd, bwd, opt;
-    for (std::uint64_t i = 0; i < steps; ++i)
-      for (double sign : {-1.0, 1.0}) {
-        data.push_back(truth.data_s);
-        fwd.push_back(truth.forward_s);
-        bwd.push_back(truth.backward_s + sign * d / 2);
-        opt.push_back(truth.optimizer_s);
-      }
-    w.write("/ranks/data_s", data, {steps, 2});
-    w.write("/ranks/forward_s", fwd, {steps, 2});
-    w.write("/ranks/backward_s", bwd, {steps, 2});
-    w.write("/ranks/optimizer_s", opt, {steps, 2});
-  });
+  const std::string path = train_file("whatif.h5", c, "real", truth, 0.0, 3, skewed_ranks(truth, d));
   Predictor p;
   PredictConfig w = p.recorded(path).config;
   w.from_run = path;

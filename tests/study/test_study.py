@@ -153,6 +153,17 @@ def case_spec(tmp):
     p = study("run", os.path.join(REPO, "experiments", "seed-bucketing.toml"), "--out", out, "--dry-run",
               "--ranks", "3", "--launcher", "testbed", expect=0)
     check("testbed.sh" in p.stdout and "--np 3" in p.stdout, "--launcher testbed --ranks 3 not in the plan")
+    # PyTorch on the testbed: mpirun starts one python per rank; torch.distributed meets at
+    # host 0's address, a port per point, gloo on the point's NIC; the two-host grids map by node
+    p = study("run", os.path.join(REPO, "experiments", "torch-whatif.toml"), "--out", out, "--dry-run", expect=0)
+    lines = [ln for ln in p.stdout.splitlines() if " run " in ln]
+    check(len(lines) == 46 and all("torch-python -m gradsync_torch." in ln and "MASTER_ADDR=10.77.50.1" in ln
+                                   and "GLOO_SOCKET_IFNAME=eth0" in ln for ln in lines),
+          f"torch-whatif plan: {p.stdout[-2000:]}")
+    ports = [ln.split("MASTER_PORT=")[1].split()[0] for ln in lines]
+    check(len(set(ports)) == len(ports), f"torch-whatif: MASTER_PORT repeats: {ports}")
+    check(all(("rmaps_base_mapping_policy node" in ln) == ("local/" not in ln) for ln in lines),
+          "torch-whatif: only the two-host points map by node")
     # bad study files: exit 2 with the key named
     bad = os.path.join(tmp, "bad.toml")
     for text, word in (('program = "bench"\nlauncher = "ssh"\n', "launcher"),

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Tests of the PyTorch bridge (scripts/gradsync_torch; CTest label "torch"). CPU, gloo, 2 ranks.
 
-  test_torch.py --case recorder|membership|calibrate|codecs|killed|sched [--keep DIR]
+  test_torch.py --case recorder|membership|calibrate|codecs|killed|sched|testbed [--keep DIR]
 
   recorder    the example trainer (scripts/torchrun ... -m gradsync_torch.example) writes a
               gradsync-train file: every /steps and /buckets column, consistent bucket rows
@@ -39,6 +39,10 @@
               CAP_SYS_NICE (as root: setpriv) every rank names the option and no file is
               written; a train file records it and compare --compute-from reads it (a
               bucket inside backward runs alone and backward waits for it)
+  testbed     the example on the emulated testbed (root): both ranks on host 0, and one rank
+              per host over the shaped link (mpirun starts the ranks; host 0's address is the
+              rendezvous); the files record 1 and 2 nodes and gloo's 1 MiB segments between
+              hosts; predict --from-run and compare --compute-from price the one-host run on two
 GRADSYNC_BIN names the build's bin folder (gradsync-model). The PyTorch venv is
 $GRADSYNC_TORCH_VENV or <repo>/.venv-torch; without it the test exits 77 (skipped) with a
 line saying how to install it.
@@ -665,9 +669,68 @@ def case_killed(tmp):
     check(logs == [], f"torchrun left its log folders {logs}")
 
 
+def case_testbed(tmp):
+    """PyTorch on the emulated testbed (scripts/testbed.sh: 2 hosts, 2 slots each, 1gbit): the
+    example with both ranks on host 0 and with one rank per host (mpirun starts one python per
+    rank; torch.distributed meets at host 0's address, gloo on eth0), as the torch-whatif
+    study runs them. Returns 77 (skipped) without root or the kernel's namespaces."""
+    tb = os.path.join(REPO, "scripts", "testbed.sh")
+    if os.geteuid() != 0:
+        print("SKIP: the testbed needs root (network namespaces)")
+        return 77
+    probe = subprocess.run(["bash", tb, "probe"], capture_output=True, text=True, timeout=60)
+    if probe.returncode == 3:
+        print(f"SKIP: {probe.stderr.strip()}")
+        return 77
+    name, subnet = "gstorch", "10.77.201"
+    base = ["bash", tb, "--name", name]
+    subprocess.run(base + ["down"], capture_output=True, timeout=60)  # an earlier killed run's leftovers
+    try:
+        if not check(run(base + ["up", "--hosts", "2", "--rate", "1gbit", "--ranks-per-host", "2", "--subnet", subnet],
+                         tmp, timeout=120).returncode == 0, "testbed up"):
+            return 1
+        env = ["-x", f"MASTER_ADDR={subnet}.1", "-x", "GLOO_SOCKET_IFNAME=eth0"]
+        if os.environ.get("GRADSYNC_TORCH_VENV"):
+            env += ["-x", "GRADSYNC_TORCH_VENV=" + os.path.abspath(os.environ["GRADSYNC_TORCH_VENV"])]
+        files = {}
+        for label, port, mca in (("one", 29551, []), ("two", 29552, ["--mca", "rmaps_base_mapping_policy", "node"])):
+            files[label] = os.path.join(tmp, f"{label}-host.h5")
+            run(base + ["run", "--np", "2", "--timeout", "150", *mca, *env, "-x", f"MASTER_PORT={port}", "--",
+                        TPY, "-m", "gradsync_torch.example", "--steps", "8", "--warmup", "2", "--batch", "16",
+                        "--bucket-mb", "1", "--out", files[label]], tmp, timeout=180)
+            if not check(os.path.exists(files[label]), f"{label}-host run wrote no file"):
+                return 1
+            check_train_file(files[label])
+        with h5py.File(files["one"], "r") as f1, h5py.File(files["two"], "r") as f2:
+            one, two = dict(f1.attrs), dict(f2.attrs)
+        hosts = lambda a: sorted(set(str(h) for h in a["hostnames"]))  # noqa: E731
+        check(int(one["nnodes"]) == 1 and hosts(one) == [f"{name}-h0"], f"one host: {one['nnodes']} {hosts(one)}")
+        check(int(two["nnodes"]) == 2 and int(two["ranks_per_node"]) == 1 and hosts(two) == [f"{name}-h0", f"{name}-h1"],
+              f"two hosts: {two['nnodes']} x {two['ranks_per_node']} {hosts(two)}")
+        # gloo's ring between hosts pipelines in segments of at most 1 MiB (h5out.backend_chunk);
+        # on one host the all-reduce is priced whole.
+        check(int(one["chunk_bytes_used"]) == 0 and int(two["chunk_bytes_used"]) == 1 << 20
+              and "gloo" in str(two["chunk_reason"]), f"chunk: {one['chunk_bytes_used']} / {two['chunk_bytes_used']}")
+        # The what-if of the one-host run on two hosts: predict --from-run and compare
+        # --compute-from price the same replay on the same fabric and shape.
+        p = run([model_bin(), "predict", "--from-run", files["one"], "--fabric", "tcp-10g", "--nodes", "2",
+                 "--ranks-per-node", "1", "--json"], tmp)
+        q = run([model_bin(), "compare", files["two"], "--fabric", "tcp-10g", "--compute-from", files["one"], "--json"],
+                tmp)
+        if p.returncode == 0 and q.returncode == 0:
+            wi, cf = json.loads(p.stdout), json.loads(q.stdout)["runs"][0]
+            check(wi["from_run"] == files["one"] and wi["nodes"] == 2 and wi["ranks_per_node"] == 1, f"predict: {wi}")
+            check(cf["nodes"] == 2 and cf["chunk_bytes"] == 1 << 20, f"compare prices the recorded chunk: {cf}")
+            check(wi["step_time_s"] > 0 and cf["predicted_step_time_s"] > 0, "what-if steps")
+    finally:
+        subprocess.run(base + ["down"], capture_output=True, timeout=60)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--case", required=True, choices=["recorder", "membership", "calibrate", "codecs", "killed", "sched"])
+    ap.add_argument("--case", required=True,
+                    choices=["recorder", "membership", "calibrate", "codecs", "killed", "sched", "testbed"])
     ap.add_argument("--keep", default=None)
     o = ap.parse_args()
     venv = os.environ.get("GRADSYNC_TORCH_VENV", os.path.join(REPO, ".venv-torch"))
@@ -680,8 +743,10 @@ def main():
     tmp = o.keep or tempfile.mkdtemp(prefix=f"gs-torch-{o.case}-")
     os.makedirs(tmp, exist_ok=True)
     try:
-        {"recorder": case_recorder, "membership": case_membership, "calibrate": case_calibrate,
-         "codecs": case_codecs, "killed": case_killed, "sched": case_sched}[o.case](tmp)
+        rc = {"recorder": case_recorder, "membership": case_membership, "calibrate": case_calibrate,
+              "codecs": case_codecs, "killed": case_killed, "sched": case_sched, "testbed": case_testbed}[o.case](tmp)
+        if rc == 77:
+            return 77
     finally:
         if not o.keep:
             shutil.rmtree(tmp, ignore_errors=True)
