@@ -6,6 +6,7 @@
 //                             [--chunk-bytes C] [--channels H] [--json]
 //   gradsync-model predict --model resnet50 --fabric roce-100g --nodes 16 --ranks-per-node 8
 //                          --batch-per-rank 32 [...] [--json] [--out pred.h5]
+//   gradsync-model predict --from-run RUN.h5 --fabric seed-tcp,seed-roce --nodes 1..8 [...]
 //   gradsync-model calibrate FILE.h5|LOG... -o fabric.toml [--base FABRIC] [--intra FABRIC] [--nodes N
 //                            --ranks-per-node G] [--nics-per-node R] [--op OP] [--points-only] [--burst-bytes B]
 //                            [--cores-per-node C] [--json]
@@ -402,10 +403,11 @@ int cmd_predict(const std::vector<std::string>& args) {
   d.add_options()("help,h", "this help");
   for (const auto& a : predict_axes()) d.add_options()(a.name, po::value<std::string>(), a.help);
   d.add_options()("from-run", po::value<std::string>(),
-                  "a what-if of a recorded run (a gradsync-train or PyTorch-recorded file): its steps, buckets, "
-                  "compressor and data loading replayed as recorded, priced on --fabric and any of --nodes, "
-                  "--ranks-per-node, --algo, --chunk-bytes, --channels, --compress, --kernels, --samples-per-epoch "
-                  "(lists allowed); the other options are the run's own and refused")(
+                  "a what-if of a recorded run (a gradsync-train or PyTorch-recorded file): its steps, buckets "
+                  "and data loading replayed as recorded, priced on --fabric and any of --nodes, "
+                  "--ranks-per-node, --algo, --chunk-bytes, --channels, --compress (another compressor: its codec "
+                  "modelled), --kernels, --samples-per-epoch (lists allowed); the other options are the run's own "
+                  "and refused")(
       "json", "print one JSON object")("out", po::value<std::string>(), "write an HDF5 file")(
       "max-configs", po::value<std::string>(),
       "largest grid (product of the list/range sizes) to evaluate (default 2000000: about 8 s and 200 MB)");

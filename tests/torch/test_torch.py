@@ -682,7 +682,7 @@ def case_testbed(tmp):
     if probe.returncode == 3:
         print(f"SKIP: {probe.stderr.strip()}")
         return 77
-    name, subnet = "gstorch", "10.77.201"
+    name, subnet = "gstrch", "10.77.201"
     base = ["bash", tb, "--name", name]
     subprocess.run(base + ["down"], capture_output=True, timeout=60)  # an earlier killed run's leftovers
     try:
