@@ -186,32 +186,11 @@ Level free_level() {
   return l;
 }
 
-// Time of point p on a level `l` used for both levels. A point with several nodes and
-// several ranks per node fits the inter level alone: its intra steps are taken as never
-// the slower ones (intra = free; calibrate_fabric reports where the final fabric's intra
-// level disagrees). Rails: the inter level spreads over the point's NICs. "nccl" points
-// are rings scaled by NCCL's tree-over-ring gain (calibrate.hpp, nccl_tuning.hpp).
-double eval_whole(const BenchPoint& p, const Level& l);
-
-// A point whose iterations start with link_credit_bytes of tokens (an off-cache sweep on a
-// shaped link): that share of the bytes a rank sends (bus factor x size) passes at no link
-// time, i.e. the collective's bandwidth part (its time less its time on an unlimited link)
-// shrinks by credit / those bytes. Linear in 1/bw, so the least-squares fit keeps its form.
-double eval(const BenchPoint& p, const Level& l) {
-  const double t = eval_whole(p, l);
-  if (p.link_credit_bytes <= 0) return t;
-  const double sent = busbw_factor(p.op, p.topo.ranks()) * p.bytes;
-  if (sent <= 0) return t;
-  Level unlimited = l;
-  unlimited.bw_Bps = unlimited.conn_bw_Bps = kInf;
-  unlimited.duplex_bw_Bps = 0;
-  for (auto& r : unlimited.regimes) {
-    r.bw_Bps = kInf;
-    r.duplex_bw_Bps = 0;
-  }
-  return t - std::min(1.0, p.link_credit_bytes / sent) * (t - eval_whole(p, unlimited));
-}
-
+// Time of point p on a level `l` used for both levels, with no tokens. A point with several
+// nodes and several ranks per node fits the inter level alone: its intra steps are taken as
+// never the slower ones (intra = free; calibrate_fabric reports where the final fabric's
+// intra level disagrees). Rails: the inter level spreads over the point's NICs. "nccl"
+// points are rings scaled by NCCL's tree-over-ring gain (calibrate.hpp, nccl_tuning.hpp).
 double eval_whole(const BenchPoint& p, const Level& l) {
   Fabric f;
   f.name = "unit";
@@ -226,6 +205,19 @@ double eval_whole(const BenchPoint& p, const Level& l) {
     return p.nccl_scale * collective_time(f, p.op, "ring", p.topo, p.bytes, o);
   }
   return collective_time(f, p.op, p.algo, p.topo, p.bytes, p.opt);
+}
+
+// eval_whole, and for a point whose iterations start with link_credit_bytes of tokens (an
+// off-cache sweep on a shaped link) the timeline's pricing of a collective that finds
+// tokens (timeline.cpp): that share of the bytes a rank sends (bus factor x size) passes
+// at the peak, here unlimited (the fit has no constant term for a finite peak_bw to add),
+// the rest at the level's rate. Linear in 1/bw, so the least-squares fit keeps its form.
+double eval(const BenchPoint& p, const Level& l) {
+  const double t = eval_whole(p, l);
+  const double sent = busbw_factor(p.op, p.topo.ranks()) * p.bytes;
+  if (p.link_credit_bytes <= 0 || sent <= 0) return t;
+  const double f = std::min(1.0, p.link_credit_bytes / sent);
+  return f * eval_whole(p, l.at_bandwidth(kInf)) + (1 - f) * t;
 }
 
 // The unknowns of one level, as columns of the linear system. Per regime j: alpha_j,
@@ -913,9 +905,10 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
   bool mixed = false;
   int nics = 1;
   for (auto p : points) {
-    if (shaper.burst_bytes > 0 && p.topo.nodes > 1 && p.off_cache) p.link_credit_bytes = shaper.burst_bytes;
+    const bool shaped = shaper.burst_bytes > 0 && p.topo.nodes > 1;
+    if (shaped && p.off_cache) p.link_credit_bytes = shaper.burst_bytes;
     if (p.topo.ranks() < 2) out.skipped.push_back(p.file + ": 1 rank, nothing communicated");
-    else if (shaper.burst_bytes > 0 && p.topo.nodes > 1 && p.link_bytes_before <= shaper.burst_bytes)
+    else if (shaped && p.link_bytes_before <= shaper.burst_bytes)
       out.skipped.push_back(p.file + ": " + op_name(p.op) + "/" + p.algo + " " + std::to_string(static_cast<long long>(p.bytes)) +
                             " B ran on the shaper's burst (" + std::to_string(static_cast<long long>(p.link_bytes_before)) +
                             " B sent before it <= burst " + std::to_string(static_cast<long long>(shaper.burst_bytes)) +

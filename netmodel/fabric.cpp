@@ -86,6 +86,17 @@ Level Level::at_working_set(double ws) const {
   return l;
 }
 
+Level Level::at_bandwidth(double bw) const {
+  Level l = *this;
+  auto set = [bw](double& one_way, double& both_ways) {
+    if (both_ways > 0) both_ways = std::isinf(bw) ? kInf : both_ways * (bw / one_way);
+    one_way = bw;
+  };
+  set(l.bw_Bps, l.duplex_bw_Bps);
+  for (auto& r : l.regimes) set(r.bw_Bps, r.duplex_bw_Bps);
+  return l;
+}
+
 // ---- built-in profiles -----------------------------------------------------------------------
 // Every number carries its source. "GB/s" is 1e9 bytes/s. alpha is the one-way time of a
 // small message through the software stack the runtime uses (MPI or NCCL), not the wire.

@@ -158,6 +158,10 @@ struct Level {
   // This level with one regime: the one a collective whose node working set is ws bytes
   // falls into (itself when its regimes are keyed by message size or it has none).
   Level at_working_set(double ws) const;
+  // This level with every bandwidth (one-way and both-ways, in every regime) at `bw`, each
+  // regime's both-ways ratio kept: a shaped link's peak (timeline.cpp), or an unlimited
+  // link (kInf: what is left is the latency and reduction part, calibrate.cpp).
+  Level at_bandwidth(double bw) const;
   // Bandwidth one flow gets when `sharing` flows (each with `channels` x connections)
   // share the node's links: min(nics x bw, sharing * channels * connections * conn_bw) /
   // sharing, and one flow uses at most min(channels, nics) NICs (a flow's channels are

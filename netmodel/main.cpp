@@ -425,11 +425,12 @@ int cmd_predict(const std::vector<std::string>& args) {
     static const std::vector<std::string> what_if = {"fabric", "intra", "nodes", "ranks-per-node", "algo",
                                                      "chunk-bytes", "channels", "compress", "kernels",
                                                      "samples-per-epoch"};
+    std::string allowed;
+    for (const auto& n : what_if) allowed += (allowed.empty() ? "--" : ", --") + n;
     for (const auto& a : predict_axes())
       GS_USAGE_CHECK(!vm.count(a.name) || std::find(what_if.begin(), what_if.end(), a.name) != what_if.end(),
-                     "option --", a.name, ": not with --from-run (", path,
-                     "'s own is replayed; a what-if changes --fabric, --intra, --nodes, --ranks-per-node, --algo, "
-                     "--chunk-bytes, --channels, --compress, --kernels, --samples-per-epoch)");
+                     "option --", a.name, ": not with --from-run (", path, "'s own is replayed; a what-if changes ",
+                     allowed, ")");
     base = predictor.recorded(path).config;
     base.from_run = path;
   }

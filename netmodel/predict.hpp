@@ -91,10 +91,11 @@ class Predictor {
   const KernelRates* kernels(const std::string& path);
   // A recorded run (read_train_file), loaded once per path.
   const TrainRun& recorded(const std::string& path);
+  // A compute profile (models::load_profile), loaded once per name or path.
+  const models::ComputeProfile& profile(const std::string& name_or_path);
 
  private:
   std::map<std::tuple<std::string, std::string, int64_t, std::string, std::string>, Workload> workloads_;
-  const models::ComputeProfile& profile(const std::string& name_or_path);
   std::map<std::string, models::ComputeProfile> profiles_;
   // Bucket layouts (tensors per bucket) do not depend on the rank count or the compressor;
   // the compressor's plan does, and costs little, so it is made per call into `planned_`

@@ -131,12 +131,16 @@ StepResult replay_recorded(const TrainRun& run, const PredictConfig& c, const Fa
   const Compressor comp(c.compress);
   const DType precision = plan::parse_precision(c.precision);
   const int e = static_cast<int>(dtype_size(precision));
-  models::ComputeProfile prof;
+  // The profile's device rates price a modelled codec; a file's own profile that cannot be
+  // loaded (a PyTorch run's device name, a moved TOML) falls back to the CPU's. Loaded once
+  // per name by the predictor: a predict --from-run grid replays the run per configuration.
+  const models::ComputeProfile* profp = nullptr;
   try {
-    prof = models::load_profile(c.compute_profile);
+    profp = &predictor.profile(c.compute_profile);
   } catch (const UsageError&) {
-    prof = models::builtin_profile("cpu");
+    profp = &predictor.profile("cpu");
   }
+  const models::ComputeProfile& prof = *profp;
   DeviceRates rates{prof.peak_flops * prof.efficiency, prof.optimizer_bytes_per_s, predictor.kernels(c.kernels)};
   double params = 0;
   for (double b : run.bucket_bytes) params += b / e;

@@ -57,17 +57,11 @@ struct Tokens {
   double bytes = 0, t_s = 0;
 };
 
-// The shaped link's peak: the inter level with every bandwidth at peak_bw.
+// The shaped link's peak: the inter level with every bandwidth at peak_bw (the duplex
+// factor, both-ways over one-way, kept).
 Fabric peak_fabric(const Fabric& f) {
   Fabric p = f;
-  // The duplex factor (both-ways / one-way) is kept at the peak rate.
-  const double pk = f.inter.peak_bw_Bps;
-  if (p.inter.duplex_bw_Bps > 0) p.inter.duplex_bw_Bps *= pk / p.inter.bw_Bps;
-  p.inter.bw_Bps = pk;
-  for (auto& r : p.inter.regimes) {
-    if (r.duplex_bw_Bps > 0) r.duplex_bw_Bps *= pk / r.bw_Bps;
-    r.bw_Bps = pk;
-  }
+  p.inter = f.inter.at_bandwidth(f.inter.peak_bw_Bps);
   return p;
 }
 
