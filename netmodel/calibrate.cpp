@@ -1375,6 +1375,7 @@ KernelRates calibrate_kernels(const std::string& path, const std::string& name) 
   struct Sample {
     double mib = 0, bps = 0, time_s = 0, matrix = 0;
     double matrices = 1, buckets = 1, rank = 4;  // gradsync_torch.codecs: k matrices in b buckets, rank R
+    double ranks = 0, codec_s = 0;               // gradsync_torch.codecs' <hook>_codec_wait cases
   };
   std::map<std::string, std::vector<Sample>> by_kernel;
   std::map<std::string, bool> from_median;
@@ -1400,6 +1401,8 @@ KernelRates calibrate_kernels(const std::string& path, const std::string& name) 
     s.matrices = b.get<double>("matrices", 1);
     s.buckets = b.get<double>("buckets", 1);
     s.rank = b.get<double>("rank", 4);
+    s.ranks = b.get<double>("ranks", 0);
+    s.codec_s = b.get<double>("codec_s", 0);
     const std::string unit = b.get<std::string>("time_unit", "ns");
     const double scale = unit == "s" ? 1 : unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : 1e-9;
     s.time_s = b.get<double>("real_time", 0) * scale;
@@ -1622,6 +1625,30 @@ KernelRates calibrate_kernels(const std::string& path, const std::string& name) 
     os << "; the difference is added to the fabric's price of each " << c << " hook all-reduce";
     k.notes.push_back(os.str());
     k.hook_extra_s[c] = std::move(sized);
+  }
+  // A hook's codec varies from step to step and a synchronous step waits for its slowest
+  // rank: gradsync_torch.codecs gives, per case, how much longer the per-step slowest of p
+  // ranks' codec took than the slowest rank's median (= E[max of p] x sigma); sigma as a
+  // fraction of the codec, the median over the cases.
+  for (const char* c : {"fp16", "bf16", "powersgd"}) {
+    auto it = by_kernel.find(std::string(c) + "_codec_wait");
+    if (it == by_kernel.end()) continue;
+    std::vector<double> frac;
+    double ranks = 0;
+    for (const auto& s : it->second) {
+      const int p = static_cast<int>(s.ranks);
+      if (p < 2 || !(s.codec_s > 0) || !std::isfinite(s.time_s)) continue;
+      frac.push_back(std::max(0.0, s.time_s) / (expected_max_std_normal(p) * s.codec_s));
+      ranks = s.ranks;
+    }
+    if (frac.empty()) continue;
+    const double sigma = median(frac);
+    const auto [lo, hi] = std::minmax_element(frac.begin(), frac.end());
+    k.codec_sigma[c] = sigma;
+    k.notes.push_back(std::string(c) + "_codec_wait: " + std::to_string(frac.size()) + " cases on " + fmt(ranks) +
+                      " ranks, a rank's codec varies by sigma " + fmt(std::round(1000 * sigma) / 10) + "% of its time (" +
+                      fmt(std::round(1000 * *lo) / 10) + " .. " + fmt(std::round(1000 * *hi) / 10) +
+                      "%): a step waits E[max of p] sigmas of its codec for the slowest rank's");
   }
   if (k.Bps.empty() && k.powersgd_encode_flops <= 0 && k.powersgd_decode_flops <= 0)
     throw CalibrationError(path + ": none of the compression kernels (fp16/bf16/qsgd/onebit/topk/powersgd "

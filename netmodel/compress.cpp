@@ -80,8 +80,10 @@ BucketPlan Compressor::plan(const std::vector<GradShape>& tensors, int wire_elem
                                  : DType::F16;
       bp.tail_s = cast ? kernel_s(rt, k + "_decode", n, n * 6.0 / mem) : 0.0;
       // PyTorch's cast hooks: what the hook adds to its all-reduce, where measured.
-      if (spec_.kind != plan::CompressKind::None && rt.kernels)
+      if (spec_.kind != plan::CompressKind::None && rt.kernels) {
         bp.phases[0].extra_s = rt.kernels->hook_extra(name, 4.0 * n);
+        bp.codec_sigma = rt.kernels->codec_jitter(name);
+      }
       return bp;
     }
     case plan::CompressKind::PowerSgd: {
@@ -128,11 +130,13 @@ BucketPlan Compressor::plan(const std::vector<GradShape>& tensors, int wire_elem
         bp.phases[0].compute_s = enc_fixed;
       }
       bp.tail_s = dec + dec_fixed;
-      if (k)
+      if (k) {
         for (Phase& ph : bp.phases) {
           ph.extra_s = k->powersgd_collective_extra_s;
           ph.min_s = k->powersgd_collective_s;
         }
+        bp.codec_sigma = k->codec_jitter("powersgd");
+      }
       return bp;
     }
     case plan::CompressKind::Qsgd: {
@@ -205,6 +209,11 @@ double KernelRates::hook_extra(const std::string& hook, double bucket_bytes) con
   return between(v, bucket_bytes, false);  // linear: an added time may be 0
 }
 
+double KernelRates::codec_jitter(const std::string& hook) const {
+  auto it = codec_sigma.find(hook);
+  return it == codec_sigma.end() ? 0.0 : it->second;
+}
+
 KernelRates load_kernel_rates(const std::string& path) {
   toml::table tbl;
   try {
@@ -249,6 +258,18 @@ KernelRates load_kernel_rates(const std::string& path) {
           k.by_size[std::string(sub.str())] = std::move(pts);
         }
       }
+    } else if (ks == "codec_sigma") {
+      GS_USAGE_CHECK(node.is_table(), "kernels ", path, ":", line(node), ": key '", ks, "' must be a table");
+      for (auto&& [sub, v] : *node.as_table()) {
+        const std::string full = ks + "." + std::string(sub.str());
+        GS_USAGE_CHECK(sub.str() == "fp16" || sub.str() == "bf16" || sub.str() == "powersgd", "kernels ", path, ":",
+                       line(v), ": unknown key '", full,
+                       "' (known: codec_sigma.fp16, codec_sigma.bf16, codec_sigma.powersgd)");
+        const auto d = v.value<double>();
+        GS_USAGE_CHECK(d && std::isfinite(*d) && *d >= 0, "kernels ", path, ":", line(v), ": key '", full,
+                       "' must be a finite number >= 0");
+        k.codec_sigma[std::string(sub.str())] = *d;
+      }
     } else if (ks == "Bps" || ks == "powersgd") {
       GS_USAGE_CHECK(node.is_table(), "kernels ", path, ":", line(node), ": key '", ks, "' must be a table");
       for (auto&& [sub, v] : *node.as_table()) {
@@ -274,7 +295,7 @@ KernelRates load_kernel_rates(const std::string& path) {
       }
     } else {
       throw UsageError("kernels " + path + ":" + line(node) + ": unknown key '" + ks +
-                       "' (known: name, source, Bps, Bps_by_size, powersgd, hook_extra_s)");
+                       "' (known: name, source, Bps, Bps_by_size, powersgd, hook_extra_s, codec_sigma)");
     }
   }
   if (k.name.empty()) k.name = path;
@@ -302,6 +323,10 @@ void save_kernel_rates(const KernelRates& k, const std::string& path) {
   if (!k.hook_extra_s.empty()) {
     os << "\n[hook_extra_s]  # [fp32 bucket bytes, seconds]: what a cast hook adds to its all-reduce\n";
     for (const auto& [name, v] : k.hook_extra_s) write_pairs(name, v);
+  }
+  if (!k.codec_sigma.empty()) {
+    os << "\n[codec_sigma]  # a rank's codec time from step to step: sigma as a fraction of it\n";
+    for (const auto& [name, v] : k.codec_sigma) os << name << " = " << v << "\n";
   }
   if (k.powersgd_encode_flops > 0 || k.powersgd_decode_flops > 0 || k.powersgd_collective_s > 0 ||
       k.powersgd_collective_extra_s > 0) {

@@ -88,6 +88,11 @@ struct BucketPlan {
   double tail_s = 0;         // decode after the last collective
   double payload_bytes = 0;  // = CompressStats::compressed_bytes: what this rank contributes
   double wire_bytes = 0;     // = CompressStats::wire_bytes: what this rank sends (ring-like all-reduce)
+  // Sigma of one rank's codec time from step to step, as a fraction of it (a PyTorch hook's
+  // KernelRates::codec_sigma; 0: steady, gradsync's kernels): the synchronous step waits for
+  // the slowest rank's codec (timeline.hpp, StepResult::straggler_s). A replay whose codec
+  // was measured keeps only the part its recorded ranks did not wait for (negative for fewer).
+  double codec_sigma = 0;
 };
 
 // Measured encode/decode throughputs of the compression kernels (gradsync-kernels-bench).
@@ -122,6 +127,11 @@ struct KernelRates {
   // own compressors).
   double powersgd_collective_extra_s = 0;
   std::map<std::string, std::vector<std::pair<double, double>>> hook_extra_s;
+  // Sigma of one rank's codec time per step as a fraction of its median, per PyTorch hook
+  // ("fp16", "bf16", "powersgd"): gradsync_torch.codecs' <hook>_codec_wait cases (per step the
+  // slowest of p ranks' codec, beyond its median, = E[max of p] x sigma), the median over the
+  // cases. Empty: steady codecs (gradsync's kernels).
+  std::map<std::string, double> codec_sigma;
   // The bench's rate per size (fp32 input bytes -> bytes/s, ascending), where it measured
   // more than one: a kernel runs from cache below the caches' size and from memory past it.
   std::map<std::string, std::vector<std::pair<double, double>>> by_size;
@@ -135,6 +145,8 @@ struct KernelRates {
   // measured sizes, the smallest's below them, the largest's scaled by size above; 0 when
   // not measured.
   double hook_extra(const std::string& hook, double bucket_bytes) const;
+  // codec_sigma[hook], 0 when not measured.
+  double codec_jitter(const std::string& hook) const;
 };
 
 // TOML (written by calibrate --kernels; read by --kernels FILE):
@@ -145,6 +157,7 @@ struct KernelRates {
 //   [Bps_by_size]  qsgd_encode = [[1048576, 9.4e9], [16777216, 7.6e9], [67108864, 3.5e9]]  (optional)
 //   [hook_extra_s]  fp16 = [[262144, 9.0e-5], [4194304, 5.2e-4]]  (optional: [fp32 bucket bytes, s])
 //   [powersgd]  collective_extra_s = 4e-5  (or, older files, collective_s = 2e-4: a floor)
+//   [codec_sigma]  fp16 = 0.05  bf16 = 0.05  powersgd = 0.2  (optional: fraction of the codec)
 // UsageError naming the file and key on malformed input.
 KernelRates load_kernel_rates(const std::string& path);
 void save_kernel_rates(const KernelRates& k, const std::string& path);

@@ -631,6 +631,9 @@ int cmd_calibrate(const std::vector<std::string>& args) {
         hc.set(hook, pts);
       }
       j.set("hook_extra_s", hc);
+      Json cs = Json::object();
+      for (const auto& [hook, v] : k.codec_sigma) cs.set(hook, v);
+      j.set("codec_sigma", cs);
       j.set("notes", notes);
       std::cout << j.dump() << "\n";
     } else {

@@ -200,6 +200,14 @@ StepResult replay_recorded(const TrainRun& run, const PredictConfig& c, const Fa
   }
   // No codec of this compressor was measured: another run's compute, or another compressor.
   const bool codec_modelled = ref != nullptr || c.compress != run.config.compress;
+  // A measured codec is the slowest rank's per step (/ranks): its wait for the slowest of
+  // run_ranks is in the steps; at `ranks` the step waits E[max of ranks] - E[max of
+  // run_ranks] codec sigmas longer (BucketPlan::codec_sigma, timeline.hpp).
+  const double sigma_kept =
+      codec_modelled ? 1.0
+      : ranks >= 2   ? 1.0 - expected_max_std_normal(run_ranks) / expected_max_std_normal(ranks)
+                     : 0.0;
+  for (auto& b : planned) b.plan.codec_sigma *= sigma_kept;
   // The wait for the slowest rank beyond what the recorded steps hold (see the header).
   const int src_ranks = recorded_ranks(src);
   double rank_wait = 0;

@@ -106,6 +106,22 @@ double backward_slowdown_in_flight(const Fabric& fabric, double g, double c, boo
   return beside > 0 ? alone / beside : std::numeric_limits<double>::infinity();
 }
 
+namespace {
+
+// The step's wait for the slowest rank's codec (StepResult::straggler_s).
+double codec_wait(const std::vector<Bucket>& buckets, int ranks) {
+  double jitter = 0;
+  for (const auto& b : buckets) {
+    if (b.plan.codec_sigma == 0) continue;
+    double codec = b.plan.tail_s;
+    for (const auto& ph : b.plan.phases) codec += ph.compute_s;
+    jitter += b.plan.codec_sigma * codec;
+  }
+  return expected_max_std_normal(ranks) * jitter;
+}
+
+}  // namespace
+
 StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, const Fabric& fabric,
                          const NetConfig& net, const StepConfig& st, int64_t samples_per_epoch, bool keep) {
   GS_USAGE_CHECK(net.nodes >= 1, "option --nodes must be >= 1, got ", net.nodes);
@@ -125,7 +141,7 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
   const double straggler = (w.rank_jitter > 0 ? expected_max_std_normal(topo.ranks()) * w.rank_jitter *
                                                    (k * (w.forward_s + w.backward_s) + w.optimizer_s)
                                              : 0.0) +
-                           w.rank_wait_s;
+                           w.rank_wait_s + codec_wait(buckets, topo.ranks());
 
   // A shaped inter-node link: collectives spend tokens (the bytes one rank sends, nccl-tests'
   // bus factor x size), which refill at the sustained rate.

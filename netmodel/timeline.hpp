@@ -18,7 +18,7 @@
 //   (compress.hpp): encode, collectives, decode.
 // * Step = exposed data + accumulate x forward + backward + max(0, last comm end -
 //   backward end) + optimizer + the reducer's own work + the wait for the slowest rank
-//   (ranks' compute jitters; a synchronous step ends with its slowest rank).
+//   (ranks' compute and a hook's codec jitter; a synchronous step ends with its slowest rank).
 //   comm_exposed = max(0, last comm end - backward end).
 //   Gradient accumulation (accumulate = k > 1) runs k-1 micro-steps without sync first.
 // * Data loading: each micro-step loads batch x data_time_s seconds of work. With 0 loader
@@ -136,7 +136,11 @@ struct StepResult {
   double reducer_s = 0;       // the reducer's own work (Workload), part of the step
   // The wait for the slowest rank, part of the step: E[max of p std normals] x rank_jitter x
   // (forward + backward + optimizer); 0 for one rank or without a fitted jitter; plus a
-  // replayed run's Workload::rank_wait_s.
+  // replayed run's Workload::rank_wait_s; plus the wait for the slowest rank's codec,
+  // E[max of p] x sum over buckets of codec_sigma x the bucket's codec time (BucketPlan::
+  // codec_sigma: a PyTorch hook's codec varies from step to step and the step ends with the
+  // slowest rank's; the buckets' variations taken as one, as the step's host state moves
+  // them together).
   double straggler_s = 0;
   double comm_exposed_s = 0;
   double step_time_s = 0;

@@ -29,6 +29,12 @@ adds to each collective, and the model adds it to the fabric's price of the coll
 4 MiB of fp32 the fp16 hook's all-reduce took 1.9 ms where the torch sweep's all-reduce of
 the same 2 MiB of halves took 1.4 ms, 2026-12-05). `--comm-sched` as for the example (the
 collectives depend on it).
+Every case also gives `<hook>_codec_wait/<case>`: how much longer, in the median step, the
+slowest rank's codec took than that rank's median (per step the largest of the ranks' encode +
+decode; the repeats' median; counters `ranks` and `codec_s`, the slowest rank's median). A
+synchronous step waits for it: PowerSGD's Python codec varies by about a quarter of its time
+from step to step on this host. Calibrate turns it into the codec's jitter, which the model
+prices as a wait for the slowest of any number of ranks.
 Output: Google Benchmark JSON (the format gradsync-kernels-bench writes), on rank 0.
 """
 import json
@@ -158,8 +164,15 @@ def time_case(o, dev, shapes, kind, params):
     local = [statistics.median(enc), statistics.median(dec), nb,
              statistics.median(per_coll) if per_coll else 0.0, ncoll, _plain_allreduce_s(dev, sizes, o.steps)]
     every = [None] * dist.get_world_size()
-    dist.all_gather_object(every, local)
-    return tuple(max(e[i] for e in every) for i in range(len(local)))
+    dist.all_gather_object(every, [local, [e + d for e, d in zip(enc, dec)]])
+    # The wait for the slowest rank's codec: a synchronous step ends with its slowest rank,
+    # so what a step takes is, per step, the largest of the ranks' codec times; the figures
+    # above are the slowest rank's median. wait = median over steps of the per-step largest
+    # less that (0 on one rank).
+    per_step = [max(e[1][s] for e in every) for s in range(len(enc))]
+    slowest = max(statistics.median(e[1]) for e in every)
+    return tuple(max(e[0][i] for e in every) for i in range(len(local))) + (statistics.median(per_step) - slowest,
+                                                                            slowest)
 
 
 def _plain_allreduce_s(dev, sizes, iters):
@@ -213,6 +226,9 @@ def main(argv=None):
             # stays out: each figure is the smallest over the repeats (of their medians).
             runs = [time_case(o, dev, [shape] * k, kind, params) for _ in range(o.repeats)]
             enc, dec, nb, coll, ncoll, plain = (min(r[i] for r in runs) for i in range(6))
+            # The codec's wait for the slowest rank: the repeats' median (a stall stays in
+            # the figures it belongs to: the codec's own time keeps the smallest).
+            wait, codec = (statistics.median(r[i] for r in runs) for i in (6, 7))
             in_bytes = 4.0 * k * math.prod(shape)
             parts = [("encode", enc), ("decode", dec)] + ([("collective", coll), ("allreduce", plain)] if coll > 0 else [])
             for part, t in parts:
@@ -224,10 +240,15 @@ def main(argv=None):
                 elif kind != "powersgd" and t > 0:
                     row["bytes_per_second"] = in_bytes / t
                 bench.append(row)
+            bench.append({"name": f"{kind}_codec_wait/{label}", "run_name": f"{kind}_codec_wait/{label}",
+                          "run_type": "iteration", "iterations": o.steps, "real_time": wait * 1e9,
+                          "cpu_time": wait * 1e9, "time_unit": "ns", "buckets": nb, "hook": text,
+                          "ranks": world, "codec_s": codec, **counters})
             if rank == 0:
                 print(f"gradsync_torch.codecs: {text:>16} {label:>8}: encode {enc * 1e3:8.3f} ms  "
                       f"decode {dec * 1e3:8.3f} ms  {ncoll:g} collectives of {coll * 1e3:.3f} ms "
-                      f"(plain all_reduce {plain * 1e3:.3f} ms)", flush=True)
+                      f"(plain all_reduce {plain * 1e3:.3f} ms)  slowest rank's codec {wait * 1e3:+.3f} ms "
+                      f"a step beyond its median", flush=True)
     if rank == 0:
         doc = {"context": {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                            "host_name": h5out.hostname(), "executable": "gradsync_torch.codecs",

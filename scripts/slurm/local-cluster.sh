@@ -15,7 +15,7 @@
 # stop    cancels its jobs, ends its daemons (by their pid files) and removes DIR. Fine when
 #         nothing runs.
 #
-# The node is this machine: NodeName=$(hostname -s) NodeAddr=127.0.0.1 CPUs=$(nproc), one
+# The node is this machine: NodeName=$(hostname -s) NodeAddr=127.0.0.1 CPUs=$(nproc) (OMP_NUM_THREADS ignored), one
 # partition "gs" (default) with OverSubscribe=FORCE:4, so up to 4 jobs share a core
 # (tests on a 2-core machine can run 2-rank jobs side by side). The configuration:
 # SlurmUser=root, AuthType=auth/munge, ProctrackType=proctrack/linuxproc,
@@ -97,7 +97,10 @@ port_in_use() {
 write_conf() {
   local node cpus
   node=$(hostname -s)
-  cpus=$(nproc)
+  # GNU nproc honours OMP_NUM_THREADS / OMP_THREAD_LIMIT: with OMP_NUM_THREADS=1 in the
+  # environment (common in batch scripts, and ctest's torch tests) the node would get 1 CPU
+  # and a 2-task step would ask for 2 nodes and never start.
+  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
   cat >"$(conf)" <<EOF
 # Written by scripts/slurm/local-cluster.sh start ($(date -u +%Y-%m-%dT%H:%M:%SZ)); removed by stop.
 ClusterName=$CLUSTER
@@ -216,7 +219,7 @@ cmd_start() {
   # shellcheck disable=SC2034  # read by the EXIT trap
   START_DONE=1
   trap - EXIT INT TERM
-  say "Slurm cluster '$CLUSTER' is up in $((SECONDS - t0))s: node $(hostname -s) ($(nproc) CPUs), partition gs," \
+  say "Slurm cluster '$CLUSTER' is up in $((SECONDS - t0))s: node $(hostname -s) ($(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) CPUs), partition gs," \
     "ports $CTLD_PORT/$SLURMD_PORT, dir $DIR"
   echo "export SLURM_CONF=$(conf)"
 }

@@ -517,6 +517,33 @@ TEST(Straggler, TheSlowestRankLengthensTheStep) {
   }
 }
 
+TEST(Straggler, AJitteryCodecIsWaitedForOnTheSlowestRank) {
+  // Two buckets whose codec (0.2 ms encode + 0.3 ms decode each) varies from step to step by
+  // sigma 10% and 30% of it (BucketPlan::codec_sigma, a PyTorch hook's): the step waits
+  // E[max of p] x (0.1 + 0.3) x 0.5 ms for the slowest rank's codec; one rank or a steady
+  // codec: nothing; a negative sigma (a replay whose recorded ranks waited more) shortens it.
+  TwoBucketStep two;
+  for (auto& b : two.bs) {
+    b.plan.phases.at(0).compute_s = 2e-4;
+    b.plan.tail_s = 3e-4;
+  }
+  for (int p : {1, 2, 4, 8}) {
+    const NetConfig net{1, p, "ring", 0, 1};
+    const StepResult steady = simulate_step(two.w, two.bs, two.f, net, two.st, 0);
+    auto bs = two.bs;
+    bs[0].plan.codec_sigma = 0.1;
+    bs[1].plan.codec_sigma = 0.3;
+    const StepResult jitter = simulate_step(two.w, bs, two.f, net, two.st, 0);
+    const double want = expected_max_std_normal(p) * 0.4 * 5e-4;
+    EXPECT_EQ(steady.straggler_s, 0.0);
+    EXPECT_NEAR(jitter.straggler_s, want, 1e-15) << p << " ranks";
+    EXPECT_NEAR(jitter.step_time_s - steady.step_time_s, want, 1e-12) << p << " ranks";
+    EXPECT_DOUBLE_EQ(jitter.comm_exposed_s, steady.comm_exposed_s);
+    for (auto& b : bs) b.plan.codec_sigma = -b.plan.codec_sigma;
+    EXPECT_NEAR(simulate_step(two.w, bs, two.f, net, two.st, 0).straggler_s, -want, 1e-15) << p << " ranks";
+  }
+}
+
 // ---- working-set regimes (the shared-memory cache cliff) --------------------------------------
 
 namespace {

@@ -1449,6 +1449,49 @@ TEST(Kernels, WhatAHookAddsToItsCollectivesIsAddedToTheFabricsPrice) {
   EXPECT_THROW(load_kernel_rates(bad), UsageError);
 }
 
+TEST(Kernels, AHooksCodecJitterIsFittedFromTheSlowestRanksWait) {
+  // gradsync_torch.codecs' <hook>_codec_wait cases: per step the slowest of 2 ranks' codec
+  // took 0.564 x sigma x codec longer than its median, sigma 5%, 10% and 20% at three sizes
+  // (and one case on one rank, which says nothing): calibrate keeps the median, 10%.
+  const std::string path = tmp_path("kb-wait.json");
+  {
+    std::ofstream f(path);
+    f << R"({"context": {"executable": "gradsync_torch.codecs"}, "benchmarks": [)";
+    f << R"({"name": "fp16_encode/1", "run_type": "iteration", "real_time": 100, "time_unit": "us", "MiB": 1,)"
+      << R"( "bytes_per_second": 1e10, "buckets": 1})";
+    for (auto [mib, sigma, ranks] : {std::tuple{0.25, 0.05, 2}, std::tuple{1.0, 0.2, 2}, std::tuple{4.0, 0.1, 2},
+                                     std::tuple{16.0, 0.9, 1}}) {
+      const double codec = 1e-3 * mib;
+      f << R"(,{"name": "fp16_codec_wait/)" << mib << R"(", "run_type": "iteration", "real_time": )"
+        << expected_max_std_normal(2) * sigma * codec * 1e9 << R"(, "time_unit": "ns", "MiB": )" << mib
+        << R"(, "buckets": 1, "ranks": )" << ranks << R"(, "codec_s": )" << codec << "}";
+    }
+    f << "]}";
+  }
+  const KernelRates k = calibrate_kernels(path, "torch-hooks");
+  ASSERT_EQ(k.codec_sigma.count("fp16"), 1u);
+  EXPECT_NEAR(k.codec_sigma.at("fp16"), 0.1, 1e-5);  // the JSON carries 6 digits
+  EXPECT_EQ(k.codec_jitter("bf16"), 0.0);
+  const std::string toml = tmp_path("torch-wait.toml");
+  save_kernel_rates(k, toml);
+  const KernelRates back = load_kernel_rates(toml);
+  EXPECT_NEAR(back.codec_jitter("fp16"), 0.1, 1e-6);
+  // The fp16 hook's bucket carries it; gradsync's fp16 precision cast (compress none) does not.
+  DeviceRates rt{1e12, 1e11, &back};
+  EXPECT_NEAR(Compressor("fp16").plan({{1 << 19, 1 << 19, 1}}, 4, 2, rt).codec_sigma, 0.1, 1e-6);
+  EXPECT_EQ(Compressor("none").plan({{1 << 19, 1 << 19, 1}}, 2, 2, rt, DType::F16).codec_sigma, 0.0);
+  const std::string bad = tmp_path("bad-wait.toml");
+  { std::ofstream(bad) << "[codec_sigma]\nqsgd = 0.1\n"; }
+  try {
+    load_kernel_rates(bad);
+    ADD_FAILURE() << "an unknown hook accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("codec_sigma.qsgd"), std::string::npos) << e.what();
+  }
+  { std::ofstream(bad) << "[codec_sigma]\npowersgd = -0.1\n"; }
+  EXPECT_THROW(load_kernel_rates(bad), UsageError);
+}
+
 TEST(Kernels, RateFollowsTheStepsWorkingSet) {
   // A kernel that runs from cache at 1 MiB and from memory at 64 MiB: the model takes the
   // rate at the step's working set, not the median of the sizes.

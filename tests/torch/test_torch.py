@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Tests of the PyTorch bridge (scripts/gradsync_torch; CTest label "torch"). CPU, gloo, 2 ranks.
 
-  test_torch.py --case recorder|membership|calibrate|codecs|killed|sched|testbed [--keep DIR]
+  test_torch.py --case recorder|membership|calibrate|codecs|killed|sched|testbed|slurm [--keep DIR]
 
   recorder    the example trainer (scripts/torchrun ... -m gradsync_torch.example) writes a
               gradsync-train file: every /steps and /buckets column, consistent bucket rows
@@ -43,6 +43,10 @@
               per host over the shaped link (mpirun starts the ranks; host 0's address is the
               rendezvous); the files record 1 and 2 nodes and gloo's 1 MiB segments between
               hosts; predict --from-run and compare --compute-from price the one-host run on two
+  slurm       PyTorch under a private local Slurm (root; skipped without slurm-wlm): `srun -n
+              2 scripts/torch-python -m gradsync_torch.example` writes a 2-rank train file,
+              and a torch study with launcher = "slurm" (bench + train grids, one job array)
+              writes and reads back every point
 GRADSYNC_BIN names the build's bin folder (gradsync-model). The PyTorch venv is
 $GRADSYNC_TORCH_VENV or <repo>/.venv-torch; without it the test exits 77 (skipped) with a
 line saying how to install it.
@@ -451,10 +455,19 @@ def case_codecs(tmp):
             for m in ("0.25", "1")}
     want |= {f"powersgd_{part}/{s}" for part in ("encode", "decode", "collective", "allreduce")
              for s in ("64/1", "128/1", "256/1", "32/16")}
+    want |= {f"{c}_codec_wait/{m}" for c in ("fp16", "bf16") for m in ("0.25", "1")}
+    want |= {f"powersgd_codec_wait/{s}" for s in ("64/1", "128/1", "256/1", "32/16")}
     check(set(rows) == want, f"codecs cases: {sorted(set(rows) ^ want)} differ")
     check(doc["context"]["ranks"] == 2 and doc["context"]["backend"] == "gloo", f"context {doc['context']}")
+    waits = {}
     for name, b in rows.items():
         t = b["real_time"] * 1e-9
+        if "_codec_wait/" in name:
+            # Per step the slowest rank's codec, beyond the slower rank's median: never below 0.
+            check(math.isfinite(t) and t >= 0 and b["ranks"] == 2 and b["codec_s"] > 0 and b["buckets"] == 1,
+                  f"{name}: wait {t} s, {b}")
+            waits.setdefault(name.split("_codec_wait")[0], []).append(t / (0.5641895835 * b["codec_s"]))
+            continue
         check(math.isfinite(t) and t > 0 and b["time_unit"] == "ns" and b["buckets"] == 1,
               f"{name}: time {t} s, {b['buckets']} bucket(s)")
         if name.startswith("powersgd"):
@@ -477,6 +490,12 @@ def case_codecs(tmp):
         check(j["powersgd_encode_flops"] > 0 and j["powersgd_decode_flops"] > 0, f"PowerSGD fitted: {j}")
         check({"fp16_encode", "fp16_decode", "bf16_encode", "bf16_decode"} <= set(j["Bps"]), f"casts fitted: {j['Bps']}")
         check(any("cases of k square matrices" in n for n in j["notes"]), f"notes: {j['notes']}")
+        # The codec's jitter: sigma = wait / (E[max of 2] x codec), the median over a hook's cases.
+        for c, v in waits.items():
+            v = sorted(v)
+            med = (v[len(v) // 2] + v[(len(v) - 1) // 2]) / 2
+            got = j["codec_sigma"].get(c)
+            check(got is not None and abs(got - med) <= 1e-5 * max(med, 1e-3), f"{c} codec sigma {got}, measured {v}")
         # What the hooks add to their collectives: the hook's time less the plain all-reduce's
         # (never below 0), PowerSGD's median over the cases, the casts' by fp32 bucket size.
         def added(name):
@@ -727,10 +746,69 @@ def case_testbed(tmp):
     return 0
 
 
+def case_slurm(tmp):
+    """PyTorch under Slurm (a private local cluster, scripts/slurm/local-cluster.sh): `srun -n 2
+    scripts/torch-python -m gradsync_torch.example` (ranks and the rendezvous from SLURM_*), and
+    a torch study with `launcher = "slurm"` (one sbatch job array per rank count, each point's
+    ranks one srun step): every point's file written and read back. Returns 77 (skipped)
+    without root or slurm-wlm/munge."""
+    if os.geteuid() != 0:
+        print("SKIP: the local Slurm needs root (SlurmUser=root)")
+        return 77
+    for t in ("munged", "slurmctld", "slurmd", "sbatch", "srun"):
+        if not (shutil.which(t) or os.path.exists(f"/usr/sbin/{t}")):
+            print(f"SKIP: {t} not found (Debian packages slurm-wlm munge)")
+            return 77
+    os.chmod(tmp, 0o755)  # munged wants its socket's folders searchable by all
+    cl = ["bash", os.path.join(REPO, "scripts", "slurm", "local-cluster.sh"), "--dir", os.path.join(tmp, "cluster"),
+          "--ctld-port", "16857", "--slurmd-port", "16858"]
+    try:
+        p = run(cl + ["start"], tmp, timeout=120)
+        conf = [ln.split("=", 1)[1] for ln in p.stdout.splitlines() if ln.startswith("export SLURM_CONF=")]
+        if not check(p.returncode == 0 and len(conf) == 1, f"local cluster: {p.stdout[-500:]} {p.stderr[-500:]}"):
+            return 1
+        env = {"SLURM_CONF": conf[0]}
+        # One srun step, one task per rank.
+        one = os.path.join(tmp, "srun.h5")
+        run(["srun", "-n", "2", "--time=3", "--kill-on-bad-exit=1", TPY, "-m", "gradsync_torch.example", "--steps",
+             "6", "--warmup", "2", "--batch", "16", "--bucket-mb", "1", "--hook", "fp16", "--out", one], tmp,
+            timeout=200, env=env)
+        if check(os.path.exists(one), "srun: no train file"):
+            check_train_file(one)
+            with h5py.File(one, "r") as f:
+                check(str(f.attrs["hook"]) == "fp16" and int(f.attrs["nnodes"]) == 1, f"srun file: {dict(f.attrs)}")
+        # A torch study on Slurm: a bench grid and a train grid, each point one array task.
+        study = os.path.join(tmp, "slurm.toml")
+        with open(study, "w") as f:
+            f.write('name = "torch-slurm"\nruntime = "torch"\nlauncher = "slurm"\nranks = 2\ntimeout_s = 150\n'
+                    '[[grid]]\nname = "allreduce"\nprogram = "bench"\n'
+                    'fixed = { op = "allreduce", b = "1K", e = "64K", f = 8, n = 4, w = 1 }\n'
+                    '[[grid]]\nname = "train"\nprogram = "train"\n'
+                    'fixed = { steps = 5, warmup = 2, batch = 16 }\nsweep = { hook = ["none", "bf16"] }\n')
+        sdir = os.path.join(tmp, "study")
+        run([os.path.join(REPO, "scripts", "study"), "run", study, "--out", sdir, "--bin", os.path.dirname(model_bin())],
+            tmp, timeout=400, env=env)
+        with h5py.File(os.path.join(sdir, "study.h5"), "r") as f:
+            status = [s.decode() if isinstance(s, bytes) else str(s) for s in f["points/status"][:]]
+        check(status == ["ok"] * 3, f"slurm study: point status {status}")
+        trains = sorted(os.listdir(os.path.join(sdir, "train")))
+        check(len(trains) == 2, f"slurm study: train files {trains}")
+        for name in trains:
+            check_train_file(os.path.join(sdir, "train", name))
+        benches = os.listdir(os.path.join(sdir, "allreduce"))
+        if check(len(benches) == 1, f"slurm study: bench files {benches}"):
+            with h5py.File(os.path.join(sdir, "allreduce", benches[0]), "r") as f:
+                check(str(f.attrs["program"]) == "gradsync-bench" and int(f.attrs["nranks"]) == 2,
+                      f"slurm study: bench file {dict(f.attrs)}")
+    finally:
+        subprocess.run(cl + ["stop"], capture_output=True, timeout=120)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--case", required=True,
-                    choices=["recorder", "membership", "calibrate", "codecs", "killed", "sched", "testbed"])
+                    choices=["recorder", "membership", "calibrate", "codecs", "killed", "sched", "testbed", "slurm"])
     ap.add_argument("--keep", default=None)
     o = ap.parse_args()
     venv = os.environ.get("GRADSYNC_TORCH_VENV", os.path.join(REPO, ".venv-torch"))
@@ -740,11 +818,17 @@ def main():
     if o.case != "killed" and o.case != "membership" and not os.path.exists(model_bin()):
         print(f"SKIP: {model_bin()} not built")
         return 77
+    # A test stopped by SIGTERM (ctest's time-out, a user) still runs its `finally` blocks:
+    # the testbed and the local Slurm are taken down, the folder removed.
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, stop)
     tmp = o.keep or tempfile.mkdtemp(prefix=f"gs-torch-{o.case}-")
     os.makedirs(tmp, exist_ok=True)
     try:
         rc = {"recorder": case_recorder, "membership": case_membership, "calibrate": case_calibrate,
-              "codecs": case_codecs, "killed": case_killed, "sched": case_sched, "testbed": case_testbed}[o.case](tmp)
+              "codecs": case_codecs, "killed": case_killed, "sched": case_sched, "testbed": case_testbed,
+              "slurm": case_slurm}[o.case](tmp)
         if rc == 77:
             return 77
     finally:
