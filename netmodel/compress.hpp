@@ -91,7 +91,8 @@ struct BucketPlan {
   // Sigma of one rank's codec time from step to step, as a fraction of it (a PyTorch hook's
   // KernelRates::codec_sigma; 0: steady, gradsync's kernels): the synchronous step waits for
   // the slowest rank's codec (timeline.hpp, StepResult::straggler_s). A replay whose codec
-  // was measured keeps only the part its recorded ranks did not wait for (negative for fewer).
+  // was measured keeps only the part its recorded ranks did not wait for (negative for fewer;
+  // at one rank none is taken off the measured codec).
   double codec_sigma = 0;
 };
 

@@ -20,7 +20,8 @@ training: the ranks share the host). The recorder splits each bucket's time into
 collectives and its codec: encode = the hook call up to its first collective, decode = the rest
 (PowerSGD: its callbacks' work outside the collectives); the case's time is the median over
 the steps after `--warmup` (and after PowerSGD's start_powerSGD_iter), the slowest rank's,
-and the smallest such median over `--repeats` runs of the case.
+and the median of that over `--repeats` rounds (every case once per round, so a case's repeats
+meet the host at different moments, and a stall that lasts one run of a case stays out).
 Every case also gives `<hook>_collective/<case>`, the hook's collectives as it runs them
 (launch -> the future's completion, per collective; `collectives` a step), and
 `<hook>_allreduce/<case>`, a plain blocking torch.distributed.all_reduce of the same tensors
@@ -60,9 +61,9 @@ def options(argv):
                     help="fp16 | bf16 | powersgd:rank=R (repeatable; default: fp16, bf16 and powersgd:rank=4)")
     ap.add_argument("--steps", type=int, default=12, help="timed steps per case (default 12)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps per case after PowerSGD's start (default 3)")
-    ap.add_argument("--repeats", type=int, default=2,
-                    help="times each case is run (a fresh DDP model each time); each figure is the smallest of "
-                         "the repeats' medians (default 2)")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="rounds over all cases (a fresh DDP model each time); each figure is the median over the "
+                         "rounds of the case's median step (default 3)")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank (default 1)")
     ap.add_argument("--backend", default=None, help="gloo (default on cpu) | nccl | mpi")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -214,41 +215,44 @@ def main(argv=None):
     psgd_cases = POWERSGD_CASES[:3] + [(32, 16)] if o.quick else POWERSGD_CASES
     cast_mib = CAST_MIB[:2] if o.quick else CAST_MIB
     bench = []
+    cases = []  # (hook text, kind, params, shape, k, label, counters)
     for text, kind, params in o.hooks:
         if kind == "powersgd":
-            cases = [((side, side), k, f"{side}/{k}", {"matrix": side, "matrices": k, "rank": params["rank"]})
-                     for side, k in psgd_cases]
+            cases += [(text, kind, params, (side, side), k, f"{side}/{k}",
+                       {"matrix": side, "matrices": k, "rank": params["rank"]}) for side, k in psgd_cases]
         else:
-            cases = [((int(mib * (1 << 20)) // 4,), 1, f"{mib:g}", {"MiB": mib}) for mib in cast_mib]
-        for shape, k, label, counters in cases:
-            # A stall that lasts a whole run of a case (seen once: the bf16 hook's 16 MiB
-            # collective 54.6 ms where eight other studies' runs took 3.9-7.8 ms, 2026-12-05)
-            # stays out: each figure is the smallest over the repeats (of their medians).
-            runs = [time_case(o, dev, [shape] * k, kind, params) for _ in range(o.repeats)]
-            enc, dec, nb, coll, ncoll, plain = (min(r[i] for r in runs) for i in range(6))
-            # The codec's wait for the slowest rank: the repeats' median (a stall stays in
-            # the figures it belongs to: the codec's own time keeps the smallest).
-            wait, codec = (statistics.median(r[i] for r in runs) for i in (6, 7))
-            in_bytes = 4.0 * k * math.prod(shape)
-            parts = [("encode", enc), ("decode", dec)] + ([("collective", coll), ("allreduce", plain)] if coll > 0 else [])
-            for part, t in parts:
-                row = {"name": f"{kind}_{part}/{label}", "run_name": f"{kind}_{part}/{label}",
-                       "run_type": "iteration", "iterations": o.steps, "real_time": t * 1e9,
-                       "cpu_time": t * 1e9, "time_unit": "ns", "buckets": nb, "hook": text, **counters}
-                if part in ("collective", "allreduce"):
-                    row["collectives"] = ncoll
-                elif kind != "powersgd" and t > 0:
-                    row["bytes_per_second"] = in_bytes / t
-                bench.append(row)
-            bench.append({"name": f"{kind}_codec_wait/{label}", "run_name": f"{kind}_codec_wait/{label}",
-                          "run_type": "iteration", "iterations": o.steps, "real_time": wait * 1e9,
-                          "cpu_time": wait * 1e9, "time_unit": "ns", "buckets": nb, "hook": text,
-                          "ranks": world, "codec_s": codec, **counters})
-            if rank == 0:
-                print(f"gradsync_torch.codecs: {text:>16} {label:>8}: encode {enc * 1e3:8.3f} ms  "
-                      f"decode {dec * 1e3:8.3f} ms  {ncoll:g} collectives of {coll * 1e3:.3f} ms "
-                      f"(plain all_reduce {plain * 1e3:.3f} ms)  slowest rank's codec {wait * 1e3:+.3f} ms "
-                      f"a step beyond its median", flush=True)
+            cases += [(text, kind, params, (int(mib * (1 << 20)) // 4,), 1, f"{mib:g}", {"MiB": mib})
+                      for mib in cast_mib]
+    # Rounds over all cases: this host's speed drifts over tens of seconds (one study's codecs
+    # run, 2026-12-05 12:40 UTC, timed the fp16 hook's collectives at 1.3-2.4x another's of
+    # ten minutes before, at every size), and a stall can last a whole run of a case (the bf16 hook's 16 MiB collective once took 54.6 ms where
+    # eight other studies' runs took 3.9-7.8): each figure is the median over the rounds.
+    timed = [[] for _ in cases]
+    for _ in range(o.repeats):
+        for c, (text, kind, params, shape, k, label, counters) in enumerate(cases):
+            timed[c].append(time_case(o, dev, [shape] * k, kind, params))
+    for (text, kind, params, shape, k, label, counters), runs in zip(cases, timed):
+        enc, dec, nb, coll, ncoll, plain, wait, codec = (statistics.median(r[i] for r in runs) for i in range(8))
+        in_bytes = 4.0 * k * math.prod(shape)
+        parts = [("encode", enc), ("decode", dec)] + ([("collective", coll), ("allreduce", plain)] if coll > 0 else [])
+        for part, t in parts:
+            row = {"name": f"{kind}_{part}/{label}", "run_name": f"{kind}_{part}/{label}",
+                   "run_type": "iteration", "iterations": o.steps, "real_time": t * 1e9,
+                   "cpu_time": t * 1e9, "time_unit": "ns", "buckets": nb, "hook": text, **counters}
+            if part in ("collective", "allreduce"):
+                row["collectives"] = ncoll
+            elif kind != "powersgd" and t > 0:
+                row["bytes_per_second"] = in_bytes / t
+            bench.append(row)
+        bench.append({"name": f"{kind}_codec_wait/{label}", "run_name": f"{kind}_codec_wait/{label}",
+                      "run_type": "iteration", "iterations": o.steps, "real_time": wait * 1e9,
+                      "cpu_time": wait * 1e9, "time_unit": "ns", "buckets": nb, "hook": text,
+                      "ranks": world, "codec_s": codec, **counters})
+        if rank == 0:
+            print(f"gradsync_torch.codecs: {text:>16} {label:>8}: encode {enc * 1e3:8.3f} ms  "
+                  f"decode {dec * 1e3:8.3f} ms  {ncoll:g} collectives of {coll * 1e3:.3f} ms "
+                  f"(plain all_reduce {plain * 1e3:.3f} ms)  slowest rank's codec {wait * 1e3:+.3f} ms "
+                  f"a step beyond its median", flush=True)
     if rank == 0:
         doc = {"context": {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                            "host_name": h5out.hostname(), "executable": "gradsync_torch.codecs",
