@@ -74,13 +74,20 @@ MeasuredStep measured_step(const TrainStepRow& row, const TrainRun& run) {
   return m;
 }
 
-// --compute-from: for each tensor of `run` (by /model name), the bucket it went to in `ref`.
+// --compute-from: for each tensor of `run` (by /model name), the bucket it went to in `ref`,
+// and how long before that bucket's median ready time its gradient was ready in ref
+// (/model/tensor_ready_s; 0 without it: the bucket's ready time stands for its tensors).
 // Both runs must be the same model (every tensor of run in ref, same element count).
-std::vector<int64_t> ref_buckets(const TrainRun& run, const TrainRun& ref) {
+struct RefTensor {
+  int64_t bucket = 0;
+  double before_s = 0;
+};
+
+std::vector<RefTensor> ref_tensors(const TrainRun& run, const TrainRun& ref) {
   GS_USAGE_CHECK(!ref.tensors.empty(), ref.path, ": --compute-from needs /model (tensor names and buckets) in the file");
   GS_USAGE_CHECK(!run.tensors.empty(), run.path,
                  ": --compute-from needs /model (tensor names and buckets) in every compared file");
-  std::vector<int64_t> out;
+  std::vector<RefTensor> out;
   for (const auto& t : run.tensors) {
     const auto it = std::find_if(ref.tensors.begin(), ref.tensors.end(),
                                  [&](const TrainTensor& r) { return r.name == t.name; });
@@ -88,7 +95,10 @@ std::vector<int64_t> ref_buckets(const TrainRun& run, const TrainRun& ref) {
                        static_cast<std::size_t>(it->bucket) < ref.bucket_bytes.size(),
                    run.path, ": tensor '", t.name, "' (", t.numel, " elements) is not in the --compute-from run ",
                    ref.path, " (another model?)");
-    out.push_back(it->bucket);
+    const auto rb = static_cast<std::size_t>(it->bucket);
+    const double bucket_ready = rb < ref.bucket_ready_s.size() ? ref.bucket_ready_s[rb] : std::nan("");
+    const double before = std::isfinite(it->ready_s) && std::isfinite(bucket_ready) ? bucket_ready - it->ready_s : 0.0;
+    out.push_back({it->bucket, std::max(0.0, before)});
   }
   return out;
 }
@@ -127,7 +137,7 @@ StepResult replay_recorded(const TrainRun& run, const PredictConfig& c, const Fa
                  ": compute=real needs /steps/forward_s and /steps/backward_s");
   GS_USAGE_CHECK(!run.bucket_bytes.empty(), run.path, ": compute=real needs /buckets (sizes and ready times)");
   GS_USAGE_CHECK(!ref || !ref->bucket_bytes.empty(), src.path, ": --compute-from needs /buckets (ready times)");
-  const std::vector<int64_t> from = ref ? ref_buckets(run, *ref) : std::vector<int64_t>{};
+  const std::vector<RefTensor> from = ref ? ref_tensors(run, *ref) : std::vector<RefTensor>{};
   const Compressor comp(c.compress);
   const DType precision = plan::parse_precision(c.precision);
   const int e = static_cast<int>(dtype_size(precision));
@@ -226,11 +236,16 @@ StepResult replay_recorded(const TrainRun& run, const PredictConfig& c, const Fa
   st.comm_preempts_compute = c.comm_preempts;
   auto simulate = [&](MeasuredStep m) {
     if (ref) {
-      // ref's per-bucket ready times onto run's buckets: the latest of each bucket's tensors.
+      // ref's ready times onto run's buckets: a tensor is ready its recorded lead before its
+      // ref bucket's ready time this step (the lead scaled with this step's backward), and a
+      // bucket of run when the latest of its tensors is.
+      const double ref_bwd = ref->backward_s / std::max(1, ref->config.accumulate);
+      const double scale = ref_bwd > 0 && m.backward_s > 0 ? m.backward_s / ref_bwd : 1.0;
       std::vector<double> ready(nb, -std::numeric_limits<double>::infinity());
       for (std::size_t i = 0; i < run.tensors.size(); ++i) {
-        const auto rb = static_cast<std::size_t>(from[i]);
-        const double t = rb < m.ready_s.size() && !std::isnan(m.ready_s[rb]) ? m.ready_s[rb] : ref->bucket_ready_s[rb];
+        const auto rb = static_cast<std::size_t>(from[i].bucket);
+        const double t = (rb < m.ready_s.size() && !std::isnan(m.ready_s[rb]) ? m.ready_s[rb] : ref->bucket_ready_s[rb]) -
+                         from[i].before_s * scale;
         const auto b = static_cast<std::size_t>(run.tensors[i].bucket);
         if (b < nb) ready[b] = std::max(ready[b], t);
       }

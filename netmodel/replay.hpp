@@ -48,8 +48,9 @@ namespace gradsync::netmodel {
 // Predicts `run` priced under `c` (run.config itself for a plain compare; c.fabric and
 // c.intra are resolved by the caller into `fabric`). With `ref` (compare --compute-from
 // REF): the steps replayed are ref's -- its data, forward, backward, optimizer and reducer
-// time, and each tensor's gradient ready time (the ready time of the bucket it went to in
-// ref, by /model name) -- while the buckets are run's and the compressor, algorithm and shape
+// time, and each tensor's gradient ready time (by /model name: the ready time of the
+// bucket it went to in ref, less how much earlier the tensor itself was ready there where ref
+// records it, /model/tensor_ready_s, scaled with the step's backward) -- while the buckets are run's and the compressor, algorithm and shape
 // c's. A bucket of run is ready when its last tensor is. The codec is modelled then (device
 // or kernel rates), as no codec of run is measured. ref may have another shape than c (a
 // what-if); both must be the same model. UsageError naming the file for what is missing.

@@ -256,6 +256,9 @@ TrainRun read_train_file(const std::string& path) {
     const auto shape = r.read_int("/model/tensor_shape");
     const auto names = r.exists("/model/tensor_names") ? r.read_strings("/model/tensor_names") : std::vector<std::string>{};
     const auto bucket = r.exists("/model/tensor_bucket") ? r.read_int("/model/tensor_bucket") : std::vector<int64_t>{};
+    const auto ready = r.exists("/model/tensor_ready_s") ? r.read_double("/model/tensor_ready_s") : std::vector<double>{};
+    GS_USAGE_CHECK(ready.empty() || ready.size() == numel.size(), path, ": /model/tensor_ready_s has ", ready.size(),
+                   " entries, /model/tensor_numel ", numel.size());
     GS_USAGE_CHECK(ndim.size() == numel.size(), path, ": /model/tensor_ndim has ", ndim.size(),
                    " entries, /model/tensor_numel ", numel.size());
     std::size_t pos = 0;
@@ -264,6 +267,7 @@ TrainRun read_train_file(const std::string& path) {
       t.name = i < names.size() ? names[i] : "";
       t.numel = numel[i];
       t.bucket = i < bucket.size() ? bucket[i] : -1;
+      if (i < ready.size()) t.ready_s = ready[i];
       GS_USAGE_CHECK(ndim[i] >= 0 && pos + static_cast<std::size_t>(ndim[i]) <= shape.size(), path,
                      ": /model/tensor_shape is too short for /model/tensor_ndim");
       int64_t prod = 1;

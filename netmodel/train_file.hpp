@@ -41,6 +41,10 @@ struct TrainTensor {
   int64_t numel = 0;
   std::vector<int64_t> shape;  // empty for a scalar
   int64_t bucket = -1;         // /model/tensor_bucket (-1 when absent)
+  // /model/tensor_ready_s: rank 0's median over the steps after warmup of the moment its
+  // gradient was ready, from the step's start (as /buckets/ready_s); NaN when absent (the
+  // PyTorch recorder writes it since 2026-12-05; gradsync-train does not).
+  double ready_s = std::numeric_limits<double>::quiet_NaN();
 };
 
 // One step after warmup, as recorded (NaN where a column is absent).

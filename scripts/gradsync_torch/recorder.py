@@ -47,6 +47,9 @@ Approach (nothing in the user's loop changes; everything comes from hooks):
     compressing hook; NaN where a collective of the step could not be attributed (a hook
     that launches collectives from its callbacks while buckets overlap: PowerSGD on NCCL).
     The trace draws the collectives as "all-reduce bucket k" and the rest as "codec bucket k".
+  * tensor ready (/model/tensor_ready_s): a post-accumulate-grad hook on every parameter
+    stamps when its gradient is ready; rank 0's median over the steps after warmup, from the
+    step's start;
   * bucket membership (/model/tensor_bucket): GradBucket.parameters() of each bucket in the
     first three recorded steps (pg: of the reducer's buckets, _get_zeros_like_grad_buckets),
     i.e. DDP's own assignment after its rebuild at step 1 (DDP does not change it later).
@@ -225,6 +228,15 @@ class Recorder:
 
         model.register_forward_pre_hook(self._fwd_pre)
         model.register_forward_hook(self._fwd_post)
+        # Each parameter's gradient ready time (after autograd accumulated it: the moment DDP
+        # marks it ready), for /model/tensor_ready_s: a prediction of this run's compute
+        # under other buckets places each tensor where it was ready, not at the end of the
+        # bucket it went to here. One Python call per parameter per step;
+        # GRADSYNC_TORCH_TENSOR_READY=0 leaves them out (and the column).
+        self.tensor_ready = os.environ.get("GRADSYNC_TORCH_TENSOR_READY", "1") != "0"
+        if self.tensor_ready:
+            for i, p in enumerate(self.params):
+                p.register_post_accumulate_grad_hook(lambda _p, i=i: self._grad_ready(i))
         optimizer.register_step_pre_hook(self._opt_pre)
         optimizer.register_step_post_hook(self._opt_post)
         # Without a hook of the user's, with overlap: the native hook (DDP's all-reduce,
@@ -243,7 +255,7 @@ class Recorder:
 
     def _new_step(self, t):
         self.cur = {"start": t, "fwd": math.nan, "bwd": math.nan, "bwd_end": math.nan,
-                    "bwd_done": math.nan, "opt": math.nan, "end": math.nan, "encode": 0.0, "colls": [],
+                    "bwd_done": math.nan, "opt": math.nan, "end": math.nan, "encode": 0.0, "colls": [], "tready": {},
                     "unattributed": 0}
         self.cur_buckets = []
 
@@ -275,6 +287,9 @@ class Recorder:
         if math.isnan(self.cur["bwd"]):
             self.cur["bwd"] = now()
         return grad
+
+    def _grad_ready(self, i):
+        self.cur["tready"][i] = now()
 
     def _bwd_done(self):
         self.cur["bwd_done"] = now()
@@ -490,6 +505,7 @@ class Recorder:
                 "encode_s": s["encode"],
                 "decode_s": self._decode_s(s, bs),
                 "buckets": brows,
+                "tready": [s["tready"].get(i, math.nan) - t0 for i in range(len(self.params))],
                 "abs": [s["start"], s["fwd"], s["bwd"], bwd_end, s["opt"], s["end"]],
             })
         return rows
@@ -643,6 +659,19 @@ class Recorder:
             h5out.write_dataset(f, "model/tensor_shape", [d for s in shapes for d in s], "int")
             h5out.write_dataset(f, "model/tensor_bucket", [self.membership.get(i, -1) for i in range(len(self.params))],
                                 "int")
+            # Rank 0's median over the steps after warmup of each gradient's ready time, from
+            # the step's start (as /buckets/ready_s).
+            if self.tensor_ready:
+                h5out.write_dataset(f, "model/tensor_ready_s", _tensor_ready(rows0[attrs["warmup_steps"]:],
+                                                                             len(self.params)), "float")
+
+
+def _tensor_ready(rows, n):
+    out = []
+    for i in range(n):
+        v = sorted(r["tready"][i] for r in rows if not math.isnan(r["tready"][i]))
+        out.append((v[len(v) // 2] + v[(len(v) - 1) // 2]) / 2 if v else math.nan)
+    return out
 
 
 def record(model, optimizer, out, **kwargs):

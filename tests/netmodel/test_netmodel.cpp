@@ -1674,7 +1674,7 @@ struct ModelTensor {
   std::vector<int64_t> shape;
   int64_t bucket;
 };
-void write_model(h5::Writer& w, const std::vector<ModelTensor>& ts) {
+void write_model(h5::Writer& w, const std::vector<ModelTensor>& ts, const std::vector<double>& ready = {}) {
   std::vector<std::string> names;
   std::vector<int64_t> tn, nd, sh, bk;
   for (const auto& t : ts) {
@@ -1691,6 +1691,7 @@ void write_model(h5::Writer& w, const std::vector<ModelTensor>& ts) {
   w.write("/model/tensor_ndim", nd);
   w.write("/model/tensor_shape", sh);
   w.write("/model/tensor_bucket", bk);
+  if (!ready.empty()) w.write("/model/tensor_ready_s", ready);
 }
 
 // /ranks of 2 ranks (30 steps): the truth's phases, rank 1's backward `skew` longer than
@@ -2264,6 +2265,31 @@ TEST(Compare, ComputeFromAnotherRun) {
   EXPECT_EQ(compare_json(from).dump().find("\"compute_from\":null"), std::string::npos);
   EXPECT_NE(compare_json(own).dump().find("\"compute_from\":null"), std::string::npos);
   EXPECT_NE(compare_table(from).find("# * compute from " + ref), std::string::npos);
+
+  // REF records when each tensor itself was ready (/model/tensor_ready_s): conv.bias 6 ms
+  // before its bucket. A run that puts conv.bias in a bucket of its own has that bucket
+  // ready then, not with conv.weight at the end of backward.
+  const auto ref_ready = [&ts](h5::Writer& w) {
+    std::vector<ModelTensor> mt;
+    for (const auto& t : ts) mt.push_back({t.name, {t.numel}, t.ref_bucket});
+    write_model(w, mt, {0.030, 0.024, 0.018, 0.018});
+  };
+  const auto split = [&ts](h5::Writer& w) {
+    std::vector<ModelTensor> mt;
+    for (const auto& t : ts) mt.push_back({t.name, {t.numel}, t.name == "conv.weight" ? 2 : t.name == "conv.bias" ? 1 : 0});
+    write_model(w, mt);
+  };
+  StepResult split_truth = run_truth;
+  split_truth.buckets = {bucket(4 * 20010, 0.030), bucket(4 * 16, 0.045), bucket(4 * 4000, 0.060)};
+  const std::string refr = train_file("from-ref-ready.h5", c, "real", ref_truth, 0.0, 5, ref_ready);
+  const std::string runs = train_file("from-split.h5", c, "real", split_truth, 0.0, 5, split);
+  const CompareReport by_tensor = compare_runs({runs}, "shm-local", "", "", "", refr);
+  const CompareReport by_bucket = compare_runs({runs}, "shm-local", "", "", "", ref);
+  ASSERT_EQ(by_tensor.rows[0].predicted.buckets.size(), 3u);
+  EXPECT_NEAR(by_bucket.rows[0].predicted.buckets[1].ready_s, 0.030, 1e-9);
+  EXPECT_NEAR(by_tensor.rows[0].predicted.buckets[1].ready_s, 0.024, 1e-9);
+  EXPECT_NEAR(by_tensor.rows[0].predicted.buckets[2].ready_s, 0.030, 1e-9);
+  EXPECT_NEAR(by_tensor.rows[0].predicted.buckets[0].ready_s, 0.018, 1e-9);
 
   // Another model (a tensor REF lacks) or another rank count: refused, naming both files.
   const std::string other = train_file("from-other.h5", c, "real", run_truth, 0.0, 5, model(false, "head.bias"));

@@ -151,6 +151,20 @@ def check_train_file(path, nranks=2):
         check(int(numel.sum()) * 4 == int(np.sum(f["buckets/bytes"][:][last])), "/model numel x 4 == bucket bytes")
         check(np.all(tb >= 0) and np.all(tb < nb), "every tensor in a bucket")
         check(int(np.sum(f["model/tensor_ndim"][:])) == f["model/tensor_shape"].shape[0], "tensor_shape length")
+        # Each gradient is ready after forward and no later than DDP hands its bucket over
+        # (rank 0's medians after warmup; the bucket's own median + 0.5 ms of slack).
+        if check("model/tensor_ready_s" in f and f["model/tensor_ready_s"].shape == numel.shape,
+                 f"{path}: /model/tensor_ready_s missing or not [{numel.size}]"):
+            tr = f["model/tensor_ready_s"][:]
+            warm = step >= int(a["warmup_steps"])
+            bready = [float(np.median(ready[warm & (bucket == b)])) for b in range(nb)]
+            # Rank 0's forward end (the means over ranks hold another rank's waits).
+            d0 = f["ranks/data_s"][:, 0] + f["ranks/forward_s"][:, 0] if "ranks/data_s" in f else \
+                f["steps/data_s"][:] + f["steps/forward_s"][:]
+            fwd_end = float(np.median(d0[int(a["warmup_steps"]):]))
+            late = [i for i in range(tr.size) if not (0.8 * fwd_end < tr[i] <= bready[tb[i]] + 5e-4)]
+            check(not late, f"tensor ready {tr} within rank 0's forward end {fwd_end} .. their buckets' ready "
+                  f"{bready} (tensors {late})")
         return dict(a), f["steps/loss"][:]
 
 
