@@ -106,22 +106,6 @@ double backward_slowdown_in_flight(const Fabric& fabric, double g, double c, boo
   return beside > 0 ? alone / beside : std::numeric_limits<double>::infinity();
 }
 
-namespace {
-
-// The step's wait for the slowest rank's codec (StepResult::straggler_s).
-double codec_wait(const std::vector<Bucket>& buckets, int ranks) {
-  double jitter = 0;
-  for (const auto& b : buckets) {
-    if (b.plan.codec_sigma == 0) continue;
-    double codec = b.plan.tail_s;
-    for (const auto& ph : b.plan.phases) codec += ph.compute_s;
-    jitter += b.plan.codec_sigma * codec;
-  }
-  return expected_max_std_normal(ranks) * jitter;
-}
-
-}  // namespace
-
 StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, const Fabric& fabric,
                          const NetConfig& net, const StepConfig& st, int64_t samples_per_epoch, bool keep) {
   GS_USAGE_CHECK(net.nodes >= 1, "option --nodes must be >= 1, got ", net.nodes);
@@ -141,7 +125,7 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
   const double straggler = (w.rank_jitter > 0 ? expected_max_std_normal(topo.ranks()) * w.rank_jitter *
                                                    (k * (w.forward_s + w.backward_s) + w.optimizer_s)
                                              : 0.0) +
-                           w.rank_wait_s + codec_wait(buckets, topo.ranks());
+                           w.rank_wait_s;
 
   // A shaped inter-node link: collectives spend tokens (the bytes one rank sends, nccl-tests'
   // bus factor x size), which refill at the sustained rate.
@@ -218,6 +202,7 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
     int next = 0;  // next bucket the comm stream will take
     bool busy = false;
     double last_end = bwd_end;
+    double codec_jitter = 0;  // sum over buckets of codec_sigma x the bucket's codec time
     while (!events.empty()) {
       const Event e = events.top();
       events.pop();
@@ -239,6 +224,7 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
         t += c;
       }
       const double start = e.t, end = start + codec + comm;
+      codec_jitter += bk.plan.codec_sigma * codec;
       r.comm_total_s += codec + comm;
       r.bytes_sent += bk.plan.wire_bytes;
       if (keep) {
@@ -269,7 +255,8 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
     }
     r.comm_exposed_s = std::max(0.0, last_end - bwd_end);
     r.reducer_s = w.reducer_per_step_s + w.reducer_per_bucket_s * nb;
-    r.straggler_s = straggler;
+    // The wait for the slowest rank's codec (StepResult::straggler_s) on top of the compute's.
+    r.straggler_s = straggler + (codec_jitter != 0 ? expected_max_std_normal(topo.ranks()) * codec_jitter : 0.0);
     const double compute_part = bwd_end + r.comm_exposed_s + r.optimizer_s + r.reducer_s + r.straggler_s;
 
     // Data loading (per micro-step batch x data_time_s of work).

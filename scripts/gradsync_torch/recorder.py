@@ -81,6 +81,7 @@ of the tables (O(steps x buckets) floats per rank).
 import json
 import math
 import os
+import statistics
 import threading
 import time
 
@@ -669,8 +670,8 @@ class Recorder:
 def _tensor_ready(rows, n):
     out = []
     for i in range(n):
-        v = sorted(r["tready"][i] for r in rows if not math.isnan(r["tready"][i]))
-        out.append((v[len(v) // 2] + v[(len(v) - 1) // 2]) / 2 if v else math.nan)
+        v = [r["tready"][i] for r in rows if not math.isnan(r["tready"][i])]
+        out.append(statistics.median(v) if v else math.nan)
     return out
 
 

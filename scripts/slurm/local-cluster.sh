@@ -57,6 +57,10 @@ need_tools() {
 sbin() { command -v "$1" 2>/dev/null || echo "/usr/sbin/$1"; }
 
 conf() { echo "$DIR/slurm.conf"; }
+# The node's CPUs. GNU nproc honours OMP_NUM_THREADS / OMP_THREAD_LIMIT: with
+# OMP_NUM_THREADS=1 in the environment (common in batch scripts, and ctest's torch tests)
+# the node would get 1 CPU and a 2-task step would ask for 2 nodes and never start.
+node_cpus() { env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc; }
 clients() { SLURM_CONF=$(conf) "$@"; }
 
 # pid_alive NAME: the pid in DIR/run/NAME.pid if that process is alive and is NAME.
@@ -97,10 +101,7 @@ port_in_use() {
 write_conf() {
   local node cpus
   node=$(hostname -s)
-  # GNU nproc honours OMP_NUM_THREADS / OMP_THREAD_LIMIT: with OMP_NUM_THREADS=1 in the
-  # environment (common in batch scripts, and ctest's torch tests) the node would get 1 CPU
-  # and a 2-task step would ask for 2 nodes and never start.
-  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+  cpus=$(node_cpus)
   cat >"$(conf)" <<EOF
 # Written by scripts/slurm/local-cluster.sh start ($(date -u +%Y-%m-%dT%H:%M:%SZ)); removed by stop.
 ClusterName=$CLUSTER
@@ -219,7 +220,7 @@ cmd_start() {
   # shellcheck disable=SC2034  # read by the EXIT trap
   START_DONE=1
   trap - EXIT INT TERM
-  say "Slurm cluster '$CLUSTER' is up in $((SECONDS - t0))s: node $(hostname -s) ($(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) CPUs), partition gs," \
+  say "Slurm cluster '$CLUSTER' is up in $((SECONDS - t0))s: node $(hostname -s) ($(node_cpus) CPUs), partition gs," \
     "ports $CTLD_PORT/$SLURMD_PORT, dir $DIR"
   echo "export SLURM_CONF=$(conf)"
 }
