@@ -14,6 +14,8 @@ namespace gradsync::netmodel {
 namespace {
 
 struct MeasuredStep {
+  // data_s and forward_s: the step's, all micro-steps; backward_s: one micro-step's;
+  // bwd_start_s: the synchronized backward's start.
   double data_s = 0, forward_s = 0, backward_s = 0, bwd_start_s = 0, optimizer_s = 0, reducer_s = 0;
   double encode_s = 0, decode_s = 0;  // measured codec time (NaN: not measured)
   double codec_s = 0;  // rank 0's buckets' codec time (/buckets/codec_s; NaN: not measured)
@@ -256,7 +258,10 @@ StepResult replay_recorded(const TrainRun& run, const PredictConfig& c, const Fa
     if (codec_modelled) m.encode_s = m.decode_s = m.codec_s = std::numeric_limits<double>::quiet_NaN();
     Workload w;
     w.model = c.model;
-    w.forward_s = m.forward_s;
+    // Per micro-step, as the workload's (simulate_step runs `accumulate` forward + backward
+    // pairs): the recorded forward_s is the step's sum over its micro-steps, backward_s
+    // already one micro-step's (measured_step).
+    w.forward_s = m.forward_s / std::max(1, src.config.accumulate);
     w.backward_s = m.backward_s;
     w.optimizer_s = m.optimizer_s;
     w.reducer_per_step_s = m.reducer_s;

@@ -11,7 +11,9 @@ each rank draws its own batches (seeded by seed, rank and step), so the loss fal
 held-out accuracy at the end says the run learned. Options choose the DDP bucket size,
 the communication hook (none, fp16, bf16, powersgd:rank=R[,start=K]), overlap (default) or
 communication after backward (--no-overlap, the recorder defers every bucket to the end of
-backward), autocast (--amp: bf16 on CPU, fp16 + GradScaler on CUDA).
+backward), autocast (--amp: bf16 on CPU, fp16 + GradScaler on CUDA), gradient accumulation
+(--accumulate K: K micro-steps of --batch samples per optimizer step, the first K-1 under
+DDP's no_sync()).
 Cost: about 1.15 M parameters (4.6 MB of fp32 gradients) at the default --width 32.
 --no-record runs the same loop without the recorder; both modes print the median step time
 measured by the loop itself (gradsync_torch.overhead measures the recorder's cost).
@@ -60,6 +62,9 @@ def add_options(ap, loop=True):
     ap.add_argument("--amp", action="store_true", help="autocast (bf16 on CPU, fp16 + GradScaler on CUDA)")
     if loop:
         ap.add_argument("--steps", type=int, default=40)
+        ap.add_argument("--accumulate", type=int, default=1,
+                        help="micro-steps per optimizer step, of --batch samples each: gradient accumulation "
+                        "under DDP's no_sync(), the last one synchronizes (default 1)")
     ap.add_argument("--warmup", type=int, default=5,
                     help="steps left out of the file's statistics (default 5)" if loop else
                     "untimed steps of each copy before the blocks (default 5)")
@@ -86,7 +91,7 @@ def check_options(ap, o):
     except ValueError as e:
         ap.error(str(e))
     steps = getattr(o, "steps", None)  # None: a program without the loop's --steps
-    for name in ("steps", "batch", "width", "image", "threads"):
+    for name in ("steps", "accumulate", "batch", "width", "image", "threads"):
         if getattr(o, name, None) is not None and getattr(o, name) < 1:
             ap.error(f"option --{name}: must be >= 1, got {getattr(o, name)}")
     if o.bucket_mb <= 0:
@@ -172,20 +177,32 @@ class Stepper:
         self.scaler = torch.amp.GradScaler("cuda") if (o.amp and o.device == "cuda") else None
         self.dtype = torch.float16 if o.device == "cuda" else torch.bfloat16
 
-    def __call__(self, model, opt, x, y):
-        import torch
-        import torch.nn.functional as F
-        with torch.autocast(self.o.device, dtype=self.dtype, enabled=self.o.amp):
-            loss = F.cross_entropy(model(x), y)
+    def __call__(self, model, opt, x, y, early=()):
+        """One optimizer step on (x, y); `early`: the batches of the micro-steps before it
+        (gradient accumulation: their backward under DDP's no_sync(), the last one's
+        synchronizes; each loss divided by the micro-step count). Returns the last loss."""
+        k = len(early) + 1
+        for xe, ye in early:
+            with model.no_sync():
+                self._backward(self._loss(model, xe, ye), k)
+        loss = self._loss(model, x, y)
+        self._backward(loss, k)
         if self.scaler is not None:
-            self.scaler.scale(loss).backward()
             self.scaler.step(opt)
             self.scaler.update()
         else:
-            loss.backward()
             opt.step()
         opt.zero_grad(set_to_none=True)
         return loss
+
+    def _loss(self, model, x, y):
+        import torch
+        import torch.nn.functional as F
+        with torch.autocast(self.o.device, dtype=self.dtype, enabled=self.o.amp):
+            return F.cross_entropy(model(x), y)
+
+    def _backward(self, loss, k):
+        (loss / k if self.scaler is None else self.scaler.scale(loss / k)).backward()
 
 
 def wrap(o, dev, net):
@@ -249,8 +266,10 @@ def main(argv=None):
     if rec is not None:
         rec.start()
     for step in range(o.steps):
-        x, y = batch(step, rank, o.batch)
-        loss = step_fn(model, opt, x, y)
+        k = o.accumulate
+        early = [batch(step * k + i, rank, o.batch) for i in range(k - 1)]
+        x, y = batch(step * k + k - 1, rank, o.batch)
+        loss = step_fn(model, opt, x, y, early)
         if rec is not None:
             rec.note_loss(loss)
         t = time.perf_counter()

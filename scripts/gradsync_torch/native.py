@@ -15,6 +15,7 @@ changes). GRADSYNC_TORCH_NATIVE_HOOK=0 turns it off (the recorder then uses its 
 and says so in the file: recorder_hook = python); GRADSYNC_TORCH_NATIVE_HOOK=hook asks for
 the C++ communication hook where the process-group hooks exist (for A/B runs).
 """
+import itertools
 import logging
 import os
 import sys
@@ -65,7 +66,7 @@ def load(rank=None):
     return _module
 
 
-_next_id = [0]
+_next_id = itertools.count(1)
 
 
 def install(model, rank):
@@ -79,8 +80,7 @@ def install(model, rank):
         module = load(rank)
         if mode() == "auto" and hasattr(module, "install_observer") and hasattr(model.process_group,
                                                                                  "register_pre_hook"):
-            _next_id[0] += 1
-            log, observer = module.install_observer(model.process_group, HOOK_ID_BASE + _next_id[0])
+            log, observer = module.install_observer(model.process_group, HOOK_ID_BASE + next(_next_id))
             return "pg", log, observer
         return "native", module.install(model.reducer, model.process_group), None
     except Exception as e:  # no compiler, no headers, a torch without the C++ API: the Python hook

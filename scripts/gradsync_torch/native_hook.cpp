@@ -89,6 +89,12 @@ class BucketLog : public std::enable_shared_from_this<BucketLog> {
       if (self->first_grad_ == 0) self->first_grad_ = now_s();
     });
   }
+  // Whether a first gradient was stamped since the last take(): a backward ran (the recorder
+  // asks when a second forward comes within one optimizer step).
+  bool grad_seen() {
+    std::lock_guard<std::mutex> g(mu_);
+    return first_grad_ != 0;
+  }
   // ([(index, bytes, ready, start, end, last, params or None, buffer)], [backward-done times],
   // first-gradient time or 0); clears them.
   // A future's waiters wake before its callbacks run (c10::ivalue::Future::markCompleted),
@@ -290,6 +296,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   py::class_<BucketLog, std::shared_ptr<BucketLog>>(m, "BucketLog")
       .def("take", &BucketLog::take, py::arg("wait_s") = 0.0)
       .def("stamp_first_grad", &BucketLog::stamp_first_grad, py::arg("output"))
+      .def_property_readonly("grad_seen", &BucketLog::grad_seen)
       .def_property(
           "want_params", [](const BucketLog& l) { return l.want_params.load(); },
           [](BucketLog& l, bool v) { l.want_params.store(v); })

@@ -62,7 +62,13 @@ Approach (nothing in the user's loop changes; everything comes from hooks):
 Wire precision: torch.autocast leaves gradients and their all-reduce in fp32, so the file
 says precision = fp32 and amp = bf16|fp16|none; a cast hook (fp16/bf16) is the compressor
 of that name, PowerSGD is powersgd:rank=R,start=K (gradsync's spec, netmodel/compress.cpp).
-Limits: one backward per optimizer step (accumulate = 1), the default process group.
+Gradient accumulation: micro-steps whose backward runs under DDP's no_sync(), the last one
+synchronized (as gradsync-train --accumulate K): `accumulate` = micro-steps per optimizer step
+(the most common count after warmup), data_s, forward_s and backward_s summed over them (a
+micro-step's backward under no_sync() ends with autograd's queue: a callback queued at its
+start), the buckets and tensor ready times the synchronized backward's, from the step's start.
+Limits: a step that synchronizes in more than one backward (accumulation without no_sync())
+is refused at close (one line, no file); the default process group.
 PowerSGD on gloo runs its buckets one at a time (serial_buckets = 1; see __init__).
 
 Cost: per step, a tensor hook on the output and the optimizer's and forward's hooks (with
@@ -78,10 +84,12 @@ one too) and a few perf_counter() reads; with a compressing hook or serial bucke
 async all_reduce one more callback (the collective's end). At close one all_gather_object
 of the tables (O(steps x buckets) floats per rank).
 """
+import collections
 import json
 import math
 import os
 import statistics
+import sys
 import threading
 import time
 
@@ -226,6 +234,7 @@ class Recorder:
         self.losses = []
         self._new_step(now())
         self._pending = []    # --no-overlap: (bucket, future) handed over, not launched yet
+        self._warned_syncs = False
 
         model.register_forward_pre_hook(self._fwd_pre)
         model.register_forward_hook(self._fwd_post)
@@ -257,13 +266,20 @@ class Recorder:
     def _new_step(self, t):
         self.cur = {"start": t, "fwd": math.nan, "bwd": math.nan, "bwd_end": math.nan,
                     "bwd_done": math.nan, "opt": math.nan, "end": math.nan, "encode": 0.0, "colls": [], "tready": {},
-                    "unattributed": 0}
+                    "unattributed": 0,
+                    # Every training forward of the step (gradient accumulation gives several):
+                    # its start and end, whether DDP synchronizes its backward (not under
+                    # no_sync()), and, under no_sync(), its backward's start and end (Python
+                    # stamps); _micro_steps() sorts them out at close. "syncs": the backwards
+                    # that handed DDP's last bucket over (one per step under no_sync()).
+                    "recs": [], "syncs": 0}
         self.cur_buckets = []
 
     def _fwd_pre(self, module, args):
         if not module.training or not torch.is_grad_enabled():
             return
-        self.cur["fwd"] = now()
+        t = now()
+        self.cur["recs"].append({"fwd": t, "fwd_end": math.nan, "sync": True, "bwd": math.nan, "end": math.nan})
         if self._observer is not None:
             self._observer.armed = True
         if self.batch_per_rank is None:
@@ -276,9 +292,14 @@ class Recorder:
         if not module.training or not torch.is_grad_enabled():
             return
         outs = output if isinstance(output, (tuple, list)) else [output]
+        rec = self.cur["recs"][-1] if self.cur["recs"] else {}
+        rec["fwd_end"] = now()
+        rec["sync"] = getattr(self.model, "require_backward_grad_sync", True)
         for o in outs:
             if torch.is_tensor(o) and o.requires_grad:
-                if self._native is not None:
+                if not rec["sync"]:  # under no_sync(): no bucket marks its backward
+                    o.register_hook(lambda grad, rec=rec: self._local_bwd_start(rec, grad))
+                elif self._native is not None:
                     self._native.stamp_first_grad(o)  # C++ hook; read at take()
                 else:
                     o.register_hook(self._bwd_start)
@@ -287,6 +308,21 @@ class Recorder:
     def _bwd_start(self, grad):
         if math.isnan(self.cur["bwd"]):
             self.cur["bwd"] = now()
+        return grad
+
+    def _synced(self, n=1):
+        """n backwards whose buckets DDP handed over: one per optimizer step, else said once."""
+        self.cur["syncs"] += n
+        if self.cur["syncs"] >= 2 and not self._warned_syncs:
+            self._warned_syncs = True
+            print(f"gradsync_torch.record: rank {self.rank}: a step synchronizes gradients in more than one backward "
+                  "(accumulation without DDP's no_sync()); close() will write no file", file=sys.stderr, flush=True)
+
+    def _local_bwd_start(self, rec, grad):
+        """A micro-step under DDP's no_sync(): its backward ends when autograd's queue does."""
+        if math.isnan(rec["bwd"]):
+            rec["bwd"] = now()
+            torch.autograd.Variable._execution_engine.queue_callback(lambda: rec.__setitem__("end", now()))
         return grad
 
     def _grad_ready(self, i):
@@ -326,8 +362,9 @@ class Recorder:
             self.cur_buckets.append([idx, nbytes, ready, start, end if end > 0 else math.nan, []])
             if last:
                 self.cur["bwd_end"] = ready
-        if done:
+        if done:  # one end-of-backward callback per backward that DDP synchronized
             self.cur["bwd_done"] = max(done)
+            self._synced(len(done))
         # DDP's final assignment: the first three recorded steps (see _remember).
         self._native.want_params = len(self.steps) + 1 < MEMBERSHIP_STEPS
 
@@ -430,6 +467,7 @@ class Recorder:
         last = bucket.is_last()
         if last:
             self.cur["bwd_end"] = row[2]
+            self._synced()
             # Queued after DDP's own end-of-backward callback (queued at its first gradient):
             # runs when DDP has waited for every bucket and written the gradients back.
             torch.autograd.Variable._execution_engine.queue_callback(self._bwd_done)
@@ -465,10 +503,44 @@ class Recorder:
 
     # ---- the file ----------------------------------------------------------------------------
 
+    @staticmethod
+    def _micro_steps(s):
+        """The step's forwards sorted out: the synchronized one (it owns the backward that
+        started at s["bwd"]: the last synchronizing forward before it), the micro-steps under
+        no_sync() before it (forward and backward), and forwards without a backward (forward
+        time). {"fwd": the synchronized forward's start, "data", "fwd_sum", "bwd_sum" (the
+        earlier ones' waits before their forwards, up to and including the synchronized one's,
+        and their forward and backward), "micro" (micro-steps with a backward), "spans"
+        (absolute [forward, backward, end] of the earlier ones, for the trace)}. Forwards after
+        the synchronized backward stay in the step's tail (reducer_s)."""
+        recs = s["recs"]
+        if not recs:
+            return {"fwd": s["fwd"], "data": math.nan, "fwd_sum": 0.0, "bwd_sum": 0.0, "micro": 1, "spans": []}
+        sync = [i for i, r in enumerate(recs) if r["sync"]]
+        before = [i for i in sync if not math.isnan(s["bwd"]) and recs[i]["fwd"] <= s["bwd"]]
+        own = before[-1] if before else (sync[-1] if sync else len(recs) - 1)
+        out = {"fwd": recs[own]["fwd"], "data": 0.0, "fwd_sum": 0.0, "bwd_sum": 0.0, "micro": 1, "spans": []}
+        mark = s["start"]
+        for r in recs[:own]:
+            out["data"] += r["fwd"] - mark
+            if not r["sync"] and not math.isnan(r["bwd"]) and not math.isnan(r["end"]):
+                out["fwd_sum"] += r["bwd"] - r["fwd"]
+                out["bwd_sum"] += r["end"] - r["bwd"]
+                out["micro"] += 1
+                mark = r["end"]
+                out["spans"].append([r["fwd"], r["bwd"], r["end"]])
+            else:  # no backward seen (or a synchronized one: such a step is refused at close)
+                mark = r["fwd_end"] if not math.isnan(r["fwd_end"]) else r["fwd"]
+                out["fwd_sum"] += mark - r["fwd"]
+                out["spans"].append([r["fwd"], mark, mark])
+        out["data"] += recs[own]["fwd"] - mark
+        return out
+
     def _local_table(self):
         rows = []
         for s, bs in zip(self.steps, self.buckets):
             t0 = s["start"]
+            mi = self._micro_steps(s)
             bwd_end = s["bwd_end"] if not math.isnan(s["bwd_end"]) else s["opt"]
             ends = [b[4] for b in bs if not math.isnan(b[4])]
             comm_end = max(ends) if ends else bwd_end
@@ -493,9 +565,11 @@ class Recorder:
                               [[t - t0, e - t0] for t, e in spans], b[3] - t0])
             rows.append({
                 "step_time_s": s["end"] - t0,
-                "data_s": s["fwd"] - t0,
-                "forward_s": s["bwd"] - s["fwd"],
-                "backward_s": bwd_end - s["bwd"],
+                # Summed over the step's micro-steps (gradient accumulation under no_sync(),
+                # as gradsync-train --accumulate); the buckets are the synchronized one's.
+                "data_s": mi["data"],
+                "forward_s": mi["fwd_sum"] + s["bwd"] - mi["fwd"],
+                "backward_s": mi["bwd_sum"] + bwd_end - s["bwd"],
                 "comm_exposed_s": max(0.0, comm_end - bwd_end),
                 "optimizer_s": s["end"] - s["opt"],
                 # DDP's own work after the communication: from the last bucket's end (and
@@ -507,7 +581,10 @@ class Recorder:
                 "decode_s": self._decode_s(s, bs),
                 "buckets": brows,
                 "tready": [s["tready"].get(i, math.nan) - t0 for i in range(len(self.params))],
-                "abs": [s["start"], s["fwd"], s["bwd"], bwd_end, s["opt"], s["end"]],
+                "abs": [s["start"], mi["fwd"], s["bwd"], bwd_end, s["opt"], s["end"]],
+                "micro": mi["micro"],
+                "micro_spans": mi["spans"],  # absolute, the forwards before the synchronized one
+                "syncs": s["syncs"],
             })
         return rows
 
@@ -559,6 +636,16 @@ class Recorder:
         local = {"host": h5out.hostname(), "cpus": h5out.cpu_list(), "rows": self.stop(), "losses": self.losses}
         gathered = [None] * self.world
         dist.all_gather_object(gathered, local)
+        # Every rank decides alike (all hold every table), so none waits at the barrier for a
+        # writer that refused.
+        twice = [(rank, i) for rank, g in enumerate(gathered) for i, r in enumerate(g["rows"]) if r["syncs"] > 1]
+        if twice:
+            rank, i = twice[0]
+            raise RuntimeError(
+                f"gradsync_torch.record: {self.out}: rank {rank}, step {i} synchronized gradients in "
+                f"{gathered[rank]['rows'][i]['syncs']} backward passes (accumulation without DDP's no_sync()); the "
+                "recorder and gradsync's model take accumulation as no_sync() micro-steps with only the last one "
+                "synchronized: no file written")
         if self.rank == 0:
             self._write(gathered)
             if self.trace_path:
@@ -594,6 +681,7 @@ class Recorder:
         table["encode_s"] = [sum(g["rows"][i]["encode_s"] for g in gathered) / self.world for i in range(nsteps)]
         table["decode_s"] = [sum(g["rows"][i]["decode_s"] for g in gathered) / self.world for i in range(nsteps)]
         table["loss_scale"] = [1.0] * nsteps
+        accumulate = _accumulate(rows0, min(self.warmup_steps, max(0, nsteps - 1)))
         table["skipped"] = [0] * nsteps
 
         norm = math.sqrt(sum(float(p.detach().double().pow(2).sum()) for p in self.params))
@@ -614,7 +702,7 @@ class Recorder:
             "device": device, "nranks": self.world, "nnodes": nnodes, "ranks_per_node": rpn,
             "topology": f"{nnodes}x{rpn}", "batch_per_rank": int(self.batch_per_rank or 0),
             "bucket_mb": cap_mb, "bucket_cap_mb": cap_mb, "first_bucket_mb": first_mb,
-            "overlap": int(self.overlap), "serial_buckets": int(self.serial), "recorder_hook": self.recorder_hook, "accumulate": 1, "algo": BACKEND_ALGO.get(self.backend, "ring"),
+            "overlap": int(self.overlap), "serial_buckets": int(self.serial), "recorder_hook": self.recorder_hook, "accumulate": accumulate, "algo": BACKEND_ALGO.get(self.backend, "ring"),
             "chunk_bytes": 0, "chunk_bytes_used": chunk[0], "chunk_reason": chunk[1],  # the backend's own pipelining
             "channels": 1, "hook": self.hook_name, "hook_params": json.dumps(self.hook_params),
             "compress": self.compress, "compress_effective": self.compress, "precision": "fp32",
@@ -665,6 +753,18 @@ class Recorder:
             if self.tensor_ready:
                 h5out.write_dataset(f, "model/tensor_ready_s", _tensor_ready(rows0[attrs["warmup_steps"]:],
                                                                              len(self.params)), "float")
+
+
+def _accumulate(rows, warmup):
+    """Micro-steps per optimizer step (forwards under no_sync() before the synchronized one, plus
+    one): the most common count after warmup; a run whose steps differ says so on stderr (the
+    model replays every step with that count)."""
+    counts = collections.Counter(max(1, r["micro"]) for r in rows[warmup:] or rows)
+    acc = counts.most_common(1)[0][0]
+    if len(counts) > 1:
+        print(f"gradsync_torch.record: steps ran {sorted(counts)} micro-steps; the file says accumulate = {acc}",
+              file=sys.stderr)
+    return acc
 
 
 def _tensor_ready(rows, n):

@@ -60,6 +60,14 @@ def measured_trace(gathered, pid=0):
         for step, r in enumerate(rows):
             start, fwd, bwd, bwd_end, opt, end = [t - base for t in r["abs"]]
             a = {"step": step}
+            # Gradient accumulation: the micro-steps under no_sync() before the synchronized one.
+            for i, (mf, mb, me) in enumerate(r.get("micro_spans", [])):
+                m = {"step": step, "micro_step": i}
+                ev.append(_x("data wait", "data", pid, 2 * rank, start, mf - base, m))
+                ev.append(_x("forward", "compute", pid, 2 * rank, mf - base, mb - base, m))
+                if me > mb:  # (a forward without a backward has none)
+                    ev.append(_x("backward", "compute", pid, 2 * rank, mb - base, me - base, m))
+                start = me - base
             ev.append(_x("data wait", "data", pid, 2 * rank, start, fwd, a))
             ev.append(_x("forward", "compute", pid, 2 * rank, fwd, bwd, a))
             ev.append(_x("backward", "compute", pid, 2 * rank, bwd, bwd_end, a))

@@ -1652,7 +1652,7 @@ std::string train_file(const std::string& name, const PredictConfig& c, const st
   w.attr("/", "bucket_mb", c.bucket_mb);
   w.attr("/", "first_bucket_mb", c.first_bucket_mb);
   w.attr("/", "overlap", static_cast<int64_t>(c.overlap));
-  w.attr("/", "accumulate", static_cast<int64_t>(1));
+  w.attr("/", "accumulate", static_cast<int64_t>(c.accumulate));
   w.attr("/", "algo", c.algo);
   w.attr("/", "chunk_bytes", static_cast<int64_t>(c.chunk_bytes));
   w.attr("/", "channels", static_cast<int64_t>(1));
@@ -1856,6 +1856,27 @@ TEST(Compare, RealComputeReplaysEachStep) {
   const CompareReport rep = compare_runs({flat, varied}, "shm-local", "", "");
   ASSERT_EQ(rep.rows.size(), 2u);
   EXPECT_NEAR(rep.rows[1].predicted.step_time_s - rep.rows[0].predicted.step_time_s, slow, 0.05 * slow);
+}
+
+TEST(Compare, RealComputeReplaysAccumulatedSteps) {
+  // Gradient accumulation: the file's forward_s and backward_s are the step's sums over its
+  // micro-steps (gradsync-train, the PyTorch recorder); the replay runs `accumulate` forward
+  // + backward pairs of a micro-step's compute each and only the last one's buckets.
+  Predictor p;
+  PredictConfig c = two_local_ranks();
+  c.accumulate = 3;
+  StepResult truth = p.predict(c);
+  PredictConfig one = c;
+  one.accumulate = 1;
+  ASSERT_GT(truth.step_time_s, 2 * p.predict(one).step_time_s);  // three micro-steps of compute
+  c.model = "mlp";
+  const std::string f = train_file("real-acc3.h5", c, "real", truth, 0.0, 9);
+  ASSERT_EQ(read_train_file(f).config.accumulate, 3);
+  const CompareReport rep = compare_runs({f}, "shm-local", "", "");
+  ASSERT_EQ(rep.rows.size(), 1u);
+  EXPECT_NEAR(rep.rows[0].predicted.forward_s / truth.forward_s, 1.0, 1e-9);
+  EXPECT_NEAR(rep.rows[0].predicted.backward_s / truth.backward_s, 1.0, 0.02);
+  EXPECT_NEAR(rep.rows[0].predicted.step_time_s / truth.step_time_s, 1.0, 0.02);
 }
 
 TEST(Compare, RealComputeScalesTheCodecByWhatWasMeasured) {

@@ -702,6 +702,95 @@ def case_killed(tmp):
     check(logs == [], f"torchrun left its log folders {logs}")
 
 
+# A user's DDP loop that accumulates K micro-steps per optimizer step. "nosync": the first K-1
+# backwards under DDP's no_sync() (what the recorder takes); "every": each one synchronizes;
+# "probe": K = 1 after a forward without backward (training mode, gradients on) each step.
+# HOOK "fp16": DDP's fp16_compress_hook (the recorder's Python hook), "none": DDP's own.
+ACCUMULATING_SCRIPT = """
+import sys, torch, torch.nn as nn, torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+import gradsync_torch
+mode, k, out, hook = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 64, 10))
+m = nn.parallel.DistributedDataParallel(net)
+opt = torch.optim.Adam(m.parameters(), 1e-3)
+rec = gradsync_torch.record(m, opt, out=out, warmup_steps=1,
+                            hook=default_hooks.fp16_compress_hook if hook == "fp16" else None)
+for step in range(6):
+    if mode == "probe":
+        m(torch.randn(4, 3, 8, 8)).sum().item()
+    for i in range(k):
+        x, y = torch.randn(8, 3, 8, 8), torch.randint(0, 10, (8,))
+        if mode == "nosync" and i < k - 1:
+            with m.no_sync():
+                nn.functional.cross_entropy(m(x), y).backward()
+        else:
+            nn.functional.cross_entropy(m(x), y).backward()
+    opt.step()
+    opt.zero_grad()
+rec.close()
+"""
+
+
+def case_accumulate(tmp):
+    # The example with 3 micro-steps per optimizer step (the first two under no_sync()).
+    out, trace = os.path.join(tmp, "acc.h5"), os.path.join(tmp, "acc.json")
+    example(tmp, out, "--accumulate", "3", "--bucket-mb", "1", "--hook", "fp16", "--trace", trace, steps=8)
+    if not check(os.path.exists(out), "example --accumulate 3 wrote no file"):
+        return
+    a, _ = check_train_file(out)
+    check(int(a["accumulate"]) == 3, f"accumulate recorded: {a['accumulate']}")
+    with h5py.File(out, "r") as f:
+        n, nb = int(a["steps"]), int(a["num_buckets"])
+        rows = np.bincount(f["buckets/step"][:], minlength=n)
+        # (DDP rebuilds its buckets after its first step)
+        check(np.all(rows[1:] == nb), f"one set of buckets per optimizer step (the synchronized backward): {rows}")
+        per = {k: f[f"ranks/{k}"][:] for k in ["data_s", "forward_s", "backward_s"]}
+        check(all(np.all(v > 0) for v in per.values()), "data, forward and backward positive on every rank")
+        # The buckets are the last micro-step's: ready after the two earlier micro-steps' forward
+        # and backward and the last forward (rank 0).
+        ready = f["buckets/ready_s"][:]
+        first = np.array([ready[(f["buckets/step"][:] == i)].min() for i in range(n)])
+        lead = per["data_s"][:, 0] + per["forward_s"][:, 0] + per["backward_s"][:, 0] * 0.5
+        check(np.all(first > 0.8 * lead - 1e-3), f"bucket ready after the earlier micro-steps: {first} vs {lead}")
+    with open(trace) as fh:
+        ev = [e for e in json.load(fh)["traceEvents"] if e["ph"] == "X" and e["tid"] == 0]
+    micro = sorted({(e["name"], e["args"].get("micro_step")) for e in ev if e["args"].get("step") == n - 1
+                    and "micro_step" in e["args"]})
+    check(micro == [(nm, i) for nm in ("backward", "data wait", "forward") for i in (0, 1)],
+          f"trace: the last step's two earlier micro-steps drawn: {micro}")
+    # compare replays 3 micro-steps of a third of the recorded forward each (not 3 x the sum).
+    p = run([model_bin(), "compare", out, "--fabric", "shm-local", "--json"], tmp)
+    if p.returncode == 0:
+        j = json.loads(p.stdout)["runs"][0]
+        r = j["predicted_forward_s"] / j["measured_forward_s"]
+        check(0.6 < r < 1.5, f"compare: predicted forward / measured {r:.2f} (3 micro-steps)")
+    # A user's loop: Adam, BatchNorm, no_sync() accumulation; then the same loop synchronizing in
+    # every micro-step, which the recorder refuses at close in one line, writing nothing.
+    script = os.path.join(tmp, "accumulating.py")
+    with open(script, "w") as fh:
+        fh.write(ACCUMULATING_SCRIPT)
+    ok = os.path.join(tmp, "nosync.h5")
+    run([TORCHRUN, "--nproc-per-node", "2", script, "nosync", "2", ok, "none"], tmp)
+    if check(os.path.exists(ok), "the no_sync() loop wrote no file"):
+        a, _ = check_train_file(ok)
+        check(int(a["accumulate"]) == 2 and a["optimizer"] == "adam", f"user loop: {a['accumulate']}, {a['optimizer']}")
+    probe = os.path.join(tmp, "probe.h5")
+    run([TORCHRUN, "--nproc-per-node", "2", script, "probe", "1", probe, "none"], tmp)
+    if check(os.path.exists(probe), "the loop with a forward-only probe wrote no file"):
+        a, _ = check_train_file(probe)
+        check(int(a["accumulate"]) == 1, f"a forward without backward is no micro-step: accumulate {a['accumulate']}")
+    for hook in ("none", "fp16"):  # DDP's own all-reduce (C++ stamps), the Python hook
+        bad = os.path.join(tmp, f"every-{hook}.h5")
+        p = run([TORCHRUN, "--nproc-per-node", "2", script, "every", "2", bad, hook], tmp, expect=None)
+        msg = [ln for ln in p.stderr.splitlines() if "synchronized gradients in 2 backward passes" in ln]
+        check(p.returncode != 0 and msg and not os.path.exists(bad), f"every micro-step synchronized ({hook}): rc "
+              f"{p.returncode}, {msg[:1]}, file {os.path.exists(bad)}")
+    check(not [n for n in os.listdir(tmp) if n.startswith("every-")], "a refused run left a temp file")
+
+
 def case_testbed(tmp):
     """PyTorch on the emulated testbed (scripts/testbed.sh: 2 hosts, 2 slots each, 1gbit): the
     example with both ranks on host 0 and with one rank per host (mpirun starts one python per
@@ -822,7 +911,8 @@ def case_slurm(tmp):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--case", required=True,
-                    choices=["recorder", "membership", "calibrate", "codecs", "killed", "sched", "testbed", "slurm"])
+                    choices=["recorder", "membership", "calibrate", "codecs", "killed", "sched", "testbed", "slurm",
+                             "accumulate"])
     ap.add_argument("--keep", default=None)
     o = ap.parse_args()
     venv = os.environ.get("GRADSYNC_TORCH_VENV", os.path.join(REPO, ".venv-torch"))
@@ -842,7 +932,7 @@ def main():
     try:
         rc = {"recorder": case_recorder, "membership": case_membership, "calibrate": case_calibrate,
               "codecs": case_codecs, "killed": case_killed, "sched": case_sched, "testbed": case_testbed,
-              "slurm": case_slurm}[o.case](tmp)
+              "slurm": case_slurm, "accumulate": case_accumulate}[o.case](tmp)
         if rc == 77:
             return 77
     finally:
