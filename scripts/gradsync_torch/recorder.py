@@ -67,8 +67,10 @@ synchronized (as gradsync-train --accumulate K): `accumulate` = micro-steps per 
 (the most common count after warmup), data_s, forward_s and backward_s summed over them (a
 micro-step's backward under no_sync() ends with autograd's queue: a callback queued at its
 start), the buckets and tensor ready times the synchronized backward's, from the step's start.
-Limits: a step that synchronizes in more than one backward (accumulation without no_sync())
-is refused at close (one line, no file); the default process group.
+A forward after a synchronized backward with no optimizer step between them ends that step
+as skipped (/steps/skipped = 1, optimizer_s = 0): GradScaler's step that found an inf, or a
+loop that accumulates without no_sync() (each synchronizing micro-step is then a step of its
+own, as its communication is). Limits: the default process group.
 PowerSGD on gloo runs its buckets one at a time (serial_buckets = 1; see __init__).
 
 Cost: per step, a tensor hook on the output and the optimizer's and forward's hooks (with
@@ -234,7 +236,6 @@ class Recorder:
         self.losses = []
         self._new_step(now())
         self._pending = []    # --no-overlap: (bucket, future) handed over, not launched yet
-        self._warned_syncs = False
 
         model.register_forward_pre_hook(self._fwd_pre)
         model.register_forward_hook(self._fwd_post)
@@ -270,15 +271,20 @@ class Recorder:
                     # Every training forward of the step (gradient accumulation gives several):
                     # its start and end, whether DDP synchronizes its backward (not under
                     # no_sync()), and, under no_sync(), its backward's start and end (Python
-                    # stamps); _micro_steps() sorts them out at close. "syncs": the backwards
-                    # that handed DDP's last bucket over (one per step under no_sync()).
-                    "recs": [], "syncs": 0}
+                    # stamps); _micro_steps() sorts them out at close. "skipped": the step
+                    # ended at the next forward without an optimizer step (_fwd_pre).
+                    "recs": [], "skipped": 0}
         self.cur_buckets = []
 
     def _fwd_pre(self, module, args):
         if not module.training or not torch.is_grad_enabled():
             return
         t = now()
+        # A forward after a synchronized backward with no optimizer step between: that step
+        # was skipped (GradScaler found an inf; or a loop that accumulates without no_sync(),
+        # every micro-step synchronizing): it ends here, without optimizer time.
+        if not math.isnan(self.cur["bwd_end"]) or (self._native is not None and self._native.grad_seen):
+            self._end_step(t, skipped=True)
         self.cur["recs"].append({"fwd": t, "fwd_end": math.nan, "sync": True, "bwd": math.nan, "end": math.nan})
         if self._observer is not None:
             self._observer.armed = True
@@ -310,14 +316,6 @@ class Recorder:
             self.cur["bwd"] = now()
         return grad
 
-    def _synced(self, n=1):
-        """n backwards whose buckets DDP handed over: one per optimizer step, else said once."""
-        self.cur["syncs"] += n
-        if self.cur["syncs"] >= 2 and not self._warned_syncs:
-            self._warned_syncs = True
-            print(f"gradsync_torch.record: rank {self.rank}: a step synchronizes gradients in more than one backward "
-                  "(accumulation without DDP's no_sync()); close() will write no file", file=sys.stderr, flush=True)
-
     def _local_bwd_start(self, rec, grad):
         """A micro-step under DDP's no_sync(): its backward ends when autograd's queue does."""
         if math.isnan(rec["bwd"]):
@@ -335,11 +333,16 @@ class Recorder:
         self.cur["opt"] = now()
 
     def _opt_post(self, opt, args, kwargs):
-        t = now()
+        self._end_step(now())
+
+    def _end_step(self, t, skipped=False):
         if self._observer is not None:
             self._observer.armed = False
         if self._native is not None:
             self._take_native()
+        if skipped:
+            self.cur["opt"] = t
+            self.cur["skipped"] = 1
         self.cur["end"] = t
         self.steps.append(self.cur)
         self.buckets.append(self.cur_buckets)
@@ -362,9 +365,8 @@ class Recorder:
             self.cur_buckets.append([idx, nbytes, ready, start, end if end > 0 else math.nan, []])
             if last:
                 self.cur["bwd_end"] = ready
-        if done:  # one end-of-backward callback per backward that DDP synchronized
+        if done:
             self.cur["bwd_done"] = max(done)
-            self._synced(len(done))
         # DDP's final assignment: the first three recorded steps (see _remember).
         self._native.want_params = len(self.steps) + 1 < MEMBERSHIP_STEPS
 
@@ -467,7 +469,6 @@ class Recorder:
         last = bucket.is_last()
         if last:
             self.cur["bwd_end"] = row[2]
-            self._synced()
             # Queued after DDP's own end-of-backward callback (queued at its first gradient):
             # runs when DDP has waited for every bucket and written the gradients back.
             torch.autograd.Variable._execution_engine.queue_callback(self._bwd_done)
@@ -584,7 +585,7 @@ class Recorder:
                 "abs": [s["start"], mi["fwd"], s["bwd"], bwd_end, s["opt"], s["end"]],
                 "micro": mi["micro"],
                 "micro_spans": mi["spans"],  # absolute, the forwards before the synchronized one
-                "syncs": s["syncs"],
+                "skipped": s["skipped"],
             })
         return rows
 
@@ -636,16 +637,6 @@ class Recorder:
         local = {"host": h5out.hostname(), "cpus": h5out.cpu_list(), "rows": self.stop(), "losses": self.losses}
         gathered = [None] * self.world
         dist.all_gather_object(gathered, local)
-        # Every rank decides alike (all hold every table), so none waits at the barrier for a
-        # writer that refused.
-        twice = [(rank, i) for rank, g in enumerate(gathered) for i, r in enumerate(g["rows"]) if r["syncs"] > 1]
-        if twice:
-            rank, i = twice[0]
-            raise RuntimeError(
-                f"gradsync_torch.record: {self.out}: rank {rank}, step {i} synchronized gradients in "
-                f"{gathered[rank]['rows'][i]['syncs']} backward passes (accumulation without DDP's no_sync()); the "
-                "recorder and gradsync's model take accumulation as no_sync() micro-steps with only the last one "
-                "synchronized: no file written")
         if self.rank == 0:
             self._write(gathered)
             if self.trace_path:
@@ -682,7 +673,7 @@ class Recorder:
         table["decode_s"] = [sum(g["rows"][i]["decode_s"] for g in gathered) / self.world for i in range(nsteps)]
         table["loss_scale"] = [1.0] * nsteps
         accumulate = _accumulate(rows0, min(self.warmup_steps, max(0, nsteps - 1)))
-        table["skipped"] = [0] * nsteps
+        table["skipped"] = [max(g["rows"][i]["skipped"] for g in gathered) for i in range(nsteps)]
 
         norm = math.sqrt(sum(float(p.detach().double().pow(2).sum()) for p in self.params))
         lr = float(self.optimizer.param_groups[0].get("lr", math.nan))
@@ -712,7 +703,7 @@ class Recorder:
             "steps": nsteps, "epochs": 0, "samples_per_epoch": 0, "steps_per_epoch": 0,
             "warmup_steps": min(self.warmup_steps, max(0, nsteps - 1)), "num_buckets": len(bucket_bytes),
             "bucket_bytes": bucket_bytes, "final_param_norm": norm, "final_eval_accuracy": math.nan,
-            "skipped_steps": 0, "compression_ratio": ratio, "compute_threads": int(torch.get_num_threads()),
+            "skipped_steps": sum(table["skipped"]), "compression_ratio": ratio, "compute_threads": int(torch.get_num_threads()),
             "comm_sched": comm_sched_now(), "emulation_overruns": 0, "emulation_overrun_s": 0.0,
         }
         attrs.update(self.extra)
