@@ -530,7 +530,7 @@ class Recorder:
                 out["micro"] += 1
                 mark = r["end"]
                 out["spans"].append([r["fwd"], r["bwd"], r["end"]])
-            else:  # no backward seen (or a synchronized one: such a step is refused at close)
+            else:  # a forward without a backward
                 mark = r["fwd_end"] if not math.isnan(r["fwd_end"]) else r["fwd"]
                 out["fwd_sum"] += mark - r["fwd"]
                 out["spans"].append([r["fwd"], mark, mark])

@@ -57,6 +57,7 @@ import math
 import os
 import shutil
 import signal
+import re
 import subprocess
 import sys
 import tempfile
@@ -737,6 +738,29 @@ dist.destroy_process_group()  # (without it gloo's teardown aborts a rank at exi
 """
 
 
+# The example's accumulated step (Stepper with K-1 earlier micro-batches under no_sync()) gives
+# the gradient of one batch of all K x 32 samples (DDP averages over the ranks either way).
+SAME_GRADIENT_SCRIPT = """
+import sys, torch, torch.distributed as dist, torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+from gradsync_torch import example
+dist.init_process_group("gloo")
+o = example.options(["--accumulate", "4", "--no-record"])
+net, batch = example.build(o, torch.device("cpu"))
+m = DDP(net)
+class Keep(torch.optim.SGD):
+    def step(self, closure=None):
+        self.g = [p.grad.clone() for p in m.parameters()]
+opt = Keep(m.parameters(), lr=0.0)
+bs = [batch(i, dist.get_rank(), 32) for i in range(4)]
+example.Stepper(o)(m, opt, bs[-1][0], bs[-1][1], bs[:-1])
+F.cross_entropy(m(torch.cat([b[0] for b in bs])), torch.cat([b[1] for b in bs])).backward()
+d = max(float((a - p.grad).abs().max() / p.grad.abs().max()) for a, p in zip(opt.g, m.parameters()))
+print(f"rank {dist.get_rank()}: accumulated vs one batch: max relative difference {d:.2e}")
+dist.destroy_process_group()
+"""
+
+
 def case_accumulate(tmp):
     # The example with 3 micro-steps per optimizer step (the first two under no_sync()).
     out, trace = os.path.join(tmp, "acc.h5"), os.path.join(tmp, "acc.json")
@@ -770,6 +794,12 @@ def case_accumulate(tmp):
         j = json.loads(p.stdout)["runs"][0]
         r = j["predicted_forward_s"] / j["measured_forward_s"]
         check(0.6 < r < 1.5, f"compare: predicted forward / measured {r:.2f} (3 micro-steps)")
+    same = os.path.join(tmp, "same_gradient.py")
+    with open(same, "w") as fh:
+        fh.write(SAME_GRADIENT_SCRIPT)
+    p = run([TORCHRUN, "--nproc-per-node", "2", same], tmp)
+    diffs = [float(x) for x in re.findall(r"max relative difference ([0-9.e+-]+)", p.stdout)]
+    check(len(diffs) == 2 and max(diffs) < 1e-4, f"--accumulate 4 gradient == one batch of 128's: {diffs}")
     # A user's loop: Adam, BatchNorm, no_sync() accumulation; then the same loop synchronizing in
     # every micro-step, which the recorder refuses at close in one line, writing nothing.
     script = os.path.join(tmp, "accumulating.py")
