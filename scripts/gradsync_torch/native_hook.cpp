@@ -89,8 +89,9 @@ class BucketLog : public std::enable_shared_from_this<BucketLog> {
       if (self->first_grad_ == 0) self->first_grad_ = now_s();
     });
   }
-  // Whether a first gradient was stamped since the last take(): a backward ran (the recorder
-  // asks when a second forward comes within one optimizer step).
+  // Whether a first gradient was stamped since the last take(): a synchronized backward ran
+  // (the recorder asks at each forward: one that follows it without an optimizer step ends
+  // the step as skipped).
   bool grad_seen() {
     std::lock_guard<std::mutex> g(mu_);
     return first_grad_ != 0;
