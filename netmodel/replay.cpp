@@ -14,8 +14,8 @@ namespace gradsync::netmodel {
 namespace {
 
 struct MeasuredStep {
-  // data_s and forward_s: the step's, all micro-steps; backward_s: one micro-step's;
-  // bwd_start_s: the synchronized backward's start.
+  // data_s: the step's; forward_s and backward_s: one micro-step's (the file's columns are
+  // sums over `accumulate` of them); bwd_start_s: the synchronized backward's start.
   double data_s = 0, forward_s = 0, backward_s = 0, bwd_start_s = 0, optimizer_s = 0, reducer_s = 0;
   double encode_s = 0, decode_s = 0;  // measured codec time (NaN: not measured)
   double codec_s = 0;  // rank 0's buckets' codec time (/buckets/codec_s; NaN: not measured)
@@ -28,7 +28,7 @@ double or0(double v) { return std::isnan(v) ? 0.0 : v; }
 MeasuredStep measured_step(const TrainStepRow& row, const TrainRun& run) {
   const int acc = std::max(1, run.config.accumulate);
   MeasuredStep m;
-  m.forward_s = or0(row.forward_s);
+  double fwd_all = or0(row.forward_s);
   m.optimizer_s = or0(row.optimizer_s);
   m.encode_s = row.encode_s;
   m.decode_s = row.decode_s;
@@ -39,7 +39,8 @@ MeasuredStep measured_step(const TrainStepRow& row, const TrainRun& run) {
     m.data_s = or0(row.data_s);
     m.backward_s = bwd_all / acc;
     m.reducer_s = or0(row.reducer_s);
-    m.bwd_start_s = m.data_s + m.forward_s + (acc - 1) * m.backward_s;
+    m.bwd_start_s = m.data_s + fwd_all + (acc - 1) * m.backward_s;
+    m.forward_s = fwd_all / acc;
     return m;
   }
   // A bucket's collectives wait for every rank's codec: the slowest rank's, where measured.
@@ -55,9 +56,9 @@ MeasuredStep measured_step(const TrainStepRow& row, const TrainRun& run) {
   const double crit = row.rank_prev_post_s[c] + row.rank_pre_s[c];
   const double bwd_c = row.rank_backward_s[c];
   m.backward_s = bwd_c / acc;
-  m.data_s = crit - m.forward_s - bwd_c;
+  m.data_s = crit - fwd_all - bwd_c;
   if (m.data_s < 0) {
-    m.forward_s = std::max(0.0, m.forward_s + m.data_s);
+    fwd_all = std::max(0.0, fwd_all + m.data_s);
     m.data_s = 0;
   }
   m.reducer_s = post - m.optimizer_s;
@@ -65,7 +66,8 @@ MeasuredStep measured_step(const TrainStepRow& row, const TrainRun& run) {
     m.data_s = std::max(0.0, m.data_s + m.reducer_s);
     m.reducer_s = 0;
   }
-  m.bwd_start_s = m.data_s + m.forward_s + (acc - 1) * m.backward_s;
+  m.bwd_start_s = m.data_s + fwd_all + (acc - 1) * m.backward_s;
+  m.forward_s = fwd_all / acc;
   // Rank 0's ready times, moved from its backward onto the critical rank's.
   const double bwd0 = row.rank_backward_s[0], start0 = row.rank_pre_s[0] - bwd0;
   for (auto& t : m.ready_s) {
@@ -258,10 +260,7 @@ StepResult replay_recorded(const TrainRun& run, const PredictConfig& c, const Fa
     if (codec_modelled) m.encode_s = m.decode_s = m.codec_s = std::numeric_limits<double>::quiet_NaN();
     Workload w;
     w.model = c.model;
-    // Per micro-step, as the workload's (simulate_step runs `accumulate` forward + backward
-    // pairs): the recorded forward_s is the step's sum over its micro-steps, backward_s
-    // already one micro-step's (measured_step).
-    w.forward_s = m.forward_s / std::max(1, src.config.accumulate);
+    w.forward_s = m.forward_s;  // one micro-step's, as simulate_step runs `accumulate` of them
     w.backward_s = m.backward_s;
     w.optimizer_s = m.optimizer_s;
     w.reducer_per_step_s = m.reducer_s;

@@ -265,7 +265,7 @@ class Recorder:
     # ---- hooks -------------------------------------------------------------------------------
 
     def _new_step(self, t):
-        self.cur = {"start": t, "fwd": math.nan, "bwd": math.nan, "bwd_end": math.nan,
+        self.cur = {"start": t, "bwd": math.nan, "bwd_end": math.nan,
                     "bwd_done": math.nan, "opt": math.nan, "end": math.nan, "encode": 0.0, "colls": [], "tready": {},
                     "unattributed": 0,
                     # Every training forward of the step (gradient accumulation gives several):
@@ -298,7 +298,7 @@ class Recorder:
         if not module.training or not torch.is_grad_enabled():
             return
         outs = output if isinstance(output, (tuple, list)) else [output]
-        rec = self.cur["recs"][-1] if self.cur["recs"] else {}
+        rec = self.cur["recs"][-1]  # _fwd_pre's, same conditions
         rec["fwd_end"] = now()
         rec["sync"] = getattr(self.model, "require_backward_grad_sync", True)
         for o in outs:
@@ -516,7 +516,7 @@ class Recorder:
         the synchronized backward stay in the step's tail (reducer_s)."""
         recs = s["recs"]
         if not recs:
-            return {"fwd": s["fwd"], "data": math.nan, "fwd_sum": 0.0, "bwd_sum": 0.0, "micro": 1, "spans": []}
+            return {"fwd": math.nan, "data": math.nan, "fwd_sum": 0.0, "bwd_sum": 0.0, "micro": 1, "spans": []}
         sync = [i for i, r in enumerate(recs) if r["sync"]]
         before = [i for i in sync if not math.isnan(s["bwd"]) and recs[i]["fwd"] <= s["bwd"]]
         own = before[-1] if before else (sync[-1] if sync else len(recs) - 1)
