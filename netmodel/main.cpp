@@ -306,6 +306,28 @@ void print_prediction(const PredictConfig& c, const StepResult& r, Predictor& pr
                 run.path.c_str(), run.config.nodes, run.config.ranks_per_node, run.config.algo.c_str(),
                 run.config.compress.c_str(), run.step_time_s * 1e3, static_cast<long long>(run.steps_used),
                 run.bucket_bytes.size(), format_bytes(bytes).c_str(), c.precision.c_str());
+    const int acc = std::max(1, run.config.accumulate);
+    if (c.accumulate != acc) {
+      const double sync = run.backward_sync_s;
+      char bwd[256];
+      if (acc > 1 && std::isfinite(sync))
+        std::snprintf(bwd, sizeof bwd, "the recorded no_sync() micro-steps' (%.3f ms each)",
+                      (run.backward_s - sync) / (acc - 1) * 1e3);
+      else if (acc > 1)
+        std::snprintf(bwd, sizeof bwd, "the recorded backward / %d (%.3f ms; the file has no backward_sync_s)",
+                      acc, run.backward_s / acc * 1e3);
+      else if (!run.config.overlap)
+        std::snprintf(bwd, sizeof bwd, "the recorded backward's (%.3f ms, no communication beside it: overlap off)",
+                      run.backward_s * 1e3);
+      else
+        std::snprintf(bwd, sizeof bwd,
+                      "the recorded backward's (%.3f ms), which ran beside its buckets' communication (overlap on): "
+                      "an upper bound; a run recorded with --accumulate 2 or more holds it alone",
+                      run.backward_s * 1e3);
+      std::printf("  accumulate %d -> %d micro-steps per step: data and forward per micro-step as recorded; each "
+                  "micro-step's backward before the synchronized one %s\n",
+                  acc, c.accumulate, bwd);
+    }
   } else {
     const auto model = models::zoo_model(c.model);
     std::printf("  model: %lld parameters in %lld tensors (%s fp32); compute profile %s, precision %s\n",
@@ -345,7 +367,7 @@ Json prediction_json(const PredictConfig& c, const StepResult& r) {
   j.set("from_run", c.from_run.empty() ? Json(nullptr) : Json(c.from_run));
   j.set("batch_per_rank", static_cast<long long>(c.batch_per_rank)).set("algo", c.algo).set("compress", c.compress);
   j.set("precision", c.precision).set("bucket_mb", c.bucket_mb).set("first_bucket_mb", c.first_bucket_mb);
-  j.set("overlap", c.overlap);
+  j.set("overlap", c.overlap).set("accumulate", c.accumulate);
   j.set("step_time_s", r.step_time_s).set("epoch_time_s", r.epoch_time_s).set("comm_exposed_s", r.comm_exposed_s);
   j.set("comm_total_s", r.comm_total_s).set("data_s", r.data_s).set("forward_s", r.forward_s);
   j.set("backward_s", r.backward_s).set("optimizer_s", r.optimizer_s).set("reducer_s", r.reducer_s);
@@ -367,6 +389,7 @@ void write_prediction(const PredictConfig& c, const StepResult& r, const std::st
   w.attr("/", "bucket_mb", c.bucket_mb);
   w.attr("/", "first_bucket_mb", c.first_bucket_mb);
   w.attr("/", "overlap", static_cast<int64_t>(c.overlap));
+  w.attr("/", "accumulate", static_cast<int64_t>(c.accumulate));
   w.attr("/", "algo", c.algo);
   w.attr("/", "compress", c.compress);
   w.attr("/", "precision", c.precision);
@@ -406,7 +429,8 @@ int cmd_predict(const std::vector<std::string>& args) {
                   "a what-if of a recorded run (a gradsync-train or PyTorch-recorded file): its steps, buckets "
                   "and data loading replayed as recorded, priced on --fabric and any of --nodes, "
                   "--ranks-per-node, --algo, --chunk-bytes, --channels, --compress (another compressor: its codec "
-                  "modelled), --kernels, --samples-per-epoch (lists allowed); the other options are the run's own "
+                  "modelled), --kernels, --samples-per-epoch, --accumulate (micro-steps per step: the recorded "
+                  "micro-step's compute K times, one synchronized; lists allowed); the other options are the run's own "
                   "and refused")(
       "json", "print one JSON object")("out", po::value<std::string>(), "write an HDF5 file")(
       "max-configs", po::value<std::string>(),
@@ -424,7 +448,7 @@ int cmd_predict(const std::vector<std::string>& args) {
     GS_USAGE_CHECK(!path.empty(), "option --from-run: empty file name");
     static const std::vector<std::string> what_if = {"fabric", "intra", "nodes", "ranks-per-node", "algo",
                                                      "chunk-bytes", "channels", "compress", "kernels",
-                                                     "samples-per-epoch"};
+                                                     "samples-per-epoch", "accumulate"};
     std::string allowed;
     for (const auto& n : what_if) allowed += (allowed.empty() ? "--" : ", --") + n;
     for (const auto& a : predict_axes())

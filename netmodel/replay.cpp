@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <utility>
 
 #include "core/error.hpp"
 #include "models/compute_profile.hpp"
@@ -14,9 +16,12 @@ namespace gradsync::netmodel {
 namespace {
 
 struct MeasuredStep {
-  // data_s: the step's; forward_s and backward_s: one micro-step's (the file's columns are
-  // sums over `accumulate` of them); bwd_start_s: the synchronized backward's start.
-  double data_s = 0, forward_s = 0, backward_s = 0, bwd_start_s = 0, optimizer_s = 0, reducer_s = 0;
+  // data_s: the step's; forward_s: one micro-step's (the file's column is the sum over
+  // `accumulate` of them); backward_s: the synchronized micro-step's, backward_nosync_s each
+  // earlier one's (split by /steps/backward_sync_s where recorded, else a K-th of the sum
+  // each); bwd_start_s: the synchronized backward's start.
+  double data_s = 0, forward_s = 0, backward_s = 0, backward_nosync_s = 0, bwd_start_s = 0, optimizer_s = 0,
+         reducer_s = 0;
   double encode_s = 0, decode_s = 0;  // measured codec time (NaN: not measured)
   double codec_s = 0;  // rank 0's buckets' codec time (/buckets/codec_s; NaN: not measured)
   std::vector<double> ready_s;  // per bucket, relative to the step start (NaN: take the end of backward)
@@ -24,8 +29,16 @@ struct MeasuredStep {
 
 double or0(double v) { return std::isnan(v) ? 0.0 : v; }
 
-// The workload of one recorded row (see above).
-MeasuredStep measured_step(const TrainStepRow& row, const TrainRun& run) {
+// A step's backward sum over `acc` micro-steps as {the synchronized one's, each earlier
+// one's}: the recorded synchronized part where there is one that fits, else equal shares.
+std::pair<double, double> split_backward(double all, double sync, int acc) {
+  if (acc > 1 && std::isfinite(sync) && sync >= 0 && sync <= all) return {sync, (all - sync) / (acc - 1)};
+  return {all / acc, all / acc};
+}
+
+// The workload of one recorded row (see above), for a step of `to_acc` micro-steps: the
+// row's data wait per micro-step taken to_acc times (predict --from-run --accumulate).
+MeasuredStep measured_step(const TrainStepRow& row, const TrainRun& run, int to_acc) {
   const int acc = std::max(1, run.config.accumulate);
   MeasuredStep m;
   double fwd_all = or0(row.forward_s);
@@ -34,19 +47,24 @@ MeasuredStep measured_step(const TrainStepRow& row, const TrainRun& run) {
   m.decode_s = row.decode_s;
   m.codec_s = row.codec_s;
   m.ready_s = row.bucket_ready_s;
+  const double more_data = (static_cast<double>(to_acc) / acc - 1) * or0(row.data_s);
   const double bwd_all = or0(row.backward_s);
   if (row.rank_pre_s.empty()) {
     m.data_s = or0(row.data_s);
-    m.backward_s = bwd_all / acc;
+    std::tie(m.backward_s, m.backward_nosync_s) = split_backward(bwd_all, row.backward_sync_s, acc);
     m.reducer_s = or0(row.reducer_s);
-    m.bwd_start_s = m.data_s + fwd_all + (acc - 1) * m.backward_s;
+    m.bwd_start_s = m.data_s + fwd_all + (acc - 1) * m.backward_nosync_s;
     m.forward_s = fwd_all / acc;
+    m.data_s = std::max(0.0, m.data_s + more_data);
     return m;
   }
   // A bucket's collectives wait for every rank's codec: the slowest rank's, where measured.
   if (!std::isnan(row.rank_max_encode_s)) m.encode_s = row.rank_max_encode_s;
   if (!std::isnan(row.rank_max_decode_s)) m.decode_s = row.rank_max_decode_s;
   const std::size_t p = row.rank_pre_s.size();
+  const auto sync_of = [&](std::size_t k) {
+    return k < row.rank_backward_sync_s.size() ? row.rank_backward_sync_s[k] : std::numeric_limits<double>::quiet_NaN();
+  };
   std::size_t c = 0;
   double post = -std::numeric_limits<double>::infinity();
   for (std::size_t k = 0; k < p; ++k) {
@@ -55,7 +73,7 @@ MeasuredStep measured_step(const TrainStepRow& row, const TrainRun& run) {
   }
   const double crit = row.rank_prev_post_s[c] + row.rank_pre_s[c];
   const double bwd_c = row.rank_backward_s[c];
-  m.backward_s = bwd_c / acc;
+  std::tie(m.backward_s, m.backward_nosync_s) = split_backward(bwd_c, sync_of(c), acc);
   m.data_s = crit - fwd_all - bwd_c;
   if (m.data_s < 0) {
     fwd_all = std::max(0.0, fwd_all + m.data_s);
@@ -66,15 +84,17 @@ MeasuredStep measured_step(const TrainStepRow& row, const TrainRun& run) {
     m.data_s = std::max(0.0, m.data_s + m.reducer_s);
     m.reducer_s = 0;
   }
-  m.bwd_start_s = m.data_s + fwd_all + (acc - 1) * m.backward_s;
+  m.bwd_start_s = m.data_s + fwd_all + (acc - 1) * m.backward_nosync_s;
   m.forward_s = fwd_all / acc;
-  // Rank 0's ready times, moved from its backward onto the critical rank's.
-  const double bwd0 = row.rank_backward_s[0], start0 = row.rank_pre_s[0] - bwd0;
+  // Rank 0's ready times, moved from its synchronized backward (which ends at its pre_s)
+  // onto the critical rank's.
+  const double sync0 = split_backward(row.rank_backward_s[0], sync_of(0), acc).first;
+  const double start0 = row.rank_pre_s[0] - sync0;
   for (auto& t : m.ready_s) {
     if (std::isnan(t)) continue;
-    const double into = bwd0 > 0 ? std::clamp(t - start0, 0.0, bwd0) / bwd0 * bwd_c : bwd_c;
-    t = m.bwd_start_s + into - (acc - 1) * m.backward_s;
+    t = m.bwd_start_s + (sync0 > 0 ? std::clamp(t - start0, 0.0, sync0) / sync0 * m.backward_s : m.backward_s);
   }
+  m.data_s = std::max(0.0, m.data_s + more_data);
   return m;
 }
 
@@ -243,7 +263,8 @@ StepResult replay_recorded(const TrainRun& run, const PredictConfig& c, const Fa
       // ref's ready times onto run's buckets: a tensor is ready its recorded lead before its
       // ref bucket's ready time this step (the lead scaled with this step's backward), and a
       // bucket of run when the latest of its tensors is.
-      const double ref_bwd = ref->backward_s / std::max(1, ref->config.accumulate);
+      const double ref_bwd =
+          split_backward(ref->backward_s, ref->backward_sync_s, std::max(1, ref->config.accumulate)).first;
       const double scale = ref_bwd > 0 && m.backward_s > 0 ? m.backward_s / ref_bwd : 1.0;
       std::vector<double> ready(nb, -std::numeric_limits<double>::infinity());
       for (std::size_t i = 0; i < run.tensors.size(); ++i) {
@@ -262,6 +283,7 @@ StepResult replay_recorded(const TrainRun& run, const PredictConfig& c, const Fa
     w.model = c.model;
     w.forward_s = m.forward_s;  // one micro-step's, as simulate_step runs `accumulate` of them
     w.backward_s = m.backward_s;
+    w.backward_nosync_s = m.backward_nosync_s;
     w.optimizer_s = m.optimizer_s;
     w.reducer_per_step_s = m.reducer_s;
     w.data_s = m.data_s;
@@ -286,7 +308,7 @@ StepResult replay_recorded(const TrainRun& run, const PredictConfig& c, const Fa
   std::vector<StepResult> steps;
   for (const auto& row : src.rows)
     if (!std::isnan(row.forward_s) && !std::isnan(row.backward_s))
-      steps.push_back(simulate(measured_step(row, src)));
+      steps.push_back(simulate(measured_step(row, src, std::max(1, c.accumulate))));
   GS_CHECK(!steps.empty(), src.path, ": no step has forward_s and backward_s");
   const auto mid = steps.begin() + static_cast<std::ptrdiff_t>(steps.size() / 2);  // upper middle of an even count
   std::nth_element(steps.begin(), mid, steps.end(),

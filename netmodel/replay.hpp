@@ -31,7 +31,10 @@
 // replayed as recorded: a shape that puts more ranks on a node's CPUs than the recorded run
 // did does not slow it (on GPUs, one rank per device, it does not change). The codec:
 // the recorded compressor keeps its measured scale (taken against the model's codec at the
-// recorded rank count, then applied at c's); another compressor is modelled. The wait for
+// recorded rank count, then applied at c's); another compressor is modelled. Another
+// accumulate K: the recorded micro-step's data wait and forward K times, K - 1 no_sync()
+// backwards and the synchronized one (each kind's own time where /steps/backward_sync_s
+// splits the recorded sum, else equal shares; netmodel/README.md). The wait for
 // the slowest rank: the recorded steps hold it for the recorded p ranks; for P ranks the
 // step waits (E[max of P] - E[max of p]) x sigma longer (shorter for P < p), sigma from how
 // much later the critical rank is ready than the ranks' mean (the median over the steps with

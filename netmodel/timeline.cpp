@@ -118,12 +118,13 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
   const CollOptions copt32{net.chunk_bytes, net.channels};
   const double k = st.accumulate;
   // Micro-steps before the synchronized one: forward + backward without communication.
-  const double bwd_start = (k - 1) * (w.forward_s + w.backward_s) + w.forward_s;
+  const double bwd_nosync = std::isnan(w.backward_nosync_s) ? w.backward_s : w.backward_nosync_s;
+  const double bwd_start = (k - 1) * (w.forward_s + bwd_nosync) + w.forward_s;
   const double bwd_end_alone = bwd_start + w.backward_s;
   const int nb = static_cast<int>(buckets.size());
   // The slowest of the ranks ends the synchronous step (compute profile's rank_jitter).
   const double straggler = (w.rank_jitter > 0 ? expected_max_std_normal(topo.ranks()) * w.rank_jitter *
-                                                   (k * (w.forward_s + w.backward_s) + w.optimizer_s)
+                                                   (k * w.forward_s + (k - 1) * bwd_nosync + w.backward_s + w.optimizer_s)
                                              : 0.0) +
                            w.rank_wait_s;
 
@@ -189,7 +190,7 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
     bwd_end = wall(w.backward_s);  // bwd_end_alone until a pass has recorded intervals
     StepResult r;
     r.forward_s = k * w.forward_s;
-    r.backward_s = k * w.backward_s + (bwd_end - bwd_end_alone);
+    r.backward_s = (k - 1) * bwd_nosync + w.backward_s + (bwd_end - bwd_end_alone);
     r.optimizer_s = w.optimizer_s;
     std::vector<std::pair<double, double>> iv;  // buckets in flight inside backward (only with cslow)
     auto ready_at = [&](int b) { return st.overlap ? wall(buckets[b].ready_s) : bwd_end; };

@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,8 +52,11 @@ struct ReadyGrad {
 // The computation side of a step, independent of the network.
 struct Workload {
   std::string model;
-  double forward_s = 0;
-  double backward_s = 0;
+  double forward_s = 0;   // one micro-step's (StepConfig::accumulate of them per step)
+  double backward_s = 0;  // the synchronized (last) micro-step's
+  // Each earlier micro-step's backward, with no communication beside it (a recorded run's
+  // /steps/backward_sync_s splits the two); NaN: backward_s.
+  double backward_nosync_s = std::numeric_limits<double>::quiet_NaN();
   double optimizer_s = 0;
   double data_s = 0;              // exposed data loading per step taken as measured (compare of
                                   // real-compute runs), on top of the modelled loading below

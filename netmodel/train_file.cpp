@@ -49,7 +49,8 @@ void read_rank_columns(const h5::Reader& r, const std::string& path, int nranks,
   // The timing columns only as a group (one missing: none of them is used).
   auto timed = [&](const char* n) { return timing ? read(n) : std::vector<double>(); };
   const auto data = timed("data_s"), fwd = timed("forward_s"), bwd = timed("backward_s"), opt = timed("optimizer_s"),
-             red = timed("reducer_s"), enc = timed("encode_s"), dec = timed("decode_s");
+             red = timed("reducer_s"), enc = timed("encode_s"), dec = timed("decode_s"),
+             bsync = timed("backward_sync_s");
   auto at = [&](const std::vector<double>& v, std::size_t step, std::size_t rank) {
     const double x = v.empty() ? 0.0 : v[step * p + rank];
     return std::isnan(x) ? 0.0 : x;
@@ -71,6 +72,7 @@ void read_rank_columns(const h5::Reader& r, const std::string& path, int nranks,
       for (std::size_t k = 0; k < p; ++k) {
         row.rank_pre_s.push_back(at(data, s, k) + at(fwd, s, k) + at(bwd, s, k));
         row.rank_backward_s.push_back(at(bwd, s, k));
+        if (!bsync.empty()) row.rank_backward_sync_s.push_back(bsync[s * p + k]);
         row.rank_post_s.push_back(post(s, k));
         row.rank_prev_post_s.push_back(s > 0 ? post(s - 1, k) : 0.0);
       }
@@ -184,6 +186,7 @@ TrainRun read_train_file(const std::string& path) {
   run.data_s = col("data_s", &TrainStepRow::data_s);
   run.forward_s = col("forward_s", &TrainStepRow::forward_s);
   run.backward_s = col("backward_s", &TrainStepRow::backward_s);
+  run.backward_sync_s = col("backward_sync_s", &TrainStepRow::backward_sync_s);
   run.comm_exposed_s = col("comm_exposed_s");
   run.optimizer_s = col("optimizer_s", &TrainStepRow::optimizer_s);
   run.reducer_s = col("reducer_s", &TrainStepRow::reducer_s);

@@ -1,7 +1,8 @@
 // gradsync/netmodel/train_file.hpp — the one place that reads gradsync-train's HDF5 schema.
 //
 // Schema (results/README.md, issue 4): /steps/{step, loss, step_time_s, data_s, forward_s,
-// backward_s, comm_exposed_s, optimizer_s, bytes_sent[, encode_s, decode_s, loss_scale]},
+// backward_s, comm_exposed_s, optimizer_s, bytes_sent[, encode_s, decode_s, loss_scale,
+// backward_sync_s]},
 // /buckets/{step, bucket, bytes, ready_s, start_s, end_s} (relative to the step start),
 // /epochs/{epoch, epoch_time_s, loss, eval_accuracy}, optionally /model/{tensor_names,
 // tensor_numel, tensor_ndim, tensor_shape, tensor_bucket}; root attributes (program =
@@ -13,7 +14,7 @@
 // Statistics are medians over the steps after the first warmup_steps. The same steps are kept
 // row by row too (TrainRun::rows) for compute=real replay (compare.cpp), with, where the file
 // has them, the per-rank columns /ranks/{data_s, forward_s, backward_s, optimizer_s,
-// reducer_s, encode_s, decode_s} ([steps, nranks]; files since 2026-12-02): /steps holds means over
+// reducer_s, encode_s, decode_s[, backward_sync_s]} ([steps, nranks]; files since 2026-12-02): /steps holds means over
 // ranks, and a synchronous step waits for its slowest rank.
 #pragma once
 
@@ -51,6 +52,9 @@ struct TrainTensor {
 struct TrainStepRow {
   double step_time_s = 0, data_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0, reducer_s = 0;
   double encode_s = 0, decode_s = 0;
+  // The synchronized micro-step's backward alone (/steps/backward_sync_s; NaN in files
+  // without it): backward_s less it is the accumulate - 1 no_sync() micro-steps'.
+  double backward_sync_s = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> bucket_ready_s;  // per bucket index, rank 0's (NaN where the step has no row)
   // Rank 0's codec time this step: /buckets/codec_s summed over its buckets (NaN when the
   // file has no such column or a bucket's codec was not measured).
@@ -60,6 +64,9 @@ struct TrainStepRow {
   // the step before (what follows the communication; the previous step's delays this
   // step's start), and backward alone (so pre - backward is where a rank's backward starts).
   std::vector<double> rank_pre_s, rank_post_s, rank_prev_post_s, rank_backward_s;
+  // Per rank, the synchronized micro-step's backward (/ranks/backward_sync_s; empty without
+  // it, NaN where a rank's is missing).
+  std::vector<double> rank_backward_sync_s;
   // The slowest rank's encode_s and decode_s this step (NaN where /ranks lacks them or a
   // rank did not measure them).
   double rank_max_encode_s = std::numeric_limits<double>::quiet_NaN();
@@ -81,6 +88,7 @@ struct TrainRun {
   double step_time_s = 0, data_s = 0, forward_s = 0, backward_s = 0, comm_exposed_s = 0, optimizer_s = 0;
   double comm_total_s = 0, encode_s = 0, decode_s = 0, bytes_sent = 0;  // NaN when absent (older files)
   double reducer_s = 0;  // the reducer's own bookkeeping per step (NaN when absent)
+  double backward_sync_s = 0;  // the synchronized micro-step's backward (NaN when absent)
   // How much later the slowest rank ends a step than the ranks' mean: the median of the
   // rows' rank_spread_s (NaN without /ranks/step_time_s or with one rank).
   double rank_spread_s = std::numeric_limits<double>::quiet_NaN();

@@ -55,7 +55,7 @@ TuneEntry entry(const PredictConfig& c, const StepResult& r) {
 TuneBound explain(const PredictConfig& c, Predictor& predictor) {
   const StepResult r = predictor.predict(c, true);
   TuneBound b;
-  b.compute_s = r.forward_s * c.accumulate + r.backward_s + r.optimizer_s;
+  b.compute_s = r.forward_s + r.backward_s + r.optimizer_s;  // the step's: every micro-step's
   b.data_s = r.data_s;
   b.comm_total_s = r.comm_total_s;
   b.comm_exposed_s = r.comm_exposed_s;

@@ -4,7 +4,7 @@
 //   /                 provenance (write_provenance) + the run's configuration attributes
 //   /steps/{step, loss, step_time_s, data_s, forward_s, backward_s, comm_exposed_s,
 //           optimizer_s, bytes_sent, comm_total_s, encode_s, decode_s,
-//           reducer_s, reducer_launch_wall_s, unscale_s, loss_scale, skipped}
+//           reducer_s, reducer_launch_wall_s, unscale_s, backward_sync_s, loss_scale, skipped}
 //                     one row per optimizer step; step_time_s = max over ranks, loss_scale
 //                     and skipped are the same on every rank, all other columns the mean
 //                     over ranks. Definitions (per rank, per step):
@@ -13,6 +13,9 @@
 //       data_s          time waiting for batches (all micro-steps)
 //       forward_s       forward passes (emulated: the profile's sleep)
 //       backward_s      backward passes incl. gradient hooks and bucket launches
+//       backward_sync_s the synchronized micro-step's backward alone (the last of the
+//                       step's --accumulate K; = backward_s for K = 1): the one whose buckets
+//                       are communicated, so the only one with communication beside it
 //       comm_exposed_s  end of the last backward to all buckets reduced (not hidden); with
 //                       fp16/bf16 also the ranks' agreement on found_inf (one max-allreduce)
 //       optimizer_s     optimizer step

@@ -145,6 +145,7 @@ void combine_step_statistics(Communicator& world, const std::vector<StepRow>& mi
       a.reducer_s += r[i].reducer_s / nranks;
       a.reducer_launch_wall_s += r[i].reducer_launch_wall_s / nranks;
       a.unscale_s += r[i].unscale_s / nranks;
+      a.backward_sync_s += r[i].backward_sync_s / nranks;
     }
   }
   for (std::size_t i = 0; i < mine.size(); ++i) {  // equal on all ranks (agreed flag)
@@ -385,6 +386,7 @@ struct Trainer::Impl {
         workload->backward(s * K + k, scale, /*accumulate=*/k > 0, ready);
         const double t_bwd_end = now_s();
         row.backward_s += t_bwd_end - t;
+        if (sync) row.backward_sync_s = t_bwd_end - t;
         const StepComm sc = reducer->finish_backward();
         // Every rank must take the same decision: agree on the flag (a plain all-reduce
         // spreads an inf to all ranks, but a compressor's local check need not).

@@ -53,8 +53,8 @@ namespace gradsync::train {
 struct StepRow {
   double loss = 0, step_time_s = 0, data_s = 0, forward_s = 0, backward_s = 0, comm_exposed_s = 0,
          optimizer_s = 0, bytes_sent = 0, comm_total_s = 0, encode_s = 0, decode_s = 0, reducer_s = 0,
-         reducer_launch_wall_s = 0, unscale_s = 0;
-  static constexpr int kFields = 14;  // the columns above, all averaged over ranks but step_time_s
+         reducer_launch_wall_s = 0, unscale_s = 0, backward_sync_s = 0;
+  static constexpr int kFields = 15;  // the columns above, all averaged over ranks but step_time_s
   // The same on every rank (taken from rank 0): the loss scale this step's loss was
   // multiplied by (1 for fp32), and 1 when the step was skipped (inf/nan gradients).
   double loss_scale = 1;

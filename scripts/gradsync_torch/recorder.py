@@ -56,8 +56,8 @@ Approach (nothing in the user's loop changes; everything comes from hooks):
   * close() gathers every rank's table (all_gather_object on the default group) and rank 0
     writes: step_time_s = max over ranks, the other /steps columns the mean, /buckets rank 0's
     timeline (as gradsync-train), and every rank's own columns as /ranks/<column> [steps,
-    nranks] (step_time_s, data_s, forward_s, backward_s, comm_exposed_s, optimizer_s,
-    reducer_s, encode_s, decode_s). The file is written atomically (gradsync_analysis.atomicfile).
+    nranks] (step_time_s, data_s, forward_s, backward_s, backward_sync_s, comm_exposed_s,
+    optimizer_s, reducer_s, encode_s, decode_s). The file is written atomically (gradsync_analysis.atomicfile).
 
 Wire precision: torch.autocast leaves gradients and their all-reduce in fp32, so the file
 says precision = fp32 and amp = bf16|fp16|none; a cast hook (fp16/bf16) is the compressor
@@ -66,7 +66,7 @@ Gradient accumulation: micro-steps whose backward runs under DDP's no_sync(), th
 synchronized (as gradsync-train --accumulate K): `accumulate` = micro-steps per optimizer step
 (the most common count after warmup), data_s, forward_s and backward_s summed over them (a
 micro-step's backward under no_sync() ends with autograd's queue: a callback queued at its
-start), the buckets and tensor ready times the synchronized backward's, from the step's start.
+start), backward_sync_s the synchronized micro-step's backward alone, the buckets and tensor ready times the synchronized backward's, from the step's start.
 A forward after a synchronized backward with no optimizer step between them ends that step
 as skipped (/steps/skipped = 1, optimizer_s = 0): GradScaler's step that found an inf, or a
 loop that accumulates without no_sync() (each synchronizing micro-step is then a step of its
@@ -571,6 +571,7 @@ class Recorder:
                 "data_s": mi["data"],
                 "forward_s": mi["fwd_sum"] + s["bwd"] - mi["fwd"],
                 "backward_s": mi["bwd_sum"] + bwd_end - s["bwd"],
+                "backward_sync_s": bwd_end - s["bwd"],
                 "comm_exposed_s": max(0.0, comm_end - bwd_end),
                 "optimizer_s": s["end"] - s["opt"],
                 # DDP's own work after the communication: from the last bucket's end (and
@@ -656,7 +657,8 @@ class Recorder:
         if rpn * nnodes != self.world:
             rpn = self.world // nnodes if self.world % nnodes == 0 else self.world
             nnodes = self.world // rpn
-        cols = ["data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s", "comm_total_s", "reducer_s"]
+        cols = ["data_s", "forward_s", "backward_s", "backward_sync_s", "comm_exposed_s", "optimizer_s", "comm_total_s",
+                "reducer_s"]
         table = {c: [sum(g["rows"][i][c] for g in gathered) / self.world for i in range(nsteps)] for c in cols}
         table["step_time_s"] = [max(g["rows"][i]["step_time_s"] for g in gathered) for i in range(nsteps)]
         rows0 = gathered[0]["rows"][:nsteps]
@@ -714,14 +716,14 @@ class Recorder:
             for k, v in attrs.items():
                 h5out.set_attr(f, k, v)
             h5out.write_dataset(f, "steps/step", list(range(nsteps)), "int")
-            for k in ["loss", "step_time_s", "data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s",
-                      "bytes_sent", "comm_total_s", "encode_s", "decode_s", "reducer_s", "loss_scale"]:
+            for k in ["loss", "step_time_s", "data_s", "forward_s", "backward_s", "backward_sync_s", "comm_exposed_s",
+                      "optimizer_s", "bytes_sent", "comm_total_s", "encode_s", "decode_s", "reducer_s", "loss_scale"]:
                 h5out.write_dataset(f, "steps/" + k, table[k], "float")
             h5out.write_dataset(f, "steps/skipped", table["skipped"], "int")
             # Per rank, [steps, nranks]: the stragglers, and what a synchronous step waits for
             # (gradsync-model compare replays each step from these; netmodel/compare.cpp).
-            for k in ["step_time_s", "data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s",
-                      "reducer_s", "encode_s", "decode_s"]:
+            for k in ["step_time_s", "data_s", "forward_s", "backward_s", "backward_sync_s", "comm_exposed_s",
+                      "optimizer_s", "reducer_s", "encode_s", "decode_s"]:
                 h5out.write_dataset(f, "ranks/" + k, [[g["rows"][i][k] for g in gathered] for i in range(nsteps)],
                                     "float")
             brows = [(i, b) for i, r in enumerate(rows0) for b in r["buckets"]]

@@ -2395,6 +2395,45 @@ TEST(Predict, AWhatIfOfARecordedRun) {
   }
 }
 
+TEST(Predict, AWhatIfOfAccumulationPricesEachKindOfMicroStep) {
+  // A run of 2 micro-steps whose synchronized backward took `extra` longer than the no_sync()
+  // one (its buckets' communication beside it): /steps/backward_sync_s splits the recorded
+  // sum. predict --from-run --accumulate 4 then prices three no_sync() backwards and one
+  // synchronized; without the column, four halves of the sum (`extra` too much).
+  Predictor truth_p;
+  PredictConfig c = two_local_ranks();
+  c.accumulate = 2;
+  const StepResult truth = truth_p.predict(c);
+  c.model = "mlp";
+  const double b = truth.backward_s / 2, extra = 0.5 * b;
+  auto longer = [extra](int, double&, double& bw) { bw += extra; };
+  auto sync_col = [&](h5::Writer& w) { w.write("/steps/backward_sync_s", std::vector<double>(30, b + extra)); };
+  const std::string split = train_file("acc2-split.h5", c, "real", truth, 0.0, 3, sync_col, longer);
+  const std::string plain = train_file("acc2-plain.h5", c, "real", truth, 0.0, 3, {}, longer);
+  ASSERT_NEAR(read_train_file(split).backward_sync_s, b + extra, 1e-12);
+  ASSERT_TRUE(std::isnan(read_train_file(plain).backward_sync_s));
+  Predictor p;
+  auto what_if = [&](const std::string& path, int acc) {
+    PredictConfig w = p.recorded(path).config;
+    w.from_run = path;
+    w.fabric = "shm-local";
+    w.accumulate = acc;
+    return p.predict(w);
+  };
+  // At the recorded accumulate the split changes nothing: compare's replay of the run.
+  EXPECT_NEAR(what_if(split, 2).backward_s, 2 * b + extra, 1e-9);
+  EXPECT_NEAR(what_if(split, 2).step_time_s, compare_runs({split}, "shm-local", "", "").rows[0].predicted.step_time_s,
+              1e-15);
+  EXPECT_NEAR(what_if(plain, 2).backward_s, 2 * b + extra, 1e-9);
+  const StepResult four = what_if(split, 4), four_plain = what_if(plain, 4);
+  EXPECT_NEAR(four.forward_s, 2 * truth.forward_s, 1e-9);  // 4 micro-steps of the recorded one's
+  EXPECT_NEAR(four.backward_s, 4 * b + extra, 1e-9);
+  EXPECT_NEAR(four_plain.backward_s, 4 * b + 2 * extra, 1e-9);
+  EXPECT_NEAR(four_plain.step_time_s - four.step_time_s, extra, 0.02 * extra);
+  // One micro-step: the synchronized backward alone.
+  EXPECT_NEAR(what_if(split, 1).backward_s, b + extra, 1e-9);
+}
+
 TEST(Compare, ComputeFromANoOverlapRunSharesTheCpuWithCommunication) {
   // A no-overlap reference timed backward alone. On a node with as many cores as ranks and
   // one compute thread per rank, a bucket in flight inside backward takes one of every two

@@ -734,7 +734,11 @@ for step in range(6):
         opt.step()
     opt.zero_grad()
 rec.close()
-dist.destroy_process_group()  # (without it gloo's teardown aborts a rank at exit now and then, recorder or not)
+dist.destroy_process_group()
+# torch 2.15 + gloo may abort a worker in the interpreter's teardown, recorder or not, with
+# destroy_process_group() too (launch.exit_now); the package's programs end this way.
+from gradsync_torch.launch import exit_now
+exit_now(0)
 """
 
 
@@ -758,6 +762,8 @@ F.cross_entropy(m(torch.cat([b[0] for b in bs])), torch.cat([b[1] for b in bs]))
 d = max(float((a - p.grad).abs().max() / p.grad.abs().max()) for a, p in zip(opt.g, m.parameters()))
 print(f"rank {dist.get_rank()}: accumulated vs one batch: max relative difference {d:.2e}")
 dist.destroy_process_group()
+from gradsync_torch.launch import exit_now  # (see ACCUMULATING_SCRIPT)
+exit_now(0)
 """
 
 
@@ -782,6 +788,13 @@ def case_accumulate(tmp):
         first = np.array([ready[(f["buckets/step"][:] == i)].min() for i in range(n)])
         lead = per["data_s"][:, 0] + per["forward_s"][:, 0] + per["backward_s"][:, 0] * 0.5
         check(np.all(first > 0.8 * lead - 1e-3), f"bucket ready after the earlier micro-steps: {first} vs {lead}")
+        # backward_sync_s: the synchronized micro-step's backward, a part of backward_s; it
+        # ends rank 0's data + forward + backward, and its buckets are ready inside it.
+        sync = f["ranks/backward_sync_s"][:]
+        check(np.all(sync > 0) and np.all(sync < per["backward_s"]), "backward_sync_s inside backward_s, every rank")
+        start = per["data_s"][:, 0] + per["forward_s"][:, 0] + per["backward_s"][:, 0] - sync[:, 0]
+        check(np.all(first[1:] >= start[1:] - 1e-6), f"buckets ready in the synchronized backward: {first} vs {start}")
+        check(np.allclose(f["steps/backward_sync_s"][:], sync.mean(axis=1)), "/steps/backward_sync_s: the ranks' mean")
     with open(trace) as fh:
         ev = [e for e in json.load(fh)["traceEvents"] if e["ph"] == "X" and e["tid"] == 0]
     micro = sorted({(e["name"], e["args"].get("micro_step")) for e in ev if e["args"].get("step") == n - 1
@@ -794,6 +807,19 @@ def case_accumulate(tmp):
         j = json.loads(p.stdout)["runs"][0]
         r = j["predicted_forward_s"] / j["measured_forward_s"]
         check(0.6 < r < 1.5, f"compare: predicted forward / measured {r:.2f} (3 micro-steps)")
+    # predict --from-run --accumulate: the recorded micro-step's compute K times, one synchronized.
+    by = {}
+    for k in (3, 6):
+        p = run([model_bin(), "predict", "--from-run", out, "--fabric", "shm-local", "--accumulate", str(k), "--json"],
+                tmp)
+        if check(p.returncode == 0, f"predict --from-run --accumulate {k}: {p.stderr.strip()}"):
+            by[k] = json.loads(p.stdout)
+    if len(by) == 2:
+        check(by[3]["accumulate"] == 3 and by[6]["accumulate"] == 6, "predict --json: accumulate")
+        r = by[6]["forward_s"] / by[3]["forward_s"]
+        # (each is the forward of the step whose predicted time is the median: not always one row)
+        check(1.6 < r < 2.4, f"6 micro-steps' forward about twice 3's: {r:.4f}")
+        check(by[6]["backward_s"] > by[3]["backward_s"], "6 micro-steps' backward longer than 3's")
     same = os.path.join(tmp, "same_gradient.py")
     with open(same, "w") as fh:
         fh.write(SAME_GRADIENT_SCRIPT)

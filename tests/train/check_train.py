@@ -122,6 +122,18 @@ def case_accumulate(r):
     print(f"  2 ranks x 8 x accumulate 2 vs 1 x 32: relative difference {e:.2e}")
     check(e < 1e-5, f"accumulation drifted by {e:.2e}")
     check(acc.attrs["accumulate"] == 2, "accumulate attribute")
+    # backward_sync_s: the synchronized micro-step's backward, one of the two in backward_s
+    # (every rank's in /ranks); with one micro-step, all of it.
+    for f, k in ((acc, 2), (ref, 1)):
+        sync, whole = f["steps/backward_sync_s"][:], f["steps/backward_s"][:]
+        check(np.all(sync > 0) and np.all(sync <= whole * (1 + 1e-12)), "backward_sync_s not inside backward_s")
+        if k == 1:
+            check(np.allclose(sync, whole, rtol=1e-12), "accumulate 1: backward_sync_s != backward_s")
+        else:
+            check(np.all(sync < whole), "accumulate 2: backward_sync_s is not a part of backward_s")
+        check(f["ranks/backward_sync_s"].shape == (f.attrs["steps"], f.attrs["nranks"]), "/ranks/backward_sync_s shape")
+    print(f"  backward_sync_s / backward_s median, accumulate 2: "
+          f"{np.median(acc['steps/backward_sync_s'][:] / acc['steps/backward_s'][:]):.2f}")
 
 
 def case_learns(r):
@@ -269,8 +281,8 @@ ROOT_ATTRS = {
     # provenance
     "program": str, "argv": list, "git_revision": str, "hostnames": list, "schema_version": int,
 }
-STEP_COLS = ["step", "loss", "step_time_s", "data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s",
-             "bytes_sent", "comm_total_s", "encode_s", "decode_s", "unscale_s", "loss_scale", "skipped"]
+STEP_COLS = ["step", "loss", "step_time_s", "data_s", "forward_s", "backward_s", "backward_sync_s", "comm_exposed_s",
+             "optimizer_s", "bytes_sent", "comm_total_s", "encode_s", "decode_s", "unscale_s", "loss_scale", "skipped"]
 BUCKET_COLS = ["step", "bucket", "bytes", "ready_s", "start_s", "end_s", "codec_s"]
 EPOCH_COLS = ["epoch", "epoch_time_s", "loss", "eval_accuracy"]
 
