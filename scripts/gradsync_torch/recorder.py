@@ -635,7 +635,8 @@ class Recorder:
         """Gathers the ranks' tables; rank 0 writes `out` (and `trace`). Call on every rank."""
         if self.closed:
             return self.out
-        local = {"host": h5out.hostname(), "cpus": h5out.cpu_list(), "rows": self.stop(), "losses": self.losses}
+        local = {"host": h5out.hostname(), "cpus": h5out.cpu_list(), "rows": self.stop(), "losses": self.losses,
+                 "comm_sched": comm_sched_now()}
         gathered = [None] * self.world
         dist.all_gather_object(gathered, local)
         if self.rank == 0:
@@ -706,7 +707,8 @@ class Recorder:
             "warmup_steps": min(self.warmup_steps, max(0, nsteps - 1)), "num_buckets": len(bucket_bytes),
             "bucket_bytes": bucket_bytes, "final_param_norm": norm, "final_eval_accuracy": math.nan,
             "skipped_steps": sum(table["skipped"]), "compression_ratio": ratio, "compute_threads": int(torch.get_num_threads()),
-            "comm_sched": comm_sched_now(), "emulation_overruns": 0, "emulation_overrun_s": 0.0,
+            "comm_sched": _same_or_per_rank([g["comm_sched"] for g in gathered]),
+            "emulation_overruns": 0, "emulation_overrun_s": 0.0,
         }
         attrs.update(self.extra)
         with atomic_h5(self.out) as f:
@@ -746,6 +748,12 @@ class Recorder:
             if self.tensor_ready:
                 h5out.write_dataset(f, "model/tensor_ready_s", _tensor_ready(rows0[attrs["warmup_steps"]:],
                                                                              len(self.params)), "float")
+
+
+def _same_or_per_rank(values):
+    """One value when every rank has it, else "rank 0: A; rank 1: B; ..." (e.g. gloo's threads'
+    policy, comm_sched: a script that put only some ranks' threads under SCHED_RR)."""
+    return values[0] if len(set(values)) == 1 else "; ".join(f"rank {i}: {v}" for i, v in enumerate(values))
 
 
 def _accumulate(rows, warmup):

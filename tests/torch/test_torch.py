@@ -597,6 +597,16 @@ def case_sched(tmp):
         check(not os.path.exists(out), "a refused --comm-sched wrote a file")
     else:
         print("note: not root or no setpriv: the missing-privilege check is skipped")
+    # A script that puts only rank 1's gloo threads under SCHED_RR: the file says each rank's.
+    if os.geteuid() == 0:
+        script, mixed = os.path.join(tmp, "one_rank_rr.py"), os.path.join(tmp, "mixed.h5")
+        with open(script, "w") as fh:
+            fh.write(ONE_RANK_RR_SCRIPT)
+        run([TORCHRUN, "--nproc-per-node", "2", script, mixed], tmp)
+        if check(os.path.exists(mixed), "the one-rank SCHED_RR script wrote no file"):
+            with h5py.File(mixed, "r") as f:
+                s = str(f.attrs["comm_sched"])
+            check(s.startswith("rank 0: other (") and "; rank 1: rr:1 (" in s, f"per-rank policies: {s}")
     # A train file records it, and compare reads it: with backward timed alone (--compute-from
     # a no-overlap run) on 2 ranks and 2 cores, a bucket inside backward runs alone when gloo's
     # threads preempt compute, at the CPU share (twice as long) when they share it.
@@ -739,6 +749,29 @@ dist.destroy_process_group()
 # destroy_process_group() too (launch.exit_now); the package's programs end this way.
 from gradsync_torch.launch import exit_now
 exit_now(0)
+"""
+
+
+# DDP on 2 ranks, recorded, with rank 1's gloo threads under SCHED_RR and rank 0's left alone.
+ONE_RANK_RR_SCRIPT = """
+import sys, torch, torch.nn as nn, torch.distributed as dist
+import gradsync_torch
+from gradsync_torch.launch import apply_comm_sched, exit_now
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+m = nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)))
+opt = torch.optim.SGD(m.parameters(), 0.01)
+rec = gradsync_torch.record(m, opt, out=sys.argv[1], warmup_steps=1)
+dist.barrier()
+if dist.get_rank() == 1:
+    apply_comm_sched("rr")
+for step in range(4):
+    nn.functional.cross_entropy(m(torch.randn(8, 64)), torch.randint(0, 10, (8,))).backward()
+    opt.step()
+    opt.zero_grad()
+rec.close()
+dist.destroy_process_group()
+exit_now(0)  # (see ACCUMULATING_SCRIPT)
 """
 
 
