@@ -324,8 +324,8 @@ void print_prediction(const PredictConfig& c, const StepResult& r, Predictor& pr
                       "the recorded backward's (%.3f ms), which ran beside its buckets' communication (overlap on): "
                       "an upper bound; a run recorded with --accumulate 2 or more holds it alone",
                       run.backward_s * 1e3);
-      std::printf("  accumulate %d -> %d micro-steps per step: data and forward per micro-step as recorded; each "
-                  "micro-step's backward before the synchronized one %s\n",
+      std::printf("  accumulate %d -> %d micro-steps per step: data and forward per micro-step as recorded; the "
+                  "backward of each before the synchronized one: %s\n",
                   acc, c.accumulate, bwd);
     }
   } else {
