@@ -429,8 +429,8 @@ int cmd_predict(const std::vector<std::string>& args) {
                   "a what-if of a recorded run (a gradsync-train or PyTorch-recorded file): its steps, buckets "
                   "and data loading replayed as recorded, priced on --fabric and any of --nodes, "
                   "--ranks-per-node, --algo, --chunk-bytes, --channels, --compress (another compressor: its codec "
-                  "modelled), --kernels, --samples-per-epoch, --accumulate (micro-steps per step: the recorded "
-                  "micro-step's compute K times, one synchronized; lists allowed); the other options are the run's own "
+                  "modelled), --kernels, --samples-per-epoch, --accumulate K (K micro-steps per step: the recorded "
+                  "micro-step's compute K times, the last one synchronized; lists allowed); the other options are the run's own "
                   "and refused")(
       "json", "print one JSON object")("out", po::value<std::string>(), "write an HDF5 file")(
       "max-configs", po::value<std::string>(),
