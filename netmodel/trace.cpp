@@ -37,13 +37,25 @@ Json meta(int pid, int tid, const char* what, const std::string& name) {
 
 // The compute thread of one step: data wait, forward, backward from the step start, the
 // optimizer ending the step, and (predicted, with a fitted rank jitter) the wait for the
-// slowest rank before it.
+// slowest rank before it. With k micro-steps (gradient accumulation) each has its share of
+// the data wait and forward; the k - 1 earlier ones (args micro_step 0..k-2, as the
+// recorder's trace) split backward less the synchronized last one's `sync`.
 void compute_events(Json& ev, int pid, double base, double data, double fwd, double bwd, double opt, double step,
-                    double straggler = 0) {
+                    double straggler, int k, double sync) {
+  k = std::max(1, k);
+  if (k == 1 || !(sync >= 0 && sync <= bwd)) sync = bwd / k;
+  const double nosync = k > 1 ? (bwd - sync) / (k - 1) : 0.0;
+  double t = base;
+  for (int i = 0; i < k; ++i) {
+    Json a = Json::object();
+    if (i < k - 1) a.set("micro_step", i);
+    const double b = i < k - 1 ? nosync : sync;
+    ev.push(complete("data wait", "data", pid, 0, t, t + data / k, a));
+    ev.push(complete("forward", "compute", pid, 0, t + data / k, t + data / k + fwd / k, a));
+    ev.push(complete("backward", "compute", pid, 0, t + data / k + fwd / k, t + data / k + fwd / k + b, a));
+    t += data / k + fwd / k + b;
+  }
   Json none = Json::object();
-  ev.push(complete("data wait", "data", pid, 0, base, base + data, none));
-  ev.push(complete("forward", "compute", pid, 0, base + data, base + data + fwd, none));
-  ev.push(complete("backward", "compute", pid, 0, base + data + fwd, base + data + fwd + bwd, none));
   if (straggler > 0)
     ev.push(complete("wait for the slowest rank", "sync", pid, 0, base + step - opt - straggler, base + step - opt, none));
   ev.push(complete("optimizer", "compute", pid, 0, base + step - opt, base + step, none));
@@ -69,7 +81,7 @@ Json compare_trace(const CompareReport& r) {
       ev.push(meta(q, 1, "thread_name", "rank 0 comm"));
     }
     compute_events(ev, mp, base, finite(m.data_s), finite(m.forward_s), finite(m.backward_s), finite(m.optimizer_s),
-                   finite(m.step_time_s));
+                   finite(m.step_time_s), 0.0, m.config.accumulate, m.backward_sync_s);
     for (std::size_t b = 0; b < m.bucket_start_s.size(); ++b) {
       Json a = Json::object();
       a.set("bucket", static_cast<long long>(b)).set("bytes", finite(m.bucket_bytes[b]));
@@ -84,7 +96,8 @@ Json compare_trace(const CompareReport& r) {
       }
       ev.push(complete("all-reduce bucket " + std::to_string(b), "comm", mp, 1, base + codec_end, base + end, std::move(a)));
     }
-    compute_events(ev, pp, base, p.data_s, p.forward_s, p.backward_s, p.optimizer_s, p.step_time_s, p.straggler_s);
+    compute_events(ev, pp, base, p.data_s, p.forward_s, p.backward_s, p.optimizer_s, p.step_time_s, p.straggler_s,
+                   p.micro_steps, p.backward_sync_s);
     for (std::size_t b = 0; b < p.buckets.size(); ++b) {
       const BucketTiming& t = p.buckets[b];
       Json a = Json::object();

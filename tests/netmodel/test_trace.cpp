@@ -92,6 +92,37 @@ TEST(Trace, ThePredictedWaitForTheSlowestRankPrecedesTheOptimizer) {
   EXPECT_NE(s.find("\"ts\":93000,\"dur\":2000"), std::string::npos) << s;
 }
 
+TEST(Trace, AnAccumulatedStepIsDrawnMicroStepByMicroStep) {
+  // Three micro-steps: each a third of the data wait (3 ms) and forward (30 ms); backward 40
+  // ms, of which the synchronized last one's 20 ms measured (25 ms predicted) and the two
+  // earlier ones share the rest.
+  CompareReport r = one_run();
+  CompareRow& row = r.rows[0];
+  row.run.config.accumulate = 3;
+  row.run.data_s = row.predicted.data_s = 0.003;
+  row.run.backward_sync_s = 0.020;
+  row.predicted.micro_steps = 3;
+  row.predicted.backward_sync_s = 0.025;
+  const std::string s = compare_trace(r).dump();
+  for (const char* phase : {"\"data wait\"", "\"forward\"", "\"backward\""})
+    EXPECT_EQ(count(s, phase), 6) << phase;
+  // The two earlier micro-steps' three events each, measured and predicted.
+  EXPECT_EQ(count(s, "\"micro_step\""), 12);
+  // Measured: backwards 11..21, 32..42 and the synchronized one 53..73 ms.
+  EXPECT_NE(s.find("\"ts\":11000,\"dur\":10000"), std::string::npos) << s;
+  EXPECT_NE(s.find("\"ts\":32000,\"dur\":10000"), std::string::npos) << s;
+  EXPECT_NE(s.find("\"ts\":53000,\"dur\":20000"), std::string::npos) << s;
+  // Predicted: 7.5 ms each earlier (11..18.5, 29.5..37), the synchronized one 48..73 ms.
+  EXPECT_NE(s.find("\"ts\":11000,\"dur\":7500"), std::string::npos) << s;
+  EXPECT_NE(s.find("\"ts\":29500,\"dur\":7500"), std::string::npos) << s;
+  EXPECT_NE(s.find("\"ts\":48000,\"dur\":25000"), std::string::npos) << s;
+  // A file without backward_sync_s: equal thirds.
+  row.run.backward_sync_s = std::nan("");
+  const std::string eq = compare_trace(r).dump();
+  EXPECT_EQ(eq.find("NaN"), std::string::npos);
+  EXPECT_NE(eq.find("\"ts\":59666.667,\"dur\":13333.333"), std::string::npos) << eq;
+}
+
 TEST(Trace, RunsFollowOneAnotherOnTheTimeAxis) {
   CompareReport r = one_run();
   r.rows.push_back(r.rows[0]);
