@@ -308,22 +308,22 @@ void print_prediction(const PredictConfig& c, const StepResult& r, Predictor& pr
                 run.bucket_bytes.size(), format_bytes(bytes).c_str(), c.precision.c_str());
     const int acc = std::max(1, run.config.accumulate);
     if (c.accumulate != acc) {
-      const double sync = run.backward_sync_s;
+      // The replay's own split (split_backward): where the earlier backwards' time comes from.
+      const double nosync_ms = split_backward(run.backward_s, run.backward_sync_s, acc).second * 1e3;
       char bwd[256];
-      if (acc > 1 && std::isfinite(sync))
-        std::snprintf(bwd, sizeof bwd, "the recorded no_sync() micro-steps' (%.3f ms each)",
-                      (run.backward_s - sync) / (acc - 1) * 1e3);
+      if (acc > 1 && std::isfinite(run.backward_sync_s))
+        std::snprintf(bwd, sizeof bwd, "the recorded no_sync() micro-steps' (%.3f ms each)", nosync_ms);
       else if (acc > 1)
-        std::snprintf(bwd, sizeof bwd, "the recorded backward / %d (%.3f ms; the file has no backward_sync_s)",
-                      acc, run.backward_s / acc * 1e3);
+        std::snprintf(bwd, sizeof bwd, "the recorded backward / %d (%.3f ms; the file has no backward_sync_s)", acc,
+                      nosync_ms);
       else if (!run.config.overlap)
         std::snprintf(bwd, sizeof bwd, "the recorded backward's (%.3f ms, no communication beside it: overlap off)",
-                      run.backward_s * 1e3);
+                      nosync_ms);
       else
         std::snprintf(bwd, sizeof bwd,
                       "the recorded backward's (%.3f ms), which ran beside its buckets' communication (overlap on): "
                       "an upper bound; a run recorded with --accumulate 2 or more holds it alone",
-                      run.backward_s * 1e3);
+                      nosync_ms);
       std::printf("  accumulate %d -> %d micro-steps per step: data and forward per micro-step as recorded; the "
                   "backward of each before the synchronized one: %s\n",
                   acc, c.accumulate, bwd);

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <limits>
 #include <tuple>
-#include <utility>
 
 #include "core/error.hpp"
 #include "models/compute_profile.hpp"
@@ -22,6 +21,7 @@ struct MeasuredStep {
   // each); bwd_start_s: the synchronized backward's start.
   double data_s = 0, forward_s = 0, backward_s = 0, backward_nosync_s = 0, bwd_start_s = 0, optimizer_s = 0,
          reducer_s = 0;
+  double data_row_s = 0;  // the row's data_s column alone (data_s may also hold a rank's lead-in)
   double encode_s = 0, decode_s = 0;  // measured codec time (NaN: not measured)
   double codec_s = 0;  // rank 0's buckets' codec time (/buckets/codec_s; NaN: not measured)
   std::vector<double> ready_s;  // per bucket, relative to the step start (NaN: take the end of backward)
@@ -29,16 +29,8 @@ struct MeasuredStep {
 
 double or0(double v) { return std::isnan(v) ? 0.0 : v; }
 
-// A step's backward sum over `acc` micro-steps as {the synchronized one's, each earlier
-// one's}: the recorded synchronized part where there is one that fits, else equal shares.
-std::pair<double, double> split_backward(double all, double sync, int acc) {
-  if (acc > 1 && std::isfinite(sync) && sync >= 0 && sync <= all) return {sync, (all - sync) / (acc - 1)};
-  return {all / acc, all / acc};
-}
-
-// The workload of one recorded row (see above), for a step of `to_acc` micro-steps: the
-// row's data wait per micro-step taken to_acc times (predict --from-run --accumulate).
-MeasuredStep measured_step(const TrainStepRow& row, const TrainRun& run, int to_acc) {
+// The workload of one recorded row (see above).
+MeasuredStep measured_step(const TrainStepRow& row, const TrainRun& run) {
   const int acc = std::max(1, run.config.accumulate);
   MeasuredStep m;
   double fwd_all = or0(row.forward_s);
@@ -47,7 +39,7 @@ MeasuredStep measured_step(const TrainStepRow& row, const TrainRun& run, int to_
   m.decode_s = row.decode_s;
   m.codec_s = row.codec_s;
   m.ready_s = row.bucket_ready_s;
-  const double more_data = (static_cast<double>(to_acc) / acc - 1) * or0(row.data_s);
+  m.data_row_s = or0(row.data_s);
   const double bwd_all = or0(row.backward_s);
   if (row.rank_pre_s.empty()) {
     m.data_s = or0(row.data_s);
@@ -55,7 +47,6 @@ MeasuredStep measured_step(const TrainStepRow& row, const TrainRun& run, int to_
     m.reducer_s = or0(row.reducer_s);
     m.bwd_start_s = m.data_s + fwd_all + (acc - 1) * m.backward_nosync_s;
     m.forward_s = fwd_all / acc;
-    m.data_s = std::max(0.0, m.data_s + more_data);
     return m;
   }
   // A bucket's collectives wait for every rank's codec: the slowest rank's, where measured.
@@ -94,7 +85,6 @@ MeasuredStep measured_step(const TrainStepRow& row, const TrainRun& run, int to_
     if (std::isnan(t)) continue;
     t = m.bwd_start_s + (sync0 > 0 ? std::clamp(t - start0, 0.0, sync0) / sync0 * m.backward_s : m.backward_s);
   }
-  m.data_s = std::max(0.0, m.data_s + more_data);
   return m;
 }
 
@@ -258,6 +248,7 @@ StepResult replay_recorded(const TrainRun& run, const PredictConfig& c, const Fa
   // A no-overlap reference timed backward with no communication beside it.
   st.compute_shares_cpu = ref && !ref->config.overlap;
   st.comm_preempts_compute = c.comm_preempts;
+  const int src_acc = std::max(1, src.config.accumulate);
   auto simulate = [&](MeasuredStep m) {
     if (ref) {
       // ref's ready times onto run's buckets: a tensor is ready its recorded lead before its
@@ -286,7 +277,9 @@ StepResult replay_recorded(const TrainRun& run, const PredictConfig& c, const Fa
     w.backward_nosync_s = m.backward_nosync_s;
     w.optimizer_s = m.optimizer_s;
     w.reducer_per_step_s = m.reducer_s;
-    w.data_s = m.data_s;
+    // Another accumulate than src's (predict --from-run --accumulate, compute-from a run of
+    // another): the row's data wait per micro-step, c.accumulate times.
+    w.data_s = std::max(0.0, m.data_s + (static_cast<double>(c.accumulate) / src_acc - 1) * m.data_row_s);
     w.rank_wait_s = rank_wait;
     std::vector<Bucket> buckets = planned;
     double f = 1.0;
@@ -308,7 +301,7 @@ StepResult replay_recorded(const TrainRun& run, const PredictConfig& c, const Fa
   std::vector<StepResult> steps;
   for (const auto& row : src.rows)
     if (!std::isnan(row.forward_s) && !std::isnan(row.backward_s))
-      steps.push_back(simulate(measured_step(row, src, std::max(1, c.accumulate))));
+      steps.push_back(simulate(measured_step(row, src)));
   GS_CHECK(!steps.empty(), src.path, ": no step has forward_s and backward_s");
   const auto mid = steps.begin() + static_cast<std::ptrdiff_t>(steps.size() / 2);  // upper middle of an even count
   std::nth_element(steps.begin(), mid, steps.end(),

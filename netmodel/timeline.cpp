@@ -190,9 +190,8 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
     bwd_end = wall(w.backward_s);  // bwd_end_alone until a pass has recorded intervals
     StepResult r;
     r.forward_s = k * w.forward_s;
-    r.backward_s = (k - 1) * bwd_nosync + w.backward_s + (bwd_end - bwd_end_alone);
-    r.micro_steps = st.accumulate;
     r.backward_sync_s = w.backward_s + (bwd_end - bwd_end_alone);
+    r.backward_s = (k - 1) * bwd_nosync + r.backward_sync_s;
     r.optimizer_s = w.optimizer_s;
     std::vector<std::pair<double, double>> iv;  // buckets in flight inside backward (only with cslow)
     auto ready_at = [&](int b) { return st.overlap ? wall(buckets[b].ready_s) : bwd_end; };

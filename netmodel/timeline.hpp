@@ -136,8 +136,7 @@ struct BucketTiming {
 
 struct StepResult {
   double data_s = 0, forward_s = 0, backward_s = 0, optimizer_s = 0;  // the step's, over its micro-steps
-  int micro_steps = 1;          // StepConfig::accumulate
-  double backward_sync_s = 0;   // the synchronized (last) micro-step's backward, part of backward_s
+  double backward_sync_s = 0;  // the synchronized (last) micro-step's backward, part of backward_s
   double comm_total_s = 0;    // sum of bucket durations
   double reducer_s = 0;       // the reducer's own work (Workload), part of the step
   // The wait for the slowest rank, part of the step: E[max of p std normals] x rank_jitter x

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include <unistd.h>
 
@@ -39,12 +40,13 @@ Json meta(int pid, int tid, const char* what, const std::string& name) {
 // optimizer ending the step, and (predicted, with a fitted rank jitter) the wait for the
 // slowest rank before it. With k micro-steps (gradient accumulation) each has its share of
 // the data wait and forward; the k - 1 earlier ones (args micro_step 0..k-2, as the
-// recorder's trace) split backward less the synchronized last one's `sync`.
+// recorder's trace) split backward less the synchronized last one's `sync` (split_backward,
+// as the replay does).
 void compute_events(Json& ev, int pid, double base, double data, double fwd, double bwd, double opt, double step,
                     double straggler, int k, double sync) {
   k = std::max(1, k);
-  if (k == 1 || !(sync >= 0 && sync <= bwd)) sync = bwd / k;
-  const double nosync = k > 1 ? (bwd - sync) / (k - 1) : 0.0;
+  double nosync = 0;
+  std::tie(sync, nosync) = split_backward(bwd, sync, k);
   double t = base;
   for (int i = 0; i < k; ++i) {
     Json a = Json::object();
@@ -97,7 +99,7 @@ Json compare_trace(const CompareReport& r) {
       ev.push(complete("all-reduce bucket " + std::to_string(b), "comm", mp, 1, base + codec_end, base + end, std::move(a)));
     }
     compute_events(ev, pp, base, p.data_s, p.forward_s, p.backward_s, p.optimizer_s, p.step_time_s, p.straggler_s,
-                   p.micro_steps, p.backward_sync_s);
+                   m.config.accumulate, p.backward_sync_s);  // compare predicts each run at its own accumulate
     for (std::size_t b = 0; b < p.buckets.size(); ++b) {
       const BucketTiming& t = p.buckets[b];
       Json a = Json::object();

@@ -13,6 +13,12 @@ namespace gradsync::netmodel {
 
 double median(std::vector<double> v) { return percentile(std::move(v), 0.5); }
 
+std::pair<double, double> split_backward(double all, double sync, int acc) {
+  acc = std::max(1, acc);
+  if (acc > 1 && std::isfinite(sync) && sync >= 0 && sync <= all) return {sync, (all - sync) / (acc - 1)};
+  return {all / acc, all / acc};
+}
+
 double percentile(std::vector<double> v, double q) {
   v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return std::isnan(x); }), v.end());
   if (v.empty()) return std::numeric_limits<double>::quiet_NaN();

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "netmodel/predict.hpp"
@@ -111,6 +112,11 @@ struct TrainRun {
 
 // Throws UsageError when the file is not a gradsync-train file or lacks /steps/step_time_s.
 TrainRun read_train_file(const std::string& path);
+
+// A recorded step's backward sum over `acc` micro-steps as {the synchronized one's, each
+// earlier one's}: the recorded synchronized part (/steps/backward_sync_s) where it is one
+// that fits (finite, 0..all), else equal shares.
+std::pair<double, double> split_backward(double all, double sync, int acc);
 
 double median(std::vector<double> v);  // NaN for empty
 double percentile(std::vector<double> v, double q);  // nearest-rank-interpolated, q in [0,1]

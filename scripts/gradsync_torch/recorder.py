@@ -555,6 +555,7 @@ class Recorder:
             # One queue serves buckets in order: a bucket starts when launched and the
             # previous one has ended -- unless it ended first (gloo ran the two at once on
             # its worker threads), then it started at its launch.
+            sync_bwd = bwd_end - s["bwd"]  # the synchronized micro-step's backward
             prev_end = -math.inf
             brows = []
             for b in sorted(bs, key=lambda r: r[0]):
@@ -570,8 +571,8 @@ class Recorder:
                 # as gradsync-train --accumulate); the buckets are the synchronized one's.
                 "data_s": mi["data"],
                 "forward_s": mi["fwd_sum"] + s["bwd"] - mi["fwd"],
-                "backward_s": mi["bwd_sum"] + bwd_end - s["bwd"],
-                "backward_sync_s": bwd_end - s["bwd"],
+                "backward_s": mi["bwd_sum"] + sync_bwd,
+                "backward_sync_s": sync_bwd,
                 "comm_exposed_s": max(0.0, comm_end - bwd_end),
                 "optimizer_s": s["end"] - s["opt"],
                 # DDP's own work after the communication: from the last bucket's end (and

@@ -101,7 +101,6 @@ TEST(Trace, AnAccumulatedStepIsDrawnMicroStepByMicroStep) {
   row.run.config.accumulate = 3;
   row.run.data_s = row.predicted.data_s = 0.003;
   row.run.backward_sync_s = 0.020;
-  row.predicted.micro_steps = 3;
   row.predicted.backward_sync_s = 0.025;
   const std::string s = compare_trace(r).dump();
   for (const char* phase : {"\"data wait\"", "\"forward\"", "\"backward\""})
