@@ -25,7 +25,9 @@ DIR/model/ (TOML fabrics, --json outputs as .json, --out tables as .h5, model.lo
                           compare --compute-from, model/compare-compute-from.{h5,json});
                           a grid with repeats is also scored per configuration (median measured
                           vs median predicted step time of its repeats): the JSON's
-                          per_configuration and the summary line
+                          per_configuration and the summary line, and the runs' own spread
+                          (each run against the median of its other repeats: repeat_floor,
+                          said once)
   [[model.predict]]       name, options = {predict option = value or list}; "@name" (or a bare
                           calibrated name) in a value stands for model/<name>.toml; optional
                           each = {option = [values]}: one call per value (model/<name>-<value>.*)
@@ -221,7 +223,8 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
         else:
             def compare(fabric, label="", compute_from=None):
                 """The selected train runs predicted on `fabric`: model/compare[-label].{h5,json};
-                with compute_from, every run with that run's compute (compare --compute-from)."""
+                with compute_from, every run with that run's compute (compare --compute-from).
+                Returns (the .h5 written, its per_configuration or None)."""
                 stem = f"compare-{label}" if label else "compare"
                 out = os.path.join(mdir, f"{stem}.h5")
                 args = ["compare"] + files + ["--fabric", resolve(fabric, calibrated, declared), "--json", "--out", out]
@@ -247,10 +250,13 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
                     + results.inside_words(data.get("inside_spread"), len(data.get("runs", [])))
                     + results.per_configuration_words(pc)
                     + f" -> model/{stem}.h5")
-                return out
+                return out, pc
 
             try:
-                out = compare(cmp_["fabric"])
+                out, pc = compare(cmp_["fabric"])
+                floor = results.repeat_floor_words(pc)
+                if floor:
+                    say(f"model: {floor}")
                 info["compare_file"] = os.path.relpath(out, out_dir)
                 info["compare_table"] = results.read_table(out, "compare")
             except tools.ToolError as e:

@@ -197,7 +197,9 @@ def per_configuration(runs, key_of) -> dict | None:
     """Repeats of one configuration taken together: compare --json's `runs` grouped by
     key_of(file) (a study point's grid and swept values), each group's median measured step
     time against its median predicted one. None when no configuration has two runs. Returns
-    {configurations, repeats_min, repeats_max, median_abs_error_pct, p90_abs_error_pct, rows:
+    {configurations, repeats_min, repeats_max, median_abs_error_pct, p90_abs_error_pct,
+    repeat_floor: {runs, median_abs_error_pct, p90_abs_error_pct} (each run of a configuration
+    with repeats against the median of its other repeats' measured step times), rows:
     [{key, runs, measured_step_time_s, predicted_step_time_s, step_error_pct}]}."""
     groups = {}
     for r in runs or []:
@@ -214,9 +216,16 @@ def per_configuration(runs, key_of) -> dict | None:
         rows.append({"key": key, "runs": len(v), "measured_step_time_s": m, "predicted_step_time_s": p,
                      "step_error_pct": 100.0 * (p - m) / m})
     err = np.abs([r["step_error_pct"] for r in rows])
+    # The runs' own spread: each run against the median of its configuration's other repeats,
+    # the scale against which a prediction's error on single runs is to be read (a target
+    # far below it asks for more than the host repeats to).
+    floor = [abs(100.0 * (float(np.median([a for j, (a, _) in enumerate(v) if j != i])) - meas) / meas)
+             for v in groups.values() if len(v) >= 2 for i, (meas, _) in enumerate(v)]
     return {"configurations": len(rows), "repeats_min": min(r["runs"] for r in rows),
             "repeats_max": max(r["runs"] for r in rows),
             "median_abs_error_pct": float(np.median(err)), "p90_abs_error_pct": float(np.percentile(err, 90)),
+            "repeat_floor": {"runs": len(floor), "median_abs_error_pct": float(np.median(floor)),
+                             "p90_abs_error_pct": float(np.percentile(floor, 90))},
             "rows": rows}
 
 
@@ -229,6 +238,17 @@ def per_configuration_words(pc) -> str:
             else f"{pc['repeats_min']}-{pc['repeats_max']}")
     return (f"; per configuration (median of {reps} repeats, {pc['configurations']} configurations): "
             f"median {pc['median_abs_error_pct']:.1f}%, p90 {pc['p90_abs_error_pct']:.1f}%")
+
+
+def repeat_floor_words(pc) -> str:
+    """"the runs' own repeats: ..." for per_configuration's repeat_floor, said once per study
+    (it belongs to the runs, not to a fabric); '' for None or a result without it."""
+    fl = (pc or {}).get("repeat_floor")
+    if not fl:
+        return ""
+    return (f"the runs' own repeats: each of {fl['runs']} runs against the median of its configuration's other "
+            f"repeats, |difference| median {fl['median_abs_error_pct']:.1f}%, p90 {fl['p90_abs_error_pct']:.1f}% "
+            f"(the run-to-run spread of this host and these launches, to read the errors against)")
 
 
 def compare_spread(c):
