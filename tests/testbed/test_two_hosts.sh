@@ -2,7 +2,8 @@
 # tests/testbed/test_two_hosts.sh TESTBED_SH BENCH
 #
 # Brings up a 2-host testbed shaped at 1gbit, checks that each rank runs on its own host
-# (hostname, TMPDIR), that an MPI ping-pong of 4 MiB between the hosts stays under the
+# (hostname, TMPDIR), that ranks yield when idle once they outnumber the cores the hosts
+# share, that an MPI ping-pong of 4 MiB between the hosts stays under the
 # shaped line rate (125 MB/s) and above a floor (traffic really crosses the link, which
 # counts it), then takes it down and checks that status says nothing is up; then --mtu.
 # Exit: 0 pass, 1 fail, 77 skip (not root, or the kernel lacks namespaces/veth/bridge/tbf).
@@ -41,6 +42,19 @@ echo "$hosts"
 [[ $(echo "$hosts" | awk '{ print $1 }' | sort -u | tr '\n' ' ') == "$NAME-h0 $NAME-h1 " ]] ||
   fail "expected hostnames $NAME-h0 and $NAME-h1, got: $hosts"
 [[ $(echo "$hosts" | awk '{ print $2 }' | sort -u | wc -l) -eq 2 ]] || fail "TMPDIRs are not per host"
+
+# The hosts share this machine's cores: once the ranks outnumber them, ranks yield when idle
+# (mpirun's --mca reaches each rank as OMPI_MCA_*); a --mca of the user's still wins.
+yield_of() { tb run --timeout 60 "$@" -- sh -c 'echo "${OMPI_MCA_mpi_yield_when_idle:-unset}"' | sort -u | tr '\n' ' '; }
+cores=$(nproc)
+y=$(yield_of --np $((cores + 1))) || fail "run --np $((cores + 1))"
+[[ $y == "1 " ]] || fail "$((cores + 1)) ranks on $cores cores: mpi_yield_when_idle is '$y', expected 1"
+if ((cores >= 2)); then
+  y=$(yield_of --np 2) || fail "run --np 2"
+  [[ $y == "unset " ]] || fail "2 ranks on $cores cores: mpi_yield_when_idle is '$y', expected none"
+fi
+y=$(yield_of --np $((cores + 1)) --mca mpi_yield_when_idle 0) || fail "run with --mca mpi_yield_when_idle 0"
+[[ $y == "0 " ]] || fail "the user's --mca mpi_yield_when_idle 0 gave '$y'"
 
 sent_before=$(ip netns exec "$NAME-h1" tc -s qdisc show dev eth0 | awk '/Sent/ { print $2; exit }')
 res=$(cd "$WORK" && tb run --timeout 90 -- "$BENCH" --op pingpong -b 4M -e 4M -n 10 -w 2 --out "$WORK/pp.h5") ||
