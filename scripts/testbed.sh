@@ -472,7 +472,7 @@ cmd_run() {
   # host's orted counts only its own ranks, so none of them yields: with more ranks than
   # cores a waiting rank takes the core that another host's rank (or the kernel's TCP work)
   # needs, which separate machines would not. So ranks yield when idle then.
-  local cores; cores=$(nproc)
+  local cores; cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
   ((np > cores)) && set_mca mpi_yield_when_idle 1
   for ((k = 0; k < ${#user_keys[@]}; k++)); do set_mca "${user_keys[k]}" "${user_vals[k]}"; done
 

@@ -26,7 +26,7 @@ DIR/model/ (TOML fabrics, --json outputs as .json, --out tables as .h5, model.lo
                           a grid with repeats is also scored per configuration (median measured
                           vs median predicted step time of its repeats): the JSON's
                           per_configuration and the summary line, and the runs' own spread
-                          (each run against the median of its other repeats: repeat_floor,
+                          (each run against the median of its other repeats: repeat_spread,
                           said once)
   [[model.predict]]       name, options = {predict option = value or list}; "@name" (or a bare
                           calibrated name) in a value stands for model/<name>.toml; optional
@@ -254,9 +254,9 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
 
             try:
                 out, pc = compare(cmp_["fabric"])
-                floor = results.repeat_floor_words(pc)
-                if floor:
-                    say(f"model: {floor}")
+                spread = results.repeat_spread_words(pc)
+                if spread:
+                    say(f"model: {spread}")
                 info["compare_file"] = os.path.relpath(out, out_dir)
                 info["compare_table"] = results.read_table(out, "compare")
             except tools.ToolError as e:

@@ -198,7 +198,7 @@ def per_configuration(runs, key_of) -> dict | None:
     key_of(file) (a study point's grid and swept values), each group's median measured step
     time against its median predicted one. None when no configuration has two runs. Returns
     {configurations, repeats_min, repeats_max, median_abs_error_pct, p90_abs_error_pct,
-    repeat_floor: {runs, median_abs_error_pct, p90_abs_error_pct} (each run of a configuration
+    repeat_spread: {runs, median_abs_error_pct, p90_abs_error_pct} (each run of a configuration
     with repeats against the median of its other repeats' measured step times), rows:
     [{key, runs, measured_step_time_s, predicted_step_time_s, step_error_pct}]}."""
     groups = {}
@@ -219,13 +219,13 @@ def per_configuration(runs, key_of) -> dict | None:
     # The runs' own spread: each run against the median of its configuration's other repeats,
     # the scale against which a prediction's error on single runs is to be read (a target
     # far below it asks for more than the host repeats to).
-    floor = [abs(100.0 * (float(np.median([a for j, (a, _) in enumerate(v) if j != i])) - meas) / meas)
+    spread = [abs(100.0 * (float(np.median([a for j, (a, _) in enumerate(v) if j != i])) - meas) / meas)
              for v in groups.values() if len(v) >= 2 for i, (meas, _) in enumerate(v)]
     return {"configurations": len(rows), "repeats_min": min(r["runs"] for r in rows),
             "repeats_max": max(r["runs"] for r in rows),
             "median_abs_error_pct": float(np.median(err)), "p90_abs_error_pct": float(np.percentile(err, 90)),
-            "repeat_floor": {"runs": len(floor), "median_abs_error_pct": float(np.median(floor)),
-                             "p90_abs_error_pct": float(np.percentile(floor, 90))},
+            "repeat_spread": {"runs": len(spread), "median_abs_error_pct": float(np.median(spread)),
+                             "p90_abs_error_pct": float(np.percentile(spread, 90))},
             "rows": rows}
 
 
@@ -240,10 +240,10 @@ def per_configuration_words(pc) -> str:
             f"median {pc['median_abs_error_pct']:.1f}%, p90 {pc['p90_abs_error_pct']:.1f}%")
 
 
-def repeat_floor_words(pc) -> str:
-    """"the runs' own repeats: ..." for per_configuration's repeat_floor, said once per study
+def repeat_spread_words(pc) -> str:
+    """"the runs' own repeats: ..." for per_configuration's repeat_spread, said once per study
     (it belongs to the runs, not to a fabric); '' for None or a result without it."""
-    fl = (pc or {}).get("repeat_floor")
+    fl = (pc or {}).get("repeat_spread")
     if not fl:
         return ""
     return (f"the runs' own repeats: each of {fl['runs']} runs against the median of its configuration's other "

@@ -138,13 +138,13 @@ def case_spec(tmp):
           f"per_configuration: {pc}")
     check("median of 2-3 repeats, 2 configurations" in results.per_configuration_words(pc),
           f"per_configuration_words: {results.per_configuration_words(pc)}")
-    # ... and the runs' own floor: a0 against median(1.2, 1.1) = 1.15 is +15%, a1 against
+    # ... and the runs' own spread: a0 against median(1.2, 1.1) = 1.15 is +15%, a1 against
     # median(1.0, 1.1) = 1.05 is -12.5%, a2 and both b runs 0: median 0, p90 14.0
-    fl = (pc or {}).get("repeat_floor") or {}
+    fl = (pc or {}).get("repeat_spread") or {}
     check(fl.get("runs") == 5 and abs(fl.get("median_abs_error_pct", -1)) < 1e-9
-          and abs(fl.get("p90_abs_error_pct", -1) - 14.0) < 1e-9, f"repeat_floor: {fl}")
+          and abs(fl.get("p90_abs_error_pct", -1) - 14.0) < 1e-9, f"repeat_spread: {fl}")
     check("each of 5 runs against the median of its configuration's other repeats, |difference| median 0.0%, "
-          "p90 14.0%" in results.repeat_floor_words(pc), f"repeat floor words: {results.repeat_floor_words(pc)}")
+          "p90 14.0%" in results.repeat_spread_words(pc), f"repeat spread words: {results.repeat_spread_words(pc)}")
     check(results.per_configuration(runs[:1] + runs[3:4], lambda f: f[0]) is None,
           "per_configuration without repeats should be None")
     # dry run: one line per point with its command, nothing written

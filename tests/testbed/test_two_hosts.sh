@@ -46,7 +46,7 @@ echo "$hosts"
 # The hosts share this machine's cores: once the ranks outnumber them, ranks yield when idle
 # (mpirun's --mca reaches each rank as OMPI_MCA_*); a --mca of the user's still wins.
 yield_of() { tb run --timeout 60 "$@" -- sh -c 'echo "${OMPI_MCA_mpi_yield_when_idle:-unset}"' | sort -u | tr '\n' ' '; }
-cores=$(nproc)
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
 y=$(yield_of --np $((cores + 1))) || fail "run --np $((cores + 1))"
 [[ $y == "1 " ]] || fail "$((cores + 1)) ranks on $cores cores: mpi_yield_when_idle is '$y', expected 1"
 if ((cores >= 2)); then
