@@ -161,8 +161,9 @@ def model_summary(ctx):
             out.append(f"- compare: {err.size} runs, step time |error| median {np.median(np.abs(err)):.1f}%, "
                        f"p90 {np.percentile(np.abs(err), 90):.1f}%" + results.inside_words(inside, err.size)
                        + results.per_configuration_words(pc) + " (model/compare.h5)")
-            if results.repeat_spread_words(pc):
-                out.append(f"- {results.repeat_spread_words(pc)}")
+            spread = results.repeat_spread_words(pc)
+            if spread:
+                out.append(f"- {spread}")
     for line in also_compare_lines(ctx.dir):
         out.append(f"- {line}")
     for e in ctx.t.model.get("errors", []) or []:

@@ -220,7 +220,7 @@ def per_configuration(runs, key_of) -> dict | None:
     # the scale against which a prediction's error on single runs is to be read (a target
     # far below it asks for more than the host repeats to).
     spread = [abs(100.0 * (float(np.median([a for j, (a, _) in enumerate(v) if j != i])) - meas) / meas)
-             for v in groups.values() if len(v) >= 2 for i, (meas, _) in enumerate(v)]
+              for v in groups.values() if len(v) >= 2 for i, (meas, _) in enumerate(v)]
     return {"configurations": len(rows), "repeats_min": min(r["runs"] for r in rows),
             "repeats_max": max(r["runs"] for r in rows),
             "median_abs_error_pct": float(np.median(err)), "p90_abs_error_pct": float(np.percentile(err, 90)),
@@ -243,11 +243,11 @@ def per_configuration_words(pc) -> str:
 def repeat_spread_words(pc) -> str:
     """"the runs' own repeats: ..." for per_configuration's repeat_spread, said once per study
     (it belongs to the runs, not to a fabric); '' for None or a result without it."""
-    fl = (pc or {}).get("repeat_spread")
-    if not fl:
+    sp = (pc or {}).get("repeat_spread")
+    if not sp:
         return ""
-    return (f"the runs' own repeats: each of {fl['runs']} runs against the median of its configuration's other "
-            f"repeats, |difference| median {fl['median_abs_error_pct']:.1f}%, p90 {fl['p90_abs_error_pct']:.1f}% "
+    return (f"the runs' own repeats: each of {sp['runs']} runs against the median of its configuration's other "
+            f"repeats, |difference| median {sp['median_abs_error_pct']:.1f}%, p90 {sp['p90_abs_error_pct']:.1f}% "
             f"(the run-to-run spread of this host and these launches, to read the errors against)")
 
 
