@@ -115,6 +115,9 @@ std::vector<BenchPoint> read_bench_file(const std::string& path) {
         }
       }
     }
+    if (r.exists("/net/tcp_congestion_control"))
+      for (const std::string& cc : r.read_strings("/net/tcp_congestion_control"))
+        if (!cc.empty()) proto.wire_cc = proto.wire_cc.empty() || proto.wire_cc == cc ? cc : "mixed";
   }
   double sent = 0;
   std::vector<BenchPoint> out;
@@ -1135,6 +1138,15 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
                         100 * framing);
           l.notes += buf;
         }
+    // BBR re-measures a path's round trip by holding a connection that has sent without a
+    // pause for 10 s to 4 packets for 200 ms (PROBE_RTT): long sweeps on a busy link carry
+    // those pauses (seen on the testbed: 256 MiB ring all-reduces 190 ms slower, README).
+    const bool bbr = std::any_of(inter.begin(), inter.end(), [](const BenchPoint& p) { return p.wire_cc == "bbr"; });
+    if (bbr)
+      for (auto& l : out.levels)
+        if (l.level == "inter")
+          l.notes += "TCP congestion control bbr (the files' /net): a connection busy for 10 s drops to 4 packets "
+                     "for 200 ms (PROBE_RTT), so transfers of seconds include such pauses; cubic has none; ";
   }
   f.description = desc;
   validate_fabric(f);

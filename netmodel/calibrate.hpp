@@ -87,6 +87,9 @@ struct BenchPoint {
   // loopback left out) and its MTU; "" and 0 when the file has no /net or no such traffic.
   std::string wire_if;
   int wire_mtu = 0;
+  // The ranks' TCP congestion control (/net/tcp_congestion_control; files since 2026-12-05),
+  // "" when unknown, "mixed" when the ranks' differ.
+  std::string wire_cc;
   // Threads per rank that spun on the CPU during the sweep (file attribute busy_threads,
   // --busy-threads): > 0 measures the collective while the host computes, which fits the
   // level's contention (fabric.hpp), not its alpha and bandwidth.

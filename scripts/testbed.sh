@@ -3,6 +3,7 @@
 #
 #   scripts/testbed.sh up --hosts N [--rate 1gbit[,RATE2]] [--ranks-per-host R] [--nics 1|2]
 #                         [--subnet 10.77.X] [--burst BYTES[,BYTES2]] [--mtu BYTES] [--docker]
+#                         [--cc cubic|bbr|reno|host]
 #   scripts/testbed.sh run [--mca K V]... [-x VAR[=VAL]]... [--np N] [--net 1|2|both|default]
 #                          [--tcp-only] [--timeout S] -- CMD [ARGS...]
 #   scripts/testbed.sh status | down | probe
@@ -31,6 +32,16 @@
 #     only (a ring of 3 or more hosts), its pure ACKs take the other direction's frames too;
 #     a 3-host ring measured 93.2-94.1% of the rate at 1500 and 97.4-97.8% at 9000
 #     (200 Mbit/s, 16-64 MiB, 2026-12-03).
+#   * `--cc NAME` (default cubic, Linux's own default): the hosts' TCP congestion control
+#     (net.ipv4.tcp_congestion_control in each namespace); `host` keeps what this machine
+#     gives a new namespace. A namespace may only pick one the machine allows, so up adds
+#     NAME to net.ipv4.tcp_allowed_congestion_control (machine-wide, until reboot) when it is
+#     missing there, and says so. Why it matters: this machine's default is bbr, and BBR
+#     drops a connection that has been sending without pause for 10 s to 4 packets in flight
+#     for 200 ms (PROBE_RTT) to re-measure the path's round trip. A 3-host ring of 256 MiB
+#     all-reduces lost about 190 ms in most iterations (85-91% of the line); with cubic every
+#     iteration reached 95.2-95.4% (2026-12-05, README "Measured defaults"). Result files
+#     record each rank's congestion control (/net/tcp_congestion_control).
 #   * `--docker`: what Docker leaves on a host, for interface-choice experiments
 #     (NCCL_SOCKET_IFNAME, btl_tcp_if_include): a bridge docker0 inside every host with the
 #     SAME address on every host (172.17.0.1/16), up but connected to nothing (no port),
@@ -236,7 +247,7 @@ teardown() {
 
 # ---- up --------------------------------------------------------------------------------
 cmd_up() {
-  local hosts="" rate=1gbit rph=1 nics="" subnet=${GS_TESTBED_SUBNET:-10.77.0} burst="" docker=0 mtu=1500
+  local hosts="" rate=1gbit rph=1 nics="" subnet=${GS_TESTBED_SUBNET:-10.77.0} burst="" docker=0 mtu=1500 cc=cubic
   while (($#)); do
     case $1 in
       --hosts) hosts=${2:-}; shift 2 || usage_error "--hosts needs a value" ;;
@@ -247,6 +258,7 @@ cmd_up() {
       --burst) burst=${2:-}; shift 2 || usage_error "--burst needs a value" ;;
       --docker) docker=1; shift ;;
       --mtu) mtu=${2:-}; shift 2 || usage_error "--mtu needs a value" ;;
+      --cc) cc=${2:-}; shift 2 || usage_error "--cc needs a value" ;;
       *) usage_error "up: unknown option '$1'" ;;
     esac
   done
@@ -289,19 +301,22 @@ cmd_up() {
   [[ $subnet =~ ^10\.77\.([0-9]+)$ ]] && ((BASH_REMATCH[1] <= 254)) ||
     usage_error "up: --subnet must be 10.77.X (X 0..254; the project's own range), got '$subnet'"
   local subnet2="10.77.$((BASH_REMATCH[1] + 1))"
+  [[ $cc =~ ^[a-z][a-z0-9_]{0,15}$ ]] || usage_error "up: --cc must be a congestion control's name (cubic, bbr, reno, ...) or host, got '$cc'"
 
   need_root
   need_tools ip tc nsenter unshare awk
   probe_kernel || exit 3
+  check_cc "$cc"
 
   if healthy; then
     if [[ $HOSTS == "$hosts" && $RATE == "$rate" && $RANKS_PER_HOST == "$rph" && $NICS == "$nics" &&
-      $SUBNET1 == "$subnet" && ${BURST:-} == "$burst" && ${DOCKER:-0} == "$docker" && ${MTU:-1500} == "$mtu" ]]; then
+      $SUBNET1 == "$subnet" && ${BURST:-} == "$burst" && ${DOCKER:-0} == "$docker" && ${MTU:-1500} == "$mtu" &&
+      ${CC:-host} == "$cc" ]]; then
       say "testbed '$NAME' is already up with these settings ($HOSTS hosts, rate $RATE); nothing to do"
       return 0
     fi
     die "testbed '$NAME' is already up with other settings ($HOSTS hosts, rate $RATE, burst ${BURST:-none}," \
-      "MTU ${MTU:-1500}, $RANKS_PER_HOST ranks/host, $NICS NIC(s), subnet $SUBNET1$( ((${DOCKER:-0})) && echo ", docker0"));" \
+      "MTU ${MTU:-1500}, TCP congestion control ${CC:-host}, $RANKS_PER_HOST ranks/host, $NICS NIC(s), subnet $SUBNET1$( ((${DOCKER:-0})) && echo ", docker0"));" \
       "run '$PROG down' first"
   fi
   local left
@@ -348,6 +363,10 @@ cmd_up() {
       shape "$veth" "${rates[k]}" "${bursts[k]}"                      # towards the host (what it receives)
       shape "$dev" "${rates[k]}" "${bursts[k]}" ip netns exec "$ns"   # from the host (what it sends)
     done
+    if [[ $cc != host ]]; then
+      ip netns exec "$ns" sh -c 'echo "$1" >/proc/sys/net/ipv4/tcp_congestion_control' sh "$cc" ||
+        die "host $i: cannot set its TCP congestion control to $cc"
+    fi
     if ((docker)); then
       # Docker's default bridge: the same address on every host, no port, no route out.
       ip -n "$ns" link add docker0 type bridge
@@ -391,13 +410,35 @@ SUBNET1=$subnet
 SUBNET2=$( ((nics == 2)) && echo "$subnet2" || echo "")
 DOCKER=$docker
 MTU=$mtu
+CC=$cc
+CC_EFFECTIVE=$(ip netns exec "$(ns_name 0)" cat /proc/sys/net/ipv4/tcp_congestion_control)
 EOF
   # shellcheck disable=SC2034  # read by the EXIT trap
   UP_DONE=1
   trap - EXIT INT TERM
   say "testbed '$NAME' is up: $hosts host(s) $(ns_name 0)..$(ns_name $((hosts - 1))), rate $rate per link" \
-    "direction, MTU $mtu, $rph rank(s)/host, $nics NIC(s) (eth0 ${subnet}.0/24$( ((nics == 2)) && echo ", eth1 ${subnet2}.0/24"))$( ((docker)) && echo ", docker0 172.17.0.1/16 on every host")"
+    "direction, MTU $mtu, TCP $(ip netns exec "$(ns_name 0)" cat /proc/sys/net/ipv4/tcp_congestion_control), $rph rank(s)/host, $nics NIC(s) (eth0 ${subnet}.0/24$( ((nics == 2)) && echo ", eth1 ${subnet2}.0/24"))$( ((docker)) && echo ", docker0 172.17.0.1/16 on every host")"
   say "state in $STATE; next: $PROG$([[ $NAME == gs ]] || echo " --name $NAME") run -- CMD"
+}
+
+# check_cc NAME: NAME (unless "host") is a TCP congestion control this kernel has (loading
+# its module if need be) and one a namespace may pick; adds it to the machine's allowed
+# list when it is not there (a namespace may default only to an allowed one). Exit 3 when
+# the kernel lacks it.
+check_cc() {
+  local cc=$1 f=/proc/sys/net/ipv4 allowed
+  [[ $cc == host ]] && return 0
+  if ! grep -qw -- "$cc" "$f/tcp_available_congestion_control"; then
+    modprobe "tcp_$cc" >/dev/null 2>&1 || true
+    grep -qw -- "$cc" "$f/tcp_available_congestion_control" ||
+      missing "up: --cc $cc: this kernel has no such TCP congestion control (it has: $(<"$f/tcp_available_congestion_control"))"
+  fi
+  allowed=$(<"$f/tcp_allowed_congestion_control")
+  grep -qw -- "$cc" <<<"$allowed" && return 0
+  echo "$allowed $cc" >"$f/tcp_allowed_congestion_control" ||
+    die "up: --cc $cc: cannot add it to net.ipv4.tcp_allowed_congestion_control (a namespace may only pick an allowed one)"
+  say "added $cc to net.ipv4.tcp_allowed_congestion_control (machine-wide, until reboot; was: $allowed):" \
+    "a namespace may only default to an allowed one"
 }
 
 # The rsh agent Open MPI calls as `agent [opts] HOST COMMAND...` (HOST is an address from
@@ -526,7 +567,7 @@ cmd_status() {
   local shaping="rate $RATE per link direction (tbf burst $BURST B)"
   [[ $RATE == none ]] && shaping="unshaped links"
   [[ $RATE == *,* ]] && shaping="rates eth0 ${RATE%%,*}, eth1 ${RATE#*,} per link direction (tbf bursts ${BURST%%,*}, ${BURST#*,} B)"
-  echo "  hosts $HOSTS, $shaping, MTU ${MTU:-1500}, ranks/host $RANKS_PER_HOST, NICs $NICS" \
+  echo "  hosts $HOSTS, $shaping, MTU ${MTU:-1500}, TCP ${CC_EFFECTIVE:-?}$([[ ${CC:-host} == host ]] && echo " (the machine's)"), ranks/host $RANKS_PER_HOST, NICs $NICS" \
     "(eth0 $SUBNET1.0/24${SUBNET2:+, eth1 $SUBNET2.0/24})$( ((${DOCKER:-0})) && echo ", docker0 172.17.0.1/16 on every host (no port)")"
   echo "  state $STATE (hostfile, agent, hosts), TMPDIRs under $TMPROOT"
   printf '  %-10s %-12s %-12s %-8s %s\n' host eth0 eth1 holder "bytes sent by the host (eth0 eth1, from tc)"

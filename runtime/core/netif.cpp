@@ -92,10 +92,21 @@ IfSnapshot unpack_if_snapshot(const std::string& text) {
   return out;
 }
 
-NetTraffic merge_net_traffic(const std::vector<IfSnapshot>& per_rank, std::string window) {
+std::string read_tcp_congestion_control(const std::string& file) {
+  std::ifstream in(file);
+  std::string name;
+  if (!(in >> name)) return "";
+  return name;
+}
+
+NetTraffic merge_net_traffic(const std::vector<IfSnapshot>& per_rank, std::string window,
+                             std::vector<std::string> tcp_cc) {
   NetTraffic t;
   t.nranks = static_cast<int>(per_rank.size());
   t.window = std::move(window);
+  GS_CHECK(tcp_cc.empty() || tcp_cc.size() == per_rank.size(), "interface counters: ", tcp_cc.size(),
+           " congestion-control names for ", per_rank.size(), " ranks");
+  t.tcp_congestion_control = tcp_cc.empty() ? std::vector<std::string>(per_rank.size()) : std::move(tcp_cc);
   std::map<std::string, std::size_t> index;
   for (const IfSnapshot& s : per_rank)
     for (const IfBytes& b : s) index.emplace(b.name, 0);
@@ -128,6 +139,9 @@ void write_net_traffic(h5::Writer& w, const NetTraffic& t) {
   w.write("/net/tx_bytes", t.tx, dims);
   w.write("/net/rx_bytes", t.rx, dims);
   w.write("/net/mtu", t.mtu.size() == t.tx.size() ? t.mtu : std::vector<std::int64_t>(t.tx.size(), -1), dims);
+  const auto nr = static_cast<std::size_t>(t.nranks);
+  w.write("/net/tcp_congestion_control",
+          t.tcp_congestion_control.size() == nr ? t.tcp_congestion_control : std::vector<std::string>(nr));
 }
 
 std::vector<std::string> net_traffic_lines(const NetTraffic& t, const std::vector<std::string>& hostnames) {
@@ -141,7 +155,11 @@ std::vector<std::string> net_traffic_lines(const NetTraffic& t, const std::vecto
       items += t.interfaces[i] + " tx " + mb(tx) + " rx " + mb(rx);
     }
     const std::string host = static_cast<std::size_t>(r) < hostnames.size() ? " (" + hostnames[r] + ")" : "";
-    lines.push_back("rank " + std::to_string(r) + host + ": " + (items.empty() ? "no traffic" : items));
+    const std::size_t ri = static_cast<std::size_t>(r);
+    const std::string cc = ri < t.tcp_congestion_control.size() && !t.tcp_congestion_control[ri].empty()
+                               ? "; TCP congestion control " + t.tcp_congestion_control[ri]
+                               : "";
+    lines.push_back("rank " + std::to_string(r) + host + ": " + (items.empty() ? "no traffic" : items) + cc);
   }
   return lines;
 }

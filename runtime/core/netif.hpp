@@ -43,6 +43,12 @@ IfSnapshot bytes_since(const IfSnapshot& start, const IfSnapshot& now);
 std::string pack(const IfSnapshot& s);
 IfSnapshot unpack_if_snapshot(const std::string& text);
 
+// The host's (network namespace's) default TCP congestion control, e.g. "cubic" or "bbr"
+// (`file`: /proc/sys/net/ipv4/tcp_congestion_control); "" where it cannot be read. It is
+// what an MPI or NCCL socket gets unless the library picks one: BBR, for one, holds a
+// connection that has sent without pause for 10 s to 4 packets for 200 ms (PROBE_RTT).
+std::string read_tcp_congestion_control(const std::string& file = "/proc/sys/net/ipv4/tcp_congestion_control");
+
 // Every rank's deltas over the union of interface names. tx/rx/mtu are [rank][interface]
 // (row-major, nranks x interfaces.size()); -1 where that rank has no such interface.
 struct NetTraffic {
@@ -50,18 +56,23 @@ struct NetTraffic {
   std::vector<std::int64_t> tx, rx, mtu;
   int nranks = 0;
   std::string window;                   // what the counted interval was, for the file
+  std::vector<std::string> tcp_congestion_control;  // [rank] each rank's host's; "" unknown
 
   std::int64_t tx_at(int rank, std::size_t i) const { return tx[static_cast<std::size_t>(rank) * interfaces.size() + i]; }
   std::int64_t rx_at(int rank, std::size_t i) const { return rx[static_cast<std::size_t>(rank) * interfaces.size() + i]; }
 };
-NetTraffic merge_net_traffic(const std::vector<IfSnapshot>& per_rank, std::string window);
+// `tcp_cc`: each rank's read_tcp_congestion_control(), or {} (then "" for every rank).
+NetTraffic merge_net_traffic(const std::vector<IfSnapshot>& per_rank, std::string window,
+                             std::vector<std::string> tcp_cc = {});
 
 // Group /net: datasets interface [I], tx_bytes, rx_bytes and mtu [R, I] (int64, -1: absent),
-// attributes description and window. Written also when nothing was counted (I = 0).
+// tcp_congestion_control [R] (string, "": unknown), attributes description and window.
+// Written also when nothing was counted (I = 0).
 void write_net_traffic(h5::Writer& w, const NetTraffic& t);
 
 // For printing: one line per rank, "eth1 tx 33.6 MB rx 33.6 MB, lo ..." with interfaces of
-// zero traffic left out ("no traffic" when all are zero), prefixed "rank R (host)".
+// zero traffic left out ("no traffic" when all are zero), prefixed "rank R (host)", and
+// "; TCP congestion control NAME" where the rank's is known.
 std::vector<std::string> net_traffic_lines(const NetTraffic& t, const std::vector<std::string>& hostnames);
 
 }  // namespace gradsync

@@ -271,6 +271,8 @@ class Testbed:
             up += ["--burst", cfg["burst"]]
         if cfg.get("docker") == "1":  # a docker0 bridge on every host (testbed.sh up --docker)
             up += ["--docker"]
+        if cfg.get("cc"):  # the hosts' TCP congestion control (testbed.sh's default: cubic)
+            up += ["--cc", cfg["cc"]]
         p = self._call(cfg["name"], *up)
         if p.returncode != 0 and "already up with other settings" in p.stderr:
             self._call(cfg["name"], "down")

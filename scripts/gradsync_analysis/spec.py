@@ -12,7 +12,8 @@ these reserved keys, which set up the launch instead:
   env.<VAR>          an environment variable of the run
   net                testbed NIC(s) to use: 1, 2, "both" or "default" (Open MPI's own choice;
                      ``testbed.sh run --net``)
-  testbed.<key>      testbed setting of the point: hosts, rate, nics, ranks_per_host, burst, docker
+  testbed.<key>      testbed setting of the point: hosts, rate, nics, ranks_per_host, burst, docker,
+                     cc (the hosts' TCP congestion control, ``testbed.sh up --cc``; default cubic)
                      (rate and burst: one value, or one per NIC as "1gbit,200mbit" or a list)
                      (points are grouped by testbed setting; the testbed is brought up again
                      between groups)
@@ -55,7 +56,7 @@ def rate_Bps(rate: str) -> float:
 
 
 LAUNCHERS = ("local", "testbed", "slurm")
-TESTBED_KEYS = ("hosts", "rate", "nics", "ranks_per_host", "burst", "name", "subnet", "docker")
+TESTBED_KEYS = ("hosts", "rate", "nics", "ranks_per_host", "burst", "name", "subnet", "docker", "cc")
 TOP_KEYS = {"name", "description", "claim", "launcher", "runtime", "ranks", "repeats", "timeout_s", "analysis",
             "interleave", "testbed", "grid", "program", "fixed", "sweep", "model", "scale", "plots", "notes"}
 GRID_KEYS = {"name", "program", "fixed", "sweep", "ranks", "repeats", "timeout_s", "description"}

@@ -356,7 +356,12 @@ def case_net(bench):
         least = sum(2 * 3 * s for s in (65536, 262144, 1048576))
         for r in range(2):
             check(tx[r, lo] >= least and rx[r, lo] >= least, f"rank {r}: lo tx {tx[r, lo]} rx {rx[r, lo]} < {least}")
-    print(f"ok   /net: {names}, lo tx {list(tx[:, lo])}")
+        # each rank's host's TCP congestion control, as the kernel says it
+        with open("/proc/sys/net/ipv4/tcp_congestion_control") as fh:
+            cc = fh.read().strip()
+        got = list(g["tcp_congestion_control"].asstr()[:])
+        check(got == [cc, cc], f"/net/tcp_congestion_control {got}, the host runs {cc}")
+    print(f"ok   /net: {names}, lo tx {list(tx[:, lo])}, TCP {cc}")
 
 
 def case_json(bench):

@@ -103,7 +103,7 @@ TEST(NetIf, WritesNetGroupThatReadsBack) {
   const std::string path = (d / "n.h5").string();
   const gs::NetTraffic t =
       gs::merge_net_traffic({{{"eth0", 10, 11, 1500}, {"eth1", 0, 0}}, {{"eth0", 12, 13, 1500}, {"eth1", 4, 5, 9000}}},
-                            "the sweep");
+                            "the sweep", {"cubic", "bbr"});
   {
     gs::h5::Writer w(path);
     gs::write_net_traffic(w, t);
@@ -116,6 +116,31 @@ TEST(NetIf, WritesNetGroupThatReadsBack) {
   EXPECT_EQ(r.read_int("/net/rx_bytes"), t.rx);
   EXPECT_EQ(r.read_int("/net/mtu"), (std::vector<std::int64_t>{1500, -1, 1500, 9000}));
   EXPECT_EQ(r.attr_string("/net", "window"), "the sweep");
+  EXPECT_EQ(r.read_strings("/net/tcp_congestion_control"), (std::vector<std::string>{"cubic", "bbr"}));
+  fs::remove_all(d);
+}
+
+TEST(NetIf, TcpCongestionControlIsReadSaidAndUnknownIsEmpty) {
+  const fs::path d = temp_dir("cc");
+  std::ofstream(d / "cc") << "bbr\n";
+  EXPECT_EQ(gs::read_tcp_congestion_control((d / "cc").string()), "bbr");
+  EXPECT_EQ(gs::read_tcp_congestion_control((d / "absent").string()), "");
+  // This host's: a name on Linux (the test machines run Linux).
+  EXPECT_FALSE(gs::read_tcp_congestion_control().empty());
+  const gs::NetTraffic t = gs::merge_net_traffic({{{"eth0", 10, 11}}, {{"eth0", 12, 13}}}, "w", {"cubic", ""});
+  const auto lines = gs::net_traffic_lines(t, {"h0", "h1"});
+  EXPECT_EQ(lines[0], "rank 0 (h0): eth0 tx 0.0 MB rx 0.0 MB; TCP congestion control cubic");
+  EXPECT_EQ(lines[1], "rank 1 (h1): eth0 tx 0.0 MB rx 0.0 MB");  // unknown: not said
+  EXPECT_EQ(gs::merge_net_traffic({{{"lo", 0, 0}}}, "w").tcp_congestion_control, (std::vector<std::string>{""}));
+  EXPECT_THROW(gs::merge_net_traffic({{{"lo", 0, 0}}}, "w", {"a", "b"}), gs::Error);
+  // A file without the field's value ("" everywhere) still writes /net/tcp_congestion_control.
+  const std::string path = (d / "n.h5").string();
+  {
+    gs::h5::Writer w(path);
+    gs::write_net_traffic(w, gs::merge_net_traffic({{{"lo", 0, 0}}}, "w"));
+    w.commit();
+  }
+  EXPECT_EQ(gs::h5::Reader(path).read_strings("/net/tcp_congestion_control"), (std::vector<std::string>{""}));
   fs::remove_all(d);
 }
 

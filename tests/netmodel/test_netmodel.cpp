@@ -1042,18 +1042,19 @@ TEST(Calibrate, StatesTheInterRateOnTheWire) {
   Fabric planted = simple_fabric(40e-6, 117.6e6);
   planted.name = "planted";
   const auto sizes = pow2_sizes(1 << 10, 16 << 20);
-  auto net = [](std::int64_t mtu) {
-    return [mtu](h5::Writer& w) {
+  auto net = [](std::int64_t mtu, std::string cc = "") {
+    return [mtu, cc](h5::Writer& w) {
       w.write("/net/interface", std::vector<std::string>{"eth1", "lo"});
       w.write("/net/tx_bytes", std::vector<std::int64_t>{900000000, 5, 900000000, 5}, {2, 2});
       w.write("/net/rx_bytes", std::vector<std::int64_t>{900000000, 5, 900000000, 5}, {2, 2});
       w.write("/net/mtu", std::vector<std::int64_t>{mtu, 65536, mtu, 65536}, {2, 2});
+      if (!cc.empty()) w.write("/net/tcp_congestion_control", std::vector<std::string>{cc, cc});
     };
   };
-  auto fit_of = [&](std::int64_t mtu_pp, std::int64_t mtu_ring) {
+  auto fit_of = [&](std::int64_t mtu_pp, std::int64_t mtu_ring, std::string cc = "") {
     std::vector<BenchPoint> pts;
-    for (const auto& f : {bench_file("w-pp.h5", "pingpong", "ring", 2, 1, sizes, planted, 0.0, 1, net(mtu_pp)),
-                          bench_file("w-ring.h5", "allreduce", "ring", 2, 1, sizes, planted, 0.0, 2, net(mtu_ring))}) {
+    for (const auto& f : {bench_file("w-pp.h5", "pingpong", "ring", 2, 1, sizes, planted, 0.0, 1, net(mtu_pp, cc)),
+                          bench_file("w-ring.h5", "allreduce", "ring", 2, 1, sizes, planted, 0.0, 2, net(mtu_ring, cc))}) {
       auto v = read_bench_file(f);
       pts.insert(pts.end(), v.begin(), v.end());
     }
@@ -1067,6 +1068,11 @@ TEST(Calibrate, StatesTheInterRateOnTheWire) {
   EXPECT_NE(n.find("0.9837 Gbit/s"), std::string::npos) << n;  // 117.6 MB/s x 8 x 1514/1448
   EXPECT_NEAR(tcp_payload_per_wire_byte(9000), 8948.0 / 9014.0, 1e-12);
   EXPECT_EQ(fit_of(1500, 9000).levels[0].notes.find("on the wire"), std::string::npos);
+  // The ranks' TCP congestion control: BBR's PROBE_RTT pauses are said; cubic's files, and
+  // files without the dataset (above), say nothing of it.
+  EXPECT_EQ(n.find("PROBE_RTT"), std::string::npos) << n;
+  EXPECT_NE(fit_of(1500, 1500, "bbr").levels[0].notes.find("TCP congestion control bbr"), std::string::npos);
+  EXPECT_EQ(fit_of(1500, 1500, "cubic").levels[0].notes.find("PROBE_RTT"), std::string::npos);
 }
 
 TEST(Calibrate, ShaperLeavesOutPointsThatRanOnTheBurst) {

@@ -184,6 +184,23 @@ def case_spec(tmp):
         check(word in p.stderr, f"bad study ({text!r}): message does not name '{word}': {p.stderr}")
     p = study("run", os.path.join(tmp, "missing.toml"), expect=2)
     check("no such file" in p.stderr, f"missing study file: {p.stderr}")
+    # testbed.cc: the hosts' TCP congestion control reaches `testbed.sh up --cc` per point
+    # (the testbed test checks what --cc does on the hosts); unset, up gets no --cc
+    with open(bad, "w") as fh:
+        fh.write('program = "bench"\nlauncher = "testbed"\n[testbed]\nhosts = 2\n'
+                 '[sweep]\n"testbed.cc" = ["bbr", "cubic"]\n[fixed]\nop = "allreduce"\n')
+    from gradsync_analysis import runner
+    tv = spec.load(os.path.join(REPO, "experiments", "tune-verify.toml"))
+    cfgs = [spec.load(bad).testbed_config(pt) for pt in spec.load(bad).points()]
+    cfgs.append(tv.testbed_config(tv.points()[0]))
+    ups = []
+    for cfg in cfgs:
+        tb = runner.Testbed(lambda line: None)
+        tb._call = lambda name, *args: (ups.append(list(args)),
+                                        subprocess.CompletedProcess(args, 0, "", "nothing to do"))[1]
+        tb.ensure(cfg)
+    ccs = [u[u.index("--cc") + 1] if "--cc" in u else None for u in ups]
+    check(ccs == ["bbr", "cubic", None], f"testbed up --cc per point: {ups}")
     # a missing prerequisite: one error line before anything is made, not one failed point each
     for toml, env, word in (("torch-ddp.toml", {"GRADSYNC_TORCH_VENV": os.path.join(tmp, "no-venv")}, "no-venv"),
                             ("seed-bucketing.toml", {"GRADSYNC_BIN": os.path.join(tmp, "no-bin")}, "no-bin")):

@@ -5,7 +5,8 @@
 # (hostname, TMPDIR), that ranks yield when idle once they outnumber the cores the hosts
 # share, that an MPI ping-pong of 4 MiB between the hosts stays under the
 # shaped line rate (125 MB/s) and above a floor (traffic really crosses the link, which
-# counts it), then takes it down and checks that status says nothing is up; then --mtu.
+# counts it) and that the hosts run cubic, which the result names; then takes it down and
+# checks that status says nothing is up; then --cc and --mtu.
 # Exit: 0 pass, 1 fail, 77 skip (not root, or the kernel lacks namespaces/veth/bridge/tbf).
 # Bounded: every mpirun has a timeout; the testbed goes down on every exit (trap).
 set -uo pipefail
@@ -77,11 +78,26 @@ awk -v m="$mbs" -v lo="$FLOOR_MBS" -v hi="$CEIL_MBS" 'BEGIN { exit !(m > lo && m
 crossed=$((sent_after - sent_before))
 echo "host 1 sent $crossed bytes through its shaped eth0 during the run"
 ((crossed > 12 * 4194304)) || fail "host 1's link carried only $crossed bytes: the traffic did not cross it"
+# The hosts' TCP congestion control is cubic by default (not this machine's, which may be
+# bbr), and every rank's result says which one its host ran.
+for h in 0 1; do
+  c=$(ip netns exec "$NAME-h$h" cat /proc/sys/net/ipv4/tcp_congestion_control)
+  [[ $c == cubic ]] || fail "host $h's TCP congestion control is '$c', expected the default cubic"
+done
+[[ $(echo "$res" | grep -c "TCP congestion control cubic") == 2 ]] ||
+  fail "the footer does not say cubic for both ranks: $(echo "$res" | grep 'Interface bytes')"
 
 tb down || fail "down"
 
 # --mtu: every link of the testbed takes it (jumbo frames), status says it; a bad one is refused.
-tb up --hosts 2 --rate 1gbit --subnet "$SUBNET" --mtu 9000 || fail "testbed up --mtu 9000"
+out=$(tb up --hosts 2 --rate 1gbit --subnet "$SUBNET" --cc no_such_cc 2>&1)
+(($? == 3)) || fail "up --cc no_such_cc did not exit 3: $out"
+[[ $out == *"no such TCP congestion control"* ]] || fail "up --cc no_such_cc: $out"
+ip netns list | grep -q "^$NAME-h" && fail "up --cc no_such_cc left namespaces"
+tb up --hosts 2 --rate 1gbit --subnet "$SUBNET" --mtu 9000 --cc reno || fail "testbed up --mtu 9000 --cc reno"
+[[ $(ip netns exec "$NAME-h1" cat /proc/sys/net/ipv4/tcp_congestion_control) == reno ]] ||
+  fail "host 1 does not run reno after up --cc reno"
+[[ $(tb status) == *"TCP reno"* ]] || fail "status does not say TCP reno: $(tb status)"
 for h in 0 1; do
   m=$(ip netns exec "$NAME-h$h" cat /sys/class/net/eth0/mtu)
   [[ $m == 9000 ]] || fail "host $h eth0 MTU is $m after up --mtu 9000"
