@@ -9,9 +9,7 @@
 
 extern char** environ;
 
-#ifndef GRADSYNC_GIT_REVISION
-#define GRADSYNC_GIT_REVISION "unknown"
-#endif
+#include "git_revision.hpp"  // generated at build time (cmake/git_revision.cmake)
 
 namespace gradsync {
 

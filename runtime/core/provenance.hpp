@@ -30,7 +30,7 @@ struct Provenance {
 // The environment variables results record, sorted by name.
 std::vector<std::pair<std::string, std::string>> communication_environment();
 
-std::string git_revision();      // build-time revision, e.g. "3f2a9c1d0e7b"
+std::string git_revision();      // build-time revision, e.g. "3f2a9c1d0e7b" ("-dirty": uncommitted changes)
 std::string utc_timestamp();     // "2026-11-29T15:04:05Z"
 
 void write_provenance(h5::Writer& w, const Provenance& p);

@@ -30,10 +30,18 @@ _ENV_PLUMBING = re.compile(r"^OMPI_MCA_(orte_|ess|pmix|initial_wdir)")
 
 
 def git_revision():
+    """The checkout's revision as the C++ programs write it: 12 hex digits, "-dirty" when
+    tracked files differ from HEAD, "unknown" outside git (cmake/git_revision.cmake)."""
     here = os.path.dirname(os.path.abspath(__file__))
     try:
-        out = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+        out = subprocess.run(["git", "-C", here, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
+                             timeout=10)
+        rev = out.stdout.strip()
+        if out.returncode != 0 or not rev:
+            return "unknown"
+        st = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
+                            capture_output=True, text=True, timeout=10)
+        return rev + "-dirty" if st.returncode == 0 and st.stdout.strip() else rev
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 

@@ -147,6 +147,12 @@ def check_file(path, op, algo, dtype, nranks, iters, table_rows, check_on, redop
             check(a["chunk_bytes_used"] == 4 << 20 and "shared-memory" in str(a["chunk_reason"]),
                   f"auto chunk {a['chunk_bytes_used']} ({a['chunk_reason']!r}), want 4 MiB on one node")
         check(a["program"] == "gradsync-bench", "program attribute")
+        # the revision the build was made from (taken at build time; "-dirty" with uncommitted changes)
+        head = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short=12",
+                               "HEAD"], capture_output=True, text=True)
+        want = head.stdout.strip() if head.returncode == 0 and head.stdout.strip() else "unknown"
+        check(str(a["git_revision"]).split("-dirty")[0] == want,
+              f"git_revision {a['git_revision']!r}, the checkout is at {want} (rebuild after a commit)")
         check(a["op"] == op and a["algo"] == algo, f"op/algo attributes {a['op']}/{a['algo']}")
         check(a["dtype"] == ("byte" if op == "pingpong" else dtype), f"dtype attribute {a['dtype']}")
         check(a["redop"] == (redop if op in REDOP_OPS else "none"), f"redop attribute {a['redop']}")
