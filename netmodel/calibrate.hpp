@@ -71,7 +71,8 @@ struct BenchPoint {
   // token bucket, so each iteration starts with a full burst (link_credit_bytes).
   bool off_cache = false;
   // Bytes this point's iterations find tokens for at their start (a shaped inter level and
-  // an off-cache sweep: the burst; set by calibrate_fabric): they pass at no link time.
+  // an off-cache sweep: the burst; a ping-pong: min(burst, bytes / 2), the bucket refilling
+  // while the reply travels; set by calibrate_fabric): they pass at no link time.
   double link_credit_bytes = 0;
   // NICs of each node the inter-node traffic spreads over (rails; fabric.hpp). Logs of
   // other tools state it (inputs/nccl_tests.hpp); gradsync's own files: 1.

@@ -42,9 +42,16 @@ import subprocess
 from . import results, spec, tools
 
 
-def testbed_burst(testbed: dict) -> str:
+def testbed_burst(testbed: dict, where: dict | None = None) -> str:
     """The tbf burst of the study's testbed (its first NIC): [testbed] burst when given, else
-    scripts/testbed.sh's default, 1 ms at the rate and at least 64 KiB."""
+    scripts/testbed.sh's default, 1 ms at the rate and at least 64 KiB. A calibration's
+    ``where`` (e.g. {"testbed.rate": "200mbit"}) overrides the testbed's rate and burst: its
+    points ran on that setting."""
+    testbed = dict(testbed)
+    for k in ("rate", "burst"):
+        v = (where or {}).get("testbed." + k)
+        if isinstance(v, str):
+            testbed[k] = v
     burst = str(testbed.get("burst", "")).split(",")[0].strip()
     if burst:
         return burst
@@ -190,7 +197,7 @@ def run_stage(study, points, records, out_dir, bindir, log, stream=None) -> dict
         if not compute:
             args += ["--name", name]
             if c.get("burst_bytes") == "testbed":
-                args += ["--burst-bytes", testbed_burst(study.testbed)]
+                args += ["--burst-bytes", testbed_burst(study.testbed, c.get("where"))]
             elif c.get("burst_bytes"):
                 args += ["--burst-bytes", spec.fmt_value(c["burst_bytes"])]
             if c.get("cores_per_node"):

@@ -1099,6 +1099,29 @@ TEST(Calibrate, ShaperLeavesOutPointsThatRanOnTheBurst) {
   EXPECT_EQ(fit1.levels[0].points.size(), read_bench_file(g).size());
 }
 
+TEST(Calibrate, APingPongOnAShapedLinkFindsTheBucketRefilledByTheReply) {
+  // 2 hosts, 200 Mbit/s tbf (23.9 MB/s of TCP payload), 64 KiB burst: while the reply
+  // travels each direction's bucket refills, so in the steady state a message of m bytes
+  // finds c = min(burst, m / 2) tokens: t = alpha + (m - c) / bw (the testbed's ping-pongs
+  // of 16 KiB .. 4 MiB, 2026-12-06, within 1% of it). Next to a ring sweep (no credit:
+  // back-to-back iterations keep the bucket empty) the fit recovers the link's rate; read
+  // without the credit the ping-pongs look faster than the link and the rate comes out high.
+  const double alpha = 40e-6, bw = 23.9e6, burst = 65536;
+  Fabric planted = simple_fabric(alpha, bw);
+  planted.name = "planted";
+  const auto sizes = pow2_sizes(16 << 10, 4 << 20);
+  auto pts = read_bench_file(bench_file("spp.h5", "pingpong", "ring", 2, 1, sizes, planted, 0.0, 4));
+  for (auto& p : pts) p.time_s = alpha + (p.bytes - std::min(burst, p.bytes / 2)) / bw;
+  const auto ring = read_bench_file(bench_file("sring.h5", "allreduce", "ring", 2, 1, sizes, planted, 0.0, 5));
+  pts.insert(pts.end(), ring.begin(), ring.end());
+  for (auto& p : pts) p.link_bytes_before = kInf;  // none ran on a first, untouched burst
+  const Level with = calibrate_fabric(pts, "shaped", "tcp-10g", Shaper{burst, kInf}).fabric.inter;
+  EXPECT_NEAR(with.bw(4 << 20) / bw, 1.0, 0.01);
+  EXPECT_NEAR(with.duplex_bw(4 << 20) / bw, 1.0, 0.01);
+  const Level without = calibrate_fabric(pts, "unshaped", "tcp-10g", Shaper{0, kInf}).fabric.inter;
+  EXPECT_GT(without.bw(4 << 20) / bw, 1.03);
+}
+
 TEST(Calibrate, AnOffCacheSweepOnAShapedLinkStartsEachIterationWithAFullBurst) {
   // 2 hosts x 1 rank, ring all-reduce 256 KiB .. 32 MiB on a 125 MB/s tbf link with a
   // 125,000-byte burst, swept with --off-cache: the eviction between iterations refills the

@@ -201,6 +201,12 @@ def case_spec(tmp):
         tb.ensure(cfg)
     ccs = [u[u.index("--cc") + 1] if "--cc" in u else None for u in ups]
     check(ccs == ["bbr", "cubic", None], f"testbed up --cc per point: {ups}")
+    # burst_bytes = "testbed": the burst of the rate a calibration's points ran at (its where)
+    from gradsync_analysis import model as study_model
+    bursts = (study_model.testbed_burst({}), study_model.testbed_burst({"rate": "1gbit"}, {"testbed.rate": "10gbit"}),
+              study_model.testbed_burst({"hosts": 2}, {"testbed.rate": "200mbit"}),
+              study_model.testbed_burst({"burst": "200000"}, {"testbed.rate": "200mbit"}))
+    check(bursts == ("125000", "1250000", "65536", "200000"), f"testbed_burst: {bursts}")
     # a missing prerequisite: one error line before anything is made, not one failed point each
     for toml, env, word in (("torch-ddp.toml", {"GRADSYNC_TORCH_VENV": os.path.join(tmp, "no-venv")}, "no-venv"),
                             ("seed-bucketing.toml", {"GRADSYNC_BIN": os.path.join(tmp, "no-bin")}, "no-bin")):
