@@ -36,9 +36,10 @@
 #     (net.ipv4.tcp_congestion_control in each namespace); `host` keeps what this machine
 #     gives a new namespace. A namespace may only pick one the machine allows, so up adds
 #     NAME to net.ipv4.tcp_allowed_congestion_control (machine-wide, until reboot) when it is
-#     missing there, and says so. Why it matters: this machine's default is bbr, and BBR
-#     drops a connection that has been sending without pause for 10 s to 4 packets in flight
-#     for 200 ms (PROBE_RTT) to re-measure the path's round trip. A 3-host ring of 256 MiB
+#     missing there, and says so. Why it matters: a machine's default may be bbr (the one
+#     these figures come from had it), and BBR drops a connection that has been sending
+#     without a pause for 10 s to 4 packets in flight for 200 ms (PROBE_RTT) to re-measure
+#     the path's round trip. A 3-host ring of 256 MiB
 #     all-reduces lost about 190 ms in most iterations (85-91% of the line); with cubic every
 #     iteration reached 95.2-95.4% (2026-12-05, README "Measured defaults"). Result files
 #     record each rank's congestion control (/net/tcp_congestion_control).
