@@ -39,10 +39,10 @@
 #     missing there, and says so. Why it matters: a machine's default may be bbr (the one
 #     these figures come from had it), and BBR drops a connection that has been sending
 #     without a pause for 10 s to 4 packets in flight for 200 ms (PROBE_RTT) to re-measure
-#     the path's round trip. A 3-host ring of 256 MiB
-#     all-reduces lost about 190 ms in most iterations (85-91% of the line); with cubic every
-#     iteration reached 95.2-95.4% (2026-12-05, README "Measured defaults"). Result files
-#     record each rank's congestion control (/net/tcp_congestion_control).
+#     the path's round trip. A 3-host ring of 256 MiB all-reduces lost about 190 ms in
+#     most iterations (85-91% of the line); with cubic every iteration reached 95.2-95.4%
+#     (2026-12-05, README "Measured defaults"). Result files record each rank's congestion
+#     control (/net/tcp_congestion_control).
 #   * `--docker`: what Docker leaves on a host, for interface-choice experiments
 #     (NCCL_SOCKET_IFNAME, btl_tcp_if_include): a bridge docker0 inside every host with the
 #     SAME address on every host (172.17.0.1/16), up but connected to nothing (no port),
