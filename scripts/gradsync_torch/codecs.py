@@ -159,7 +159,12 @@ def time_case(o, dev, shapes, kind, params):
     if kind == "powersgd":
         r = min(shapes[0][0], params["rank"])
         pq = len(shapes) * shapes[0][0] * r  # P (and Q) of k square matrices, one batch each
-        sizes = ([(0, torch.float32)] if ncoll >= 3 else []) + [(pq, torch.float32)] * 2
+        # Every rank must run the same all-reduces below, and ncoll is this rank's count (a
+        # median over steps of what the recorder attributed): take the largest over ranks.
+        # (A torch.codecs test run hung once, both ranks waiting in a collective, 2026-12-06.)
+        n = torch.tensor([float(ncoll)], dtype=torch.float64)
+        dist.all_reduce(n, op=dist.ReduceOp.MAX)
+        sizes = ([(0, torch.float32)] if float(n) >= 3 else []) + [(pq, torch.float32)] * 2
     else:
         sizes = [(math.prod(shapes[0]), torch.float16 if kind == "fp16" else torch.bfloat16)]
     local = [statistics.median(enc), statistics.median(dec), nb,

@@ -52,6 +52,7 @@ $GRADSYNC_TORCH_VENV or <repo>/.venv-torch; without it the test exits 77 (skippe
 line saying how to install it.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -81,9 +82,20 @@ def check(cond, msg):
 
 
 def run(cmd, cwd, timeout=240, expect=0, env=None):
+    """Runs cmd in its own session; past `timeout` the whole session is killed (torchrun's
+    workers too, which a plain kill of torchrun would leave running) and TimeoutExpired is
+    raised as subprocess.run raises it."""
     t = time.time()
-    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                       env=None if env is None else dict(os.environ, **env))
+    with subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True, env=None if env is None else dict(os.environ, **env)) as q:
+        try:
+            out, err = q.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(q.pid, signal.SIGKILL)
+            q.communicate()
+            raise
+    p = subprocess.CompletedProcess(cmd, q.returncode, out, err)
     print(f"$ {' '.join(cmd)}  -> rc {p.returncode} ({time.time() - t:.1f} s)", flush=True)
     if expect is not None and p.returncode != expect:
         print(p.stdout[-3000:], p.stderr[-3000:], sep="\n")
