@@ -579,7 +579,7 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       "nics-per-node", po::value<int>(), "nccl-tests logs: NICs (rails) per node the inter level spreads over (default: from NCCL INFO lines, else 1)")(
       "op", po::value<std::string>(), "nccl-tests logs: the collective, when neither the program name nor the columns say")(
       "points-only", "read the inputs, print what was inferred and every point read (no fit, nothing written)")(
-      "burst-bytes", po::value<std::string>(), "the inter-node link is a token-bucket shaper with this burst (e.g. the testbed's tbf burst, 64KiB): written to the fabric; points that ran on the burst are not fitted")(
+      "burst-bytes", po::value<std::string>(), "the inter-node link is a token-bucket shaper with this burst (e.g. the testbed's tbf burst, 64KiB): written to the fabric; points that ran on the burst are not fitted, and a ping-pong's message of m bytes is fitted as passing min(burst, m/2) of them on the tokens its reply refilled")(
       "cores-per-node", po::value<int>(),
       "the CPUs a node gives its ranks, written to the fabric in place of the count the files recorded (emulated "
       "hosts sharing one machine's cores: 2 testbed hosts on 2 cores have 1 each); the fit itself uses the files' count")(
