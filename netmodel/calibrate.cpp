@@ -1128,32 +1128,29 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
   // The inter level's rate on the wire: its points all crossed one kind of link (an
   // interface of one MTU), so the fitted payload bandwidth is also stated as what a NIC's
   // nominal rate (and a shaper) counts.
-  if (!inter.empty()) {
+  const auto inter_fit = std::find_if(out.levels.begin(), out.levels.end(),
+                                      [](const LevelFit& l) { return l.level == "inter"; });
+  if (!inter.empty() && inter_fit != out.levels.end()) {
     const int mtu = inter.front().wire_mtu;
     const std::string nic = inter.front().wire_if;
     const bool one = std::all_of(inter.begin(), inter.end(),
                                  [&](const BenchPoint& p) { return p.wire_mtu == mtu && p.wire_if == nic; });
     const double framing = tcp_payload_per_wire_byte(mtu);
-    if (one && framing > 0)
-      for (auto& l : out.levels)
-        if (l.level == "inter") {
-          char buf[320];
-          std::snprintf(buf, sizeof buf,
-                        "on the wire: %.4g GB/s of payload is %.4g Gbit/s at %s's MTU %d if TCP/IPv4 over Ethernet "
-                        "(%d payload bytes per %d-byte frame, %.1f%%; a NIC's or shaper's nominal rate counts frames); ",
-                        f.inter.bw_Bps / 1e9, f.inter.bw_Bps * 8 / framing / 1e9, nic.c_str(), mtu, mtu - 52, mtu + 14,
-                        100 * framing);
-          l.notes += buf;
-        }
+    if (one && framing > 0) {
+      char buf[320];
+      std::snprintf(buf, sizeof buf,
+                    "on the wire: %.4g GB/s of payload is %.4g Gbit/s at %s's MTU %d if TCP/IPv4 over Ethernet "
+                    "(%d payload bytes per %d-byte frame, %.1f%%; a NIC's or shaper's nominal rate counts frames); ",
+                    f.inter.bw_Bps / 1e9, f.inter.bw_Bps * 8 / framing / 1e9, nic.c_str(), mtu, mtu - 52, mtu + 14,
+                    100 * framing);
+      inter_fit->notes += buf;
+    }
     // BBR re-measures a path's round trip by holding a connection that has sent without a
     // pause for 10 s to 4 packets for 200 ms (PROBE_RTT): long sweeps on a busy link carry
     // those pauses (seen on the testbed: 256 MiB ring all-reduces 190 ms slower, README).
-    const bool bbr = std::any_of(inter.begin(), inter.end(), [](const BenchPoint& p) { return p.wire_cc == "bbr"; });
-    if (bbr)
-      for (auto& l : out.levels)
-        if (l.level == "inter")
-          l.notes += "TCP congestion control bbr (the files' /net): a connection busy for 10 s drops to 4 packets "
-                     "for 200 ms (PROBE_RTT), so transfers of seconds include such pauses; cubic has none; ";
+    if (std::any_of(inter.begin(), inter.end(), [](const BenchPoint& p) { return p.wire_cc == "bbr"; }))
+      inter_fit->notes += "TCP congestion control bbr (the files' /net): a connection busy for 10 s drops to 4 packets "
+                          "for 200 ms (PROBE_RTT), so transfers of seconds include such pauses; cubic has none; ";
   }
   f.description = desc;
   validate_fabric(f);

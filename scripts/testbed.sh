@@ -399,6 +399,8 @@ cmd_up() {
   mv "$STATE/hosts.tmp" "$STATE/hosts"
 
   for ((i = 0; i < hosts; i++)); do echo "${subnet}.$((i + 1)) slots=$rph"; done >"$STATE/hostfile"
+  local cc_now  # what the hosts run (with --cc host: what the machine gave them)
+  cc_now=$(ip netns exec "$(ns_name 0)" cat /proc/sys/net/ipv4/tcp_congestion_control)
   write_agent
   cat >"$STATE/config.env" <<EOF
 # testbed '$NAME', written by scripts/testbed.sh up on $(date -u +%Y-%m-%dT%H:%M:%SZ)
@@ -412,13 +414,13 @@ SUBNET2=$( ((nics == 2)) && echo "$subnet2" || echo "")
 DOCKER=$docker
 MTU=$mtu
 CC=$cc
-CC_EFFECTIVE=$(ip netns exec "$(ns_name 0)" cat /proc/sys/net/ipv4/tcp_congestion_control)
+CC_EFFECTIVE=$cc_now
 EOF
   # shellcheck disable=SC2034  # read by the EXIT trap
   UP_DONE=1
   trap - EXIT INT TERM
   say "testbed '$NAME' is up: $hosts host(s) $(ns_name 0)..$(ns_name $((hosts - 1))), rate $rate per link" \
-    "direction, MTU $mtu, TCP $(ip netns exec "$(ns_name 0)" cat /proc/sys/net/ipv4/tcp_congestion_control), $rph rank(s)/host, $nics NIC(s) (eth0 ${subnet}.0/24$( ((nics == 2)) && echo ", eth1 ${subnet2}.0/24"))$( ((docker)) && echo ", docker0 172.17.0.1/16 on every host")"
+    "direction, MTU $mtu, TCP $cc_now, $rph rank(s)/host, $nics NIC(s) (eth0 ${subnet}.0/24$( ((nics == 2)) && echo ", eth1 ${subnet2}.0/24"))$( ((docker)) && echo ", docker0 172.17.0.1/16 on every host")"
   say "state in $STATE; next: $PROG$([[ $NAME == gs ]] || echo " --name $NAME") run -- CMD"
 }
 

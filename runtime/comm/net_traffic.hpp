@@ -2,8 +2,8 @@
 //
 // Construct the meter where the measured work starts (every rank reads its host's
 // interface counters); gather() after it ends is collective: each rank's deltas, and its
-// host's TCP congestion control, go to every rank (allgather), rank 0 writes them (core/netif.hpp: write_net_traffic). Used by
-// gradsync-bench and gradsync-train alike.
+// host's TCP congestion control, go to every rank (allgather), rank 0 writes them
+// (core/netif.hpp: write_net_traffic). Used by gradsync-bench and gradsync-train alike.
 #pragma once
 
 #include <string>

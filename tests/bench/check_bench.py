@@ -10,6 +10,7 @@ fresh temporary directory. Exit status 0 = pass, 1 = fail, 77 = skipped (no h5py
 """
 
 import argparse
+import functools
 import glob
 import json
 import math
@@ -134,6 +135,14 @@ def close(text, value, decimals=None):
 
 # ---- the file --------------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=1)
+def checkout_revision():
+    """This checkout's HEAD as result files name it (12 hex digits), "unknown" outside git."""
+    head = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short=12", "HEAD"],
+                          capture_output=True, text=True)
+    return head.stdout.strip() if head.returncode == 0 and head.stdout.strip() else "unknown"
+
+
 def check_file(path, op, algo, dtype, nranks, iters, table_rows, check_on, redop="sum", root=0, warmup=None):
     check(os.path.isfile(path), f"result file {path} missing")
     check(not glob.glob(os.path.join(os.path.dirname(path) or ".", "*.tmp.*")), "a temporary file was left behind")
@@ -148,9 +157,7 @@ def check_file(path, op, algo, dtype, nranks, iters, table_rows, check_on, redop
                   f"auto chunk {a['chunk_bytes_used']} ({a['chunk_reason']!r}), want 4 MiB on one node")
         check(a["program"] == "gradsync-bench", "program attribute")
         # the revision the build was made from (taken at build time; "-dirty" with uncommitted changes)
-        head = subprocess.run(["git", "-C", os.path.dirname(os.path.abspath(__file__)), "rev-parse", "--short=12",
-                               "HEAD"], capture_output=True, text=True)
-        want = head.stdout.strip() if head.returncode == 0 and head.stdout.strip() else "unknown"
+        want = checkout_revision()
         check(str(a["git_revision"]).split("-dirty")[0] == want,
               f"git_revision {a['git_revision']!r}, the checkout is at {want} (rebuild after a commit)")
         check(a["op"] == op and a["algo"] == algo, f"op/algo attributes {a['op']}/{a['algo']}")
