@@ -1,6 +1,7 @@
 // gradsync/netmodel/compare.cpp — predicting measured runs and summarizing the errors.
 #include "netmodel/compare.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -16,6 +17,9 @@
 namespace gradsync::netmodel {
 
 namespace {
+
+// A machine's CPUs counted as saturated: its ranks kept this share of them busy over a step.
+constexpr double kSaturatedCpu = 0.9;
 
 bool in_zoo(const std::string& model) {
   for (const auto& n : models::zoo_names())
@@ -130,6 +134,11 @@ Json compare_json(const CompareReport& r) {
     for (double c : row.run.bucket_codec_s) measured_codec += c;
     for (const auto& b : row.predicted.buckets) predicted_codec += b.codec_s;
     j.set("measured_codec_s", num_or_null(measured_codec)).set("predicted_codec_s", predicted_codec);
+    // A rank's process CPU per step (/steps/cpu_s), the ranks that shared one machine's
+    // CPUs, and the share of those CPUs they kept busy (TrainRun::machine_cpu_busy).
+    j.set("measured_cpu_s", num_or_null(row.run.cpu_s));
+    j.set("machine_ranks", row.run.machine_ranks).set("machine_cores", row.run.machine_cores);
+    j.set("machine_cpu_busy", num_or_null(row.run.machine_cpu_busy()));
     j.set("predicted_buckets", bucket_timings_json(row.predicted.buckets));
     runs.push(j);
   }
@@ -179,6 +188,28 @@ std::string compare_table(const CompareReport& r) {
                 r.fabric.c_str(), r.rows.size(), r.median_abs_error_pct, r.p90_abs_error_pct, r.inside_spread,
                 r.rows.size());
   os << buf;
+  // Runs whose ranks outnumbered the cores of the machine they shared and kept them busy: the
+  // model prices a node's CPU share (fabric cores_per_node) but not ranks of several nodes
+  // (testbed hosts, containers) competing for one machine's cores.
+  int saturated = 0, ranks = 0, cores = 0;
+  double least = 1;
+  for (const auto& row : r.rows) {
+    const double busy = row.run.machine_cpu_busy();
+    if (row.run.machine_ranks > row.run.machine_cores && busy >= kSaturatedCpu) {
+      ++saturated;
+      ranks = row.run.machine_ranks;
+      cores = row.run.machine_cores;
+      least = std::min(least, busy);
+    }
+  }
+  if (saturated > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "# %d run(s) CPU-bound: %d ranks on one machine's %d cores used %.0f%% of them or more "
+                  "(/steps/cpu_s, waiting included); the model prices a node's CPU share, not nodes (testbed hosts, "
+                  "containers) competing for one machine's cores, so such steps can run longer than predicted\n",
+                  saturated, ranks, cores, 100 * least);
+    os << buf;
+  }
   if (!r.compute_from.empty())
     os << "# * compute from " << r.compute_from
        << ": its recorded steps replayed (data, forward, backward, optimizer, reducer, and each tensor's gradient "
@@ -195,9 +226,13 @@ void write_compare(const CompareReport& r, const std::string& path, const std::v
   write_provenance(w, model_provenance(argv));
   std::vector<std::string> file, model, algo, compress, precision, compute;
   std::vector<std::int64_t> nodes, rpn, modelled, inside;
-  std::vector<double> ms, ps, es, me, pe, ee, mc, pc, p10, p90;
+  std::vector<double> ms, ps, es, me, pe, ee, mc, pc, p10, p90, busy;
+  std::vector<std::int64_t> mranks, mcores;
   for (const auto& row : r.rows) {
     const auto& c = row.run.config;
+    busy.push_back(row.run.machine_cpu_busy());
+    mranks.push_back(row.run.machine_ranks);
+    mcores.push_back(row.run.machine_cores);
     file.push_back(row.run.path);
     model.push_back(c.model);
     algo.push_back(c.algo);
@@ -240,6 +275,11 @@ void write_compare(const CompareReport& r, const std::string& path, const std::v
   w.write("/compare/measured_step_p10_s", p10);
   w.write("/compare/measured_step_p90_s", p90);
   w.write("/compare/inside_spread", inside);  // per run 1/0; the group attribute is their sum
+  // The ranks that shared one machine's CPUs, those CPUs (0: not recorded), and the share of
+  // them the ranks used over a step (NaN: not recorded; TrainRun::machine_cpu_busy).
+  w.write("/compare/machine_ranks", mranks);
+  w.write("/compare/machine_cores", mcores);
+  w.write("/compare/machine_cpu_busy", busy);
   w.write("/compare/measured_epoch_time_s", me);
   w.write("/compare/predicted_epoch_time_s", pe);
   w.write("/compare/epoch_error_pct", ee);

@@ -13,6 +13,12 @@ namespace gradsync::netmodel {
 
 double median(std::vector<double> v) { return percentile(std::move(v), 0.5); }
 
+double TrainRun::machine_cpu_busy() const {
+  if (machine_ranks <= 0 || machine_cores <= 0 || !std::isfinite(cpu_s) || !(step_time_s > 0))
+    return std::numeric_limits<double>::quiet_NaN();
+  return machine_ranks * cpu_s / (machine_cores * step_time_s);
+}
+
 std::pair<double, double> split_backward(double all, double sync, int acc) {
   acc = std::max(1, acc);
   if (acc > 1 && std::isfinite(sync) && sync >= 0 && sync <= all) return {sync, (all - sync) / (acc - 1)};
@@ -156,6 +162,10 @@ TrainRun read_train_file(const std::string& path) {
     c.comm_preempts = s.rfind("rr", 0) == 0 || s.rfind("fifo", 0) == 0;
   }
   if (r.has_attr("/", "cores_per_node")) run.cores_per_node = static_cast<int>(r.attr_double("/", "cores_per_node"));
+  if (r.has_attr("/", "machine_ranks") && r.has_attr("/", "machine_cores")) {
+    run.machine_ranks = std::max(0, static_cast<int>(r.attr_double("/", "machine_ranks")));
+    run.machine_cores = std::max(0, static_cast<int>(r.attr_double("/", "machine_cores")));
+  }
   if (c.accumulate < 1) c.accumulate = 1;
   // PowerSGD runs plain all-reduces before step `start` (the hook's start_powerSGD_iter);
   // the model predicts the compressed steady state, so those steps are left out too when
@@ -199,6 +209,7 @@ TrainRun read_train_file(const std::string& path) {
   run.comm_total_s = col("comm_total_s");
   run.encode_s = col("encode_s", &TrainStepRow::encode_s);
   run.decode_s = col("decode_s", &TrainStepRow::decode_s);
+  run.cpu_s = col("cpu_s");
   read_rank_columns(r, path, nranks, skip, run.rows);
   {
     std::vector<double> spread;  // steps where every rank's time was recorded

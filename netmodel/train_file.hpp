@@ -94,6 +94,15 @@ struct TrainRun {
   // rows' rank_spread_s (NaN without /ranks/step_time_s or with one rank).
   double rank_spread_s = std::numeric_limits<double>::quiet_NaN();
   int cores_per_node = 0;  // the CPUs a node gave its ranks (0 when absent)
+  // The ranks that shared one machine's CPUs and those CPUs (file attributes machine_ranks,
+  // machine_cores; 0 when absent), and a rank's process CPU time per step (median of
+  // /steps/cpu_s, the mean over ranks; NaN when absent).
+  int machine_ranks = 0, machine_cores = 0;
+  double cpu_s = 0;
+  // The share of the machine's CPUs its ranks kept busy over a step: machine_ranks x cpu_s /
+  // (machine_cores x step_time_s); NaN without those. Near 1 with more ranks than cores: the
+  // ranks competed for the cores (CPU-bound), which the model does not price.
+  double machine_cpu_busy() const;
   int64_t compress_start = 0;  // PowerSGD start=K: steps before K run uncompressed (excluded when possible)
   int64_t steps_total = 0;
   double epoch_time_s = 0;  // median of /epochs/epoch_time_s, NaN if absent

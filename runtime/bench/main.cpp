@@ -112,6 +112,7 @@ int run(const gb::BenchOptions& o) {
   info.ranks_per_node = comm.local_size();  // rank 0's is the one recorded
   info.hostnames = comm.allgather_strings(comm.hostname());
   info.cpus = comm.allgather_strings(gs::cpu_list(gs::affinity_cpus()));
+  info.machine_ids = comm.allgather_strings(gs::machine_id());
   info.pids = comm.allgather_strings(std::to_string(getpid()));
 
   // The result path is checked now, so an unwritable one fails before the measurement;

@@ -294,7 +294,8 @@ void write_nccl_tests_json(const std::string& path, const RunInfo& info, const s
 
 void write_results(h5::Writer& w, const RunInfo& info, const std::vector<SizeResult>& rows) {
   const BenchOptions& o = info.opts;
-  write_provenance(w, Provenance{"gradsync-bench", o.argv, info.hostnames, info.nranks, info.nnodes, info.cpus});
+  write_provenance(w, Provenance{"gradsync-bench", o.argv, info.hostnames, info.nranks, info.nnodes, info.cpus,
+                                     info.machine_ids});
 
   w.attr("/", "op", o.op);
   w.attr("/", "algo", o.algo);

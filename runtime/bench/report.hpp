@@ -24,6 +24,7 @@ struct RunInfo {
   int ranks_per_node = 1;                // local_size() of rank 0
   std::vector<std::string> hostnames;    // rank order
   std::vector<std::string> cpus;         // rank order: CPU lists (core/cpus.hpp)
+  std::vector<std::string> machine_ids;  // rank order: the kernel each ran on (core/cpus.hpp machine_id)
   std::vector<std::string> pids;         // rank order
   bool has_redop = false;                // else the table says "none"
   bool has_root = false;                 // else the table says -1

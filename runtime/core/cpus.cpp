@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -62,6 +63,34 @@ std::vector<int> parse_cpu_list(const std::string& list, const std::string& what
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+std::string machine_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (in && std::getline(in, id) && !id.empty()) return id;
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) == 0 && host[0] != 0) return host;
+  return "unknown";
+}
+
+MachineShare machine_share(const std::vector<std::string>& machine_ids, const std::vector<std::string>& cpu_lists) {
+  if (cpu_lists.empty() || machine_ids.size() != cpu_lists.size()) return {};
+  std::map<std::string, std::pair<int, std::set<int>>> per_machine;
+  for (std::size_t r = 0; r < machine_ids.size(); ++r) {
+    auto& [ranks, cpus] = per_machine[machine_ids[r]];
+    ++ranks;
+    for (int c : parse_cpu_list(cpu_lists[r], "cpu_affinity of rank " + std::to_string(r))) cpus.insert(c);
+  }
+  MachineShare worst;
+  for (const auto& [id, m] : per_machine) {
+    const int cores = static_cast<int>(m.second.size());
+    if (cores == 0) return {};
+    // Fewer CPUs per rank than the worst so far: ranks / cores above theirs.
+    if (worst.cores == 0 || static_cast<long>(m.first) * worst.cores > static_cast<long>(worst.ranks) * cores)
+      worst = {m.first, cores};
+  }
+  return worst;
 }
 
 int cores_per_node(const std::vector<std::string>& hostnames, const std::vector<std::string>& cpu_lists) {

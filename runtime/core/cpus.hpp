@@ -28,4 +28,19 @@ std::vector<int> parse_cpu_list(const std::string& list, const std::string& what
 // ranks' lists; the smallest over nodes. 0 when the lists are missing or empty.
 int cores_per_node(const std::vector<std::string>& hostnames, const std::vector<std::string>& cpu_lists);
 
+// The kernel this process runs on: /proc/sys/kernel/random/boot_id, which network
+// namespaces, containers and the testbed's hosts on one machine share, while their
+// hostnames differ; the hostname where it cannot be read.
+std::string machine_id();
+
+// The ranks that share one machine's CPUs (ranks grouped by machine id): for the machine
+// whose ranks have the fewest CPUs each, its rank count and the size of the union of their
+// CPU lists. {0, 0} when the lists or ids are missing or of another length. On a cluster
+// (one node per machine) this is the node's ranks and cores; on the namespace testbed,
+// every host's rank against the one machine's CPUs.
+struct MachineShare {
+  int ranks = 0, cores = 0;
+};
+MachineShare machine_share(const std::vector<std::string>& machine_ids, const std::vector<std::string>& cpu_lists);
+
 }  // namespace gradsync

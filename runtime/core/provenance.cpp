@@ -57,6 +57,12 @@ void write_provenance(h5::Writer& w, const Provenance& p) {
   if (!p.cpus.empty()) {
     w.attr("/", "cpu_affinity", p.cpus);
     w.attr("/", "cores_per_node", static_cast<std::int64_t>(cores_per_node(p.hostnames, p.cpus)));
+    if (p.machine_ids.size() == p.cpus.size()) {
+      const MachineShare m = machine_share(p.machine_ids, p.cpus);
+      w.attr("/", "machine_ids", p.machine_ids);
+      w.attr("/", "machine_ranks", static_cast<std::int64_t>(m.ranks));
+      w.attr("/", "machine_cores", static_cast<std::int64_t>(m.cores));
+    }
   }
   w.group("/environment");
   for (const auto& [k, v] : communication_environment()) {

@@ -2,7 +2,10 @@
 //
 // Root attributes: schema_version, program, argv, git_revision, created_utc, hostnames,
 // nranks, nnodes, slurm_job_id (when set), cpu_affinity (one CPU list per rank, e.g. "0-3")
-// and cores_per_node (core/cpus.hpp; both when the ranks' CPU lists are known). Group /environment: one string attribute per
+// and cores_per_node (core/cpus.hpp; both when the ranks' CPU lists are known); machine_ids
+// (the kernel each rank ran on), machine_ranks and machine_cores (core/cpus.hpp machine_share:
+// the ranks that share one machine's CPUs, and those CPUs), where the ids were gathered
+// (gradsync-train). Group /environment: one string attribute per
 // communication-tuning variable that was set (NCCL_*, OMPI_MCA_* less mpirun's own launch
 // plumbing, GRADSYNC_*, UCX_*, SLURM_JOB_ID).
 // Group /params: every registered gradsync knob with its effective value.
@@ -25,6 +28,7 @@ struct Provenance {
   int nranks = 1;
   int nnodes = 1;
   std::vector<std::string> cpus;       // one CPU list per rank (core/cpus.hpp); may be empty
+  std::vector<std::string> machine_ids;  // one per rank (core/cpus.hpp machine_id); may be empty
 };
 
 // The environment variables results record, sorted by name.

@@ -32,6 +32,7 @@ std::string write_train_results(const std::string& path, const TrainOptions& o, 
   p.argv = argv;
   p.hostnames = r.hostnames;
   p.cpus = r.cpus;
+  p.machine_ids = r.machine_ids;
   p.nranks = r.nranks;
   p.nnodes = r.nnodes;
   write_provenance(w, p);
@@ -106,13 +107,13 @@ std::string write_train_results(const std::string& path, const TrainOptions& o, 
     const double v[StepRow::kFields] = {s.loss,        s.step_time_s, s.data_s,      s.forward_s,
                                         s.backward_s,  s.comm_exposed_s, s.optimizer_s, s.bytes_sent,
                                         s.comm_total_s, s.encode_s,   s.decode_s,    s.reducer_s,
-                                        s.reducer_launch_wall_s, s.unscale_s, s.backward_sync_s};
+                                        s.reducer_launch_wall_s, s.unscale_s, s.backward_sync_s, s.cpu_s};
     for (int f = 0; f < StepRow::kFields; ++f) cols[f][i] = v[f];
   }
   static const char* names[StepRow::kFields] = {"loss",        "step_time_s",  "data_s",   "forward_s",
                                                 "backward_s",  "comm_exposed_s", "optimizer_s", "bytes_sent",
                                                 "comm_total_s", "encode_s",    "decode_s", "reducer_s",
-                                                "reducer_launch_wall_s", "unscale_s", "backward_sync_s"};
+                                                "reducer_launch_wall_s", "unscale_s", "backward_sync_s", "cpu_s"};
   w.group("/steps");
   w.write("/steps/step", step);
   for (int f = 0; f < StepRow::kFields; ++f) w.write(std::string("/steps/") + names[f], cols[f]);
@@ -130,7 +131,8 @@ std::string write_train_results(const std::string& path, const TrainOptions& o, 
         {"forward_s", &StepRow::forward_s},     {"backward_s", &StepRow::backward_s},
         {"comm_exposed_s", &StepRow::comm_exposed_s}, {"optimizer_s", &StepRow::optimizer_s},
         {"reducer_s", &StepRow::reducer_s},     {"encode_s", &StepRow::encode_s},
-        {"decode_s", &StepRow::decode_s},       {"backward_sync_s", &StepRow::backward_sync_s}};
+        {"decode_s", &StepRow::decode_s},       {"backward_sync_s", &StepRow::backward_sync_s},
+        {"cpu_s", &StepRow::cpu_s}};
     w.group("/ranks");
     for (const auto& [name, field] : per_rank) {
       std::vector<double> v(n * p);

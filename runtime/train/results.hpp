@@ -4,7 +4,8 @@
 //   /                 provenance (write_provenance) + the run's configuration attributes
 //   /steps/{step, loss, step_time_s, data_s, forward_s, backward_s, comm_exposed_s,
 //           optimizer_s, bytes_sent, comm_total_s, encode_s, decode_s,
-//           reducer_s, reducer_launch_wall_s, unscale_s, backward_sync_s, loss_scale, skipped}
+//           reducer_s, reducer_launch_wall_s, unscale_s, backward_sync_s, cpu_s, loss_scale,
+//           skipped}
 //                     one row per optimizer step; step_time_s = max over ranks, loss_scale
 //                     and skipped are the same on every rank, all other columns the mean
 //                     over ranks. Definitions (per rank, per step):
@@ -33,6 +34,10 @@
 //                       --loss-scale none); dynamic: halves after an inf/nan step, doubles
 //                       after `interval` good steps (compress/loss_scaler.hpp)
 //       skipped         1 when the step found inf/nan gradients and was not applied
+//       cpu_s           CPU time the rank's process used during the step, all its threads
+//                       (CLOCK_PROCESS_CPUTIME_ID): above the step's wall time when threads
+//                       ran at once; what the ranks that share a machine's cores need of them
+//                       (provenance.hpp machine_ranks/machine_cores; the model's CPU floor)
 // Root attributes added by mixed precision: precision (fp32|fp16|bf16), loss_scale_mode
 // (dynamic|static|none), loss_scale_spec (canonical, "" for fp32), skipped_steps, and
 // compress_effective (the compressor that ran: "fp16"/"bf16" for --compress none in half

@@ -146,6 +146,7 @@ void combine_step_statistics(Communicator& world, const std::vector<StepRow>& mi
       a.reducer_launch_wall_s += r[i].reducer_launch_wall_s / nranks;
       a.unscale_s += r[i].unscale_s / nranks;
       a.backward_sync_s += r[i].backward_sync_s / nranks;
+      a.cpu_s += r[i].cpu_s / nranks;
     }
   }
   for (std::size_t i = 0; i < mine.size(); ++i) {  // equal on all ranks (agreed flag)
@@ -176,6 +177,7 @@ void describe_run(Communicator& world, const std::vector<models::TensorSpec>& te
   res.ranks_per_node = static_cast<int>(world.max_int64(world.local_size()));
   res.hostnames = world.allgather_strings(world.hostname());
   res.cpus = world.allgather_strings(cpu_list(affinity_cpus()));
+  res.machine_ids = world.allgather_strings(machine_id());
   res.bucket_bytes = std::move(bucket_bytes);
   res.tensors = tensors;
   res.tensor_bucket.assign(tensors.size(), -1);
@@ -364,7 +366,7 @@ struct Trainer::Impl {
     const double run_start = now_s();
     for (std::int64_t s = 0; s < steps; ++s) {
       StepRow row;
-      const double t0 = now_s();
+      const double t0 = now_s(), cpu0 = process_cpu_s();
       double loss_sum = 0;
       // The loss scale S of this step multiplies the backward's seed gradient; the
       // reducer unscales with float(1/double(S)), as GradScaler does.
@@ -418,6 +420,7 @@ struct Trainer::Impl {
       row.optimizer_s = now_s() - t;
       row.loss = loss_sum / static_cast<double>(K);
       row.step_time_s = now_s() - t0;
+      row.cpu_s = process_cpu_s() - cpu0;
       mine.push_back(row);
       progress.update(s, row.loss, row.step_time_s, row.comm_exposed_s, now_s() - run_start);
       if ((s + 1) % steps_per_epoch == 0) epoch_eval.push_back(evaluate());  // collective, outside step times

@@ -53,8 +53,8 @@ namespace gradsync::train {
 struct StepRow {
   double loss = 0, step_time_s = 0, data_s = 0, forward_s = 0, backward_s = 0, comm_exposed_s = 0,
          optimizer_s = 0, bytes_sent = 0, comm_total_s = 0, encode_s = 0, decode_s = 0, reducer_s = 0,
-         reducer_launch_wall_s = 0, unscale_s = 0, backward_sync_s = 0;
-  static constexpr int kFields = 15;  // the columns above, all averaged over ranks but step_time_s
+         reducer_launch_wall_s = 0, unscale_s = 0, backward_sync_s = 0, cpu_s = 0;
+  static constexpr int kFields = 16;  // the columns above, all averaged over ranks but step_time_s
   // The same on every rank (taken from rank 0): the loss scale this step's loss was
   // multiplied by (1 for fp32), and 1 when the step was skipped (inf/nan gradients).
   double loss_scale = 1;
@@ -97,6 +97,7 @@ struct RunResult {
   int nranks = 1, nnodes = 1, ranks_per_node = 1;
   std::vector<std::string> hostnames;
   std::vector<std::string> cpus;  // per rank: CPU lists (core/cpus.hpp)
+  std::vector<std::string> machine_ids;  // per rank: the kernel it ran on (core/cpus.hpp machine_id)
   std::int64_t steps_run = 0, epochs_done = 0, samples_per_epoch = 0, steps_per_epoch = 0;
   ReplayStats replay;              // summed over ranks
   // Threads of a rank busy computing during backward, on average (the model's CPU share,

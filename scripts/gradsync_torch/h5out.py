@@ -117,9 +117,38 @@ def cores_per_node(hostnames, cpu_lists):
     return min(len(s) for s in per.values()) if all(per.values()) else 0
 
 
-def write_provenance(f, program, hostnames, argv=None, params=None, cpus=None):
+def machine_id():
+    """The kernel this process runs on (core/cpus.hpp machine_id): its boot id, which network
+    namespaces and containers on one machine share; the hostname where it cannot be read."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip() or hostname()
+    except OSError:
+        return hostname()
+
+
+def machine_share(machines, cpu_lists):
+    """(ranks, cores) of the machine whose ranks have the fewest CPUs each: its rank count and
+    the union of their CPU lists (core/cpus.hpp machine_share); (0, 0) when unknown."""
+    if not cpu_lists or len(cpu_lists) != len(machines):
+        return 0, 0
+    per = {}
+    for m, lst in zip(machines, cpu_lists):
+        n, s = per.setdefault(m, [0, set()])
+        per[m][0] = n + 1
+        for part in filter(None, lst.split(",")):
+            a, _, b = part.partition("-")
+            s.update(range(int(a), int(b or a) + 1))
+    if not all(s for _, s in per.values()):
+        return 0, 0
+    ranks, cores = max(((n, len(s)) for n, s in per.values()), key=lambda x: x[0] / x[1])
+    return ranks, cores
+
+
+def write_provenance(f, program, hostnames, argv=None, params=None, cpus=None, machines=None):
     """Root attributes and /environment, /params as results/README.md lists them; `cpus`:
-    each rank's CPU list (cpu_list()), for cpu_affinity and cores_per_node."""
+    each rank's CPU list (cpu_list()), for cpu_affinity and cores_per_node; `machines`: each
+    rank's machine_id(), for machine_ids, machine_ranks and machine_cores."""
     set_attr(f, "schema_version", SCHEMA_VERSION)
     set_attr(f, "program", program)
     set_attr(f, "argv", list(argv if argv is not None else sys.argv) or [""])
@@ -133,6 +162,11 @@ def write_provenance(f, program, hostnames, argv=None, params=None, cpus=None):
     if cpus:
         set_attr(f, "cpu_affinity", list(cpus))
         set_attr(f, "cores_per_node", cores_per_node(list(hostnames), list(cpus)))
+        if machines and len(machines) == len(cpus):
+            ranks, cores = machine_share(list(machines), list(cpus))
+            set_attr(f, "machine_ids", list(machines))
+            set_attr(f, "machine_ranks", ranks)
+            set_attr(f, "machine_cores", cores)
     env = f.create_group("environment")
     for k, v in sorted(comm_environment().items()):
         set_attr(env, k, v)

@@ -265,7 +265,7 @@ class Recorder:
     # ---- hooks -------------------------------------------------------------------------------
 
     def _new_step(self, t):
-        self.cur = {"start": t, "bwd": math.nan, "bwd_end": math.nan,
+        self.cur = {"start": t, "cpu": time.process_time(), "bwd": math.nan, "bwd_end": math.nan,
                     "bwd_done": math.nan, "opt": math.nan, "end": math.nan, "encode": 0.0, "colls": [], "tready": {},
                     "unattributed": 0,
                     # Every training forward of the step (gradient accumulation gives several):
@@ -344,6 +344,7 @@ class Recorder:
             self.cur["opt"] = t
             self.cur["skipped"] = 1
         self.cur["end"] = t
+        self.cur["cpu"] = time.process_time() - self.cur["cpu"]  # the process's CPU over the step
         self.steps.append(self.cur)
         self.buckets.append(self.cur_buckets)
         self._new_step(t)
@@ -582,6 +583,7 @@ class Recorder:
                 "comm_total_s": sum(r[4] - r[3] for r in brows),
                 "encode_s": s["encode"],
                 "decode_s": self._decode_s(s, bs),
+                "cpu_s": s["cpu"],
                 "buckets": brows,
                 "tready": [s["tready"].get(i, math.nan) - t0 for i in range(len(self.params))],
                 "abs": [s["start"], mi["fwd"], s["bwd"], bwd_end, s["opt"], s["end"]],
@@ -636,7 +638,8 @@ class Recorder:
         """Gathers the ranks' tables; rank 0 writes `out` (and `trace`). Call on every rank."""
         if self.closed:
             return self.out
-        local = {"host": h5out.hostname(), "cpus": h5out.cpu_list(), "rows": self.stop(), "losses": self.losses,
+        local = {"host": h5out.hostname(), "cpus": h5out.cpu_list(), "machine": h5out.machine_id(),
+                 "rows": self.stop(), "losses": self.losses,
                  "comm_sched": comm_sched_now()}
         gathered = [None] * self.world
         dist.all_gather_object(gathered, local)
@@ -660,7 +663,7 @@ class Recorder:
             rpn = self.world // nnodes if self.world % nnodes == 0 else self.world
             nnodes = self.world // rpn
         cols = ["data_s", "forward_s", "backward_s", "backward_sync_s", "comm_exposed_s", "optimizer_s", "comm_total_s",
-                "reducer_s"]
+                "reducer_s", "cpu_s"]
         table = {c: [sum(g["rows"][i][c] for g in gathered) / self.world for i in range(nsteps)] for c in cols}
         table["step_time_s"] = [max(g["rows"][i]["step_time_s"] for g in gathered) for i in range(nsteps)]
         rows0 = gathered[0]["rows"][:nsteps]
@@ -715,18 +718,19 @@ class Recorder:
         with atomic_h5(self.out) as f:
             h5out.write_provenance(f, "gradsync-train", hosts, self.argv,
                                    params={"GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "")},
-                                   cpus=[g["cpus"] for g in gathered])
+                                   cpus=[g["cpus"] for g in gathered], machines=[g["machine"] for g in gathered])
             for k, v in attrs.items():
                 h5out.set_attr(f, k, v)
             h5out.write_dataset(f, "steps/step", list(range(nsteps)), "int")
             for k in ["loss", "step_time_s", "data_s", "forward_s", "backward_s", "backward_sync_s", "comm_exposed_s",
-                      "optimizer_s", "bytes_sent", "comm_total_s", "encode_s", "decode_s", "reducer_s", "loss_scale"]:
+                      "optimizer_s", "bytes_sent", "comm_total_s", "encode_s", "decode_s", "reducer_s", "cpu_s",
+                      "loss_scale"]:
                 h5out.write_dataset(f, "steps/" + k, table[k], "float")
             h5out.write_dataset(f, "steps/skipped", table["skipped"], "int")
             # Per rank, [steps, nranks]: the stragglers, and what a synchronous step waits for
             # (gradsync-model compare replays each step from these; netmodel/compare.cpp).
             for k in ["step_time_s", "data_s", "forward_s", "backward_s", "backward_sync_s", "comm_exposed_s",
-                      "optimizer_s", "reducer_s", "encode_s", "decode_s"]:
+                      "optimizer_s", "reducer_s", "encode_s", "decode_s", "cpu_s"]:
                 h5out.write_dataset(f, "ranks/" + k, [[g["rows"][i][k] for g in gathered] for i in range(nsteps)],
                                     "float")
             brows = [(i, b) for i, r in enumerate(rows0) for b in r["buckets"]]

@@ -42,3 +42,25 @@ TEST(Cpus, CoresPerNodeIsTheSmallestUnionPerHost) {
   EXPECT_EQ(cores_per_node({"a", "b"}, {"0"}), 0);  // does not match the ranks
   EXPECT_EQ(cores_per_node({"a"}, {""}), 0);
 }
+
+TEST(Cpus, MachineShareIsTheRanksAgainstTheirMachinesCpus) {
+  // Three testbed hosts (three hostnames, one kernel) on CPUs 0-1: 3 ranks share 2 cores.
+  const MachineShare tb = machine_share({"k", "k", "k"}, {"0-1", "0-1", "0-1"});
+  EXPECT_EQ(tb.ranks, 3);
+  EXPECT_EQ(tb.cores, 2);
+  // Two machines: the one with the fewest CPUs per rank (4 ranks on 2 against 2 on 8).
+  const MachineShare two = machine_share({"a", "a", "b", "b", "b", "b"}, {"0-7", "0-7", "0", "1", "0", "1"});
+  EXPECT_EQ(two.ranks, 4);
+  EXPECT_EQ(two.cores, 2);
+  // Containers pinned to disjoint halves of one machine: 2 ranks on 8 CPUs.
+  const MachineShare pinned = machine_share({"m", "m"}, {"0-3", "4-7"});
+  EXPECT_EQ(pinned.ranks, 2);
+  EXPECT_EQ(pinned.cores, 8);
+  EXPECT_EQ(machine_share({"a", "b"}, {}).ranks, 0);      // not recorded
+  EXPECT_EQ(machine_share({"a", "b"}, {"0"}).cores, 0);   // does not match the ranks
+  EXPECT_EQ(machine_share({"a"}, {""}).cores, 0);
+  // This process's machine id: the kernel's boot id (or the hostname), never empty, and the
+  // same on every call.
+  EXPECT_FALSE(machine_id().empty());
+  EXPECT_EQ(machine_id(), machine_id());
+}

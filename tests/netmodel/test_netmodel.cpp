@@ -2157,6 +2157,40 @@ TEST(Calibrate, ComputeFitsTheRanksJitterFromTheirStepTimes) {
   EXPECT_EQ(none.profile.rank_jitter, 0.0);
 }
 
+TEST(Compare, SaysWhenRanksSaturatedTheCoresTheyShared) {
+  // Three ranks on one machine's two cores (the testbed's hosts), each using 0.64 of a core
+  // per step (/steps/cpu_s): 96% of the two cores. The run reads back its machine share and
+  // busy fraction, compare's JSON carries them, and its table says the run was CPU-bound.
+  // The same run with cores enough for its ranks, or without /steps/cpu_s: no such line.
+  PredictConfig c = two_local_ranks();
+  Predictor p;
+  const StepResult truth = p.predict(c);
+  auto machine = [&](int ranks, int cores, bool cpu) {
+    return [=, &truth](h5::Writer& w) {
+      if (cpu) w.write("/steps/cpu_s", std::vector<double>(30, 0.64 * truth.step_time_s));
+      w.attr("/", "machine_ranks", static_cast<int64_t>(ranks));
+      w.attr("/", "machine_cores", static_cast<int64_t>(cores));
+    };
+  };
+  const std::string shared = train_file("cpu-shared.h5", c, "emulated", truth, 0.0, 61, machine(3, 2, true));
+  const TrainRun run = read_train_file(shared);
+  EXPECT_EQ(run.machine_ranks, 3);
+  EXPECT_EQ(run.machine_cores, 2);
+  EXPECT_NEAR(run.cpu_s, 0.64 * truth.step_time_s, 1e-12);
+  EXPECT_NEAR(run.machine_cpu_busy(), 3 * 0.64 / 2, 1e-9);
+  const auto rep = compare_runs({shared}, "shm-local", "", "");
+  EXPECT_NE(compare_table(rep).find("1 run(s) CPU-bound: 3 ranks on one machine's 2 cores used 96% of them or more"),
+            std::string::npos)
+      << compare_table(rep);
+  const Json j = compare_json(rep);
+  EXPECT_NE(j.dump().find("\"machine_cpu_busy\":0.96"), std::string::npos) << j.dump();
+  for (const auto& quiet : {train_file("cpu-enough.h5", c, "emulated", truth, 0.0, 62, machine(3, 4, true)),
+                            train_file("cpu-none.h5", c, "emulated", truth, 0.0, 63, machine(3, 2, false))}) {
+    EXPECT_EQ(compare_table(compare_runs({quiet}, "shm-local", "", "")).find("CPU-bound"), std::string::npos) << quiet;
+  }
+  EXPECT_TRUE(std::isnan(read_train_file(train_file("cpu-old.h5", c, "emulated", truth, 0.0, 64)).machine_cpu_busy()));
+}
+
 TEST(Compare, RealComputeUsesRecordedTensorShapes) {
   // A compute=real PowerSGD run with /model: the plan sees the real shapes (and the recorded
   // bucket of each tensor), so the predicted bytes follow the runtime's rule per tensor:

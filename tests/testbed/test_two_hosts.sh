@@ -86,6 +86,15 @@ for h in 0 1; do
 done
 [[ $(echo "$res" | grep -c "TCP congestion control cubic") == 2 ]] ||
   fail "the footer does not say cubic for both ranks: $(echo "$res" | grep 'Interface bytes')"
+# Two hosts, one machine: the file names two hostnames but one machine id (the kernel's boot
+# id, which the namespaces share), and both ranks against this machine's CPUs.
+share=$(/usr/bin/python3 -c '
+import sys, h5py
+a = h5py.File(sys.argv[1], "r").attrs
+print(len(set(a["hostnames"])), len(set(a["machine_ids"])), int(a["machine_ranks"]), int(a["machine_cores"]))
+' "$WORK/pp.h5") || fail "reading hostnames and machine ids from pp.h5"
+[[ $share == "2 1 2 $cores" ]] ||
+  fail "pp.h5: hostnames / machine ids / machine_ranks / machine_cores '$share', expected '2 1 2 $cores'"
 
 tb down || fail "down"
 

@@ -123,7 +123,8 @@ def check_train_file(path, nranks=2):
             check(k in a, f"{path}: attribute {k} missing")
         n = int(a["steps"])
         for k in ["step", "loss", "step_time_s", "data_s", "forward_s", "backward_s", "comm_exposed_s",
-                  "optimizer_s", "bytes_sent", "comm_total_s", "encode_s", "decode_s", "reducer_s", "loss_scale", "skipped"]:
+                  "optimizer_s", "bytes_sent", "comm_total_s", "encode_s", "decode_s", "reducer_s", "cpu_s", "loss_scale",
+                  "skipped"]:
             check(f"steps/{k}" in f and f[f"steps/{k}"].shape == (n,), f"{path}: /steps/{k} missing or not [{n}]")
         st = f["steps/step_time_s"][:]
         parts = sum(f[f"steps/{k}"][:] for k in ["data_s", "forward_s", "backward_s", "comm_exposed_s", "reducer_s",
@@ -142,9 +143,15 @@ def check_train_file(path, nranks=2):
             check(np.all(parts >= rs.min(axis=1) * (1 - 1e-6)) and np.all(parts <= rs.max(axis=1) * (1 + 1e-6)),
                   f"phases' means ({parts}) between the fastest and slowest rank's step ({rs})")
         check(len(a["cpu_affinity"]) == nranks and int(a["cores_per_node"]) >= 1, "cpu_affinity, cores_per_node")
+        # One machine (torchrun on localhost): one machine id, all ranks on it, its CPUs the
+        # ranks' CPUs; each rank's process used CPU in every step.
+        check(len(a["machine_ids"]) == nranks and len(set(a["machine_ids"])) == 1 and int(a["machine_ranks"]) == nranks
+              and int(a["machine_cores"]) >= int(a["cores_per_node"]),
+              f"machine_ids {list(a['machine_ids'])}, machine_ranks {a['machine_ranks']}, cores {a['machine_cores']}")
+        check(np.all(f["ranks/cpu_s"][:] > 0), f"/ranks/cpu_s {f['ranks/cpu_s'][:].tolist()}")
         # /ranks: every rank's own columns; /steps is their max (step time) and means.
         for k in ["step_time_s", "data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s", "reducer_s",
-                  "encode_s", "decode_s"]:
+                  "encode_s", "decode_s", "cpu_s"]:
             if not check(f"ranks/{k}" in f and f[f"ranks/{k}"].shape == (n, nranks),
                          f"{path}: /ranks/{k} missing or not [{n}, {nranks}]"):
                 continue

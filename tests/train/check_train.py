@@ -280,9 +280,11 @@ ROOT_ATTRS = {
     "compress_effective": str, "loss_scale_mode": str, "loss_scale_spec": str, "skipped_steps": int,
     # provenance
     "program": str, "argv": list, "git_revision": str, "hostnames": list, "schema_version": int,
+    "machine_ids": list, "machine_ranks": int, "machine_cores": int,
 }
 STEP_COLS = ["step", "loss", "step_time_s", "data_s", "forward_s", "backward_s", "backward_sync_s", "comm_exposed_s",
-             "optimizer_s", "bytes_sent", "comm_total_s", "encode_s", "decode_s", "unscale_s", "loss_scale", "skipped"]
+             "optimizer_s", "bytes_sent", "comm_total_s", "encode_s", "decode_s", "unscale_s", "cpu_s", "loss_scale",
+             "skipped"]
 BUCKET_COLS = ["step", "bucket", "bytes", "ready_s", "start_s", "end_s", "codec_s"]
 EPOCH_COLS = ["epoch", "epoch_time_s", "loss", "eval_accuracy"]
 
@@ -354,11 +356,26 @@ def check_schema(f, real):
     p = int(f.attrs["nranks"])
     # /ranks: every rank's own columns, of which /steps holds the max (step time) and means.
     for c in ["step_time_s", "data_s", "forward_s", "backward_s", "comm_exposed_s", "optimizer_s", "reducer_s",
-              "encode_s", "decode_s"]:
+              "encode_s", "decode_s", "cpu_s"]:
         check(f"ranks/{c}" in f and f[f"ranks/{c}"].shape == (st["step"].shape[0], p), f"/ranks/{c} [steps, ranks]")
         per = f[f"ranks/{c}"][:]
         agg = per.max(axis=1) if c == "step_time_s" else per.mean(axis=1)
         check(np.allclose(agg, st[c][:], rtol=1e-9, atol=1e-12), f"/steps/{c} is the {'max' if c == 'step_time_s' else 'mean'} of /ranks/{c}")
+    # The process's CPU per step: positive, and at most its threads' share of the wall time.
+    cpu = f["ranks/cpu_s"][:]
+    check(np.all(cpu > 0) and np.all(cpu <= f["ranks/step_time_s"][:] * (os.cpu_count() or 1) + 0.05),
+          f"/ranks/cpu_s {cpu.tolist()} against step times {f['ranks/step_time_s'][:].tolist()}")
+    # One machine: every rank's machine id (the kernel's boot id) is the same, all ranks share
+    # it, and its CPUs are the union of the ranks' CPU lists.
+    ids = [x.decode() if isinstance(x, bytes) else str(x) for x in f.attrs["machine_ids"]]
+    check(len(ids) == p and len(set(ids)) == 1 and int(f.attrs["machine_ranks"]) == p,
+          f"machine_ids {ids}, machine_ranks {f.attrs['machine_ranks']} for {p} ranks on one machine")
+    union = set()
+    for lst in f.attrs["cpu_affinity"]:
+        for part in (lst.decode() if isinstance(lst, bytes) else str(lst)).split(","):
+            a, _, b = part.partition("-")
+            union.update(range(int(a), int(b or a) + 1))
+    check(int(f.attrs["machine_cores"]) == len(union), f"machine_cores {f.attrs['machine_cores']} vs CPUs {sorted(union)}")
     grad_bytes = int(np.sum(f.attrs["bucket_bytes"]))
     want = 2 * (p - 1) / p * grad_bytes
     check(np.allclose(st["bytes_sent"][:], want, rtol=1e-6), f"bytes_sent {st['bytes_sent'][0]} vs {want}")
