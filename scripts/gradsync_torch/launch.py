@@ -18,6 +18,13 @@ running one's slice, up to a scheduler tick (4 ms at HZ=250): measured here (2 v
 2 ranks), a third of gloo's 1 KiB all-reduces took 2-8 ms instead of ~0.3 ms. With
 `rr` those threads preempt ordinary compute at once, as they would on a host with a core
 to spare; the ranks' own threads keep the default policy.
+
+GRADSYNC_TIMEOUT_S (default 300, as gradsync's own programs, core/params.hpp) is the process
+group's timeout: a collective that waits longer for a peer (a rank stopped or stuck, not
+dead) fails instead of waiting torch's default 30 minutes, and the launcher ends the run.
+Under torchrun each worker also asks Linux for SIGTERM when its launcher dies: torchrun
+starts its workers in sessions of their own, so a launcher killed outright (SIGKILL, which
+it cannot pass on) left them running, waiting in their collectives.
 """
 import argparse
 import os
@@ -164,6 +171,39 @@ def apply_comm_sched(spec):
         os.sched_setscheduler(tid, SCHED_POLICIES[name], os.sched_param(prio))
 
 
+def collective_timeout_s():
+    """GRADSYNC_TIMEOUT_S in seconds (default 300); ValueError with the one-line reason when it
+    is not a number > 0."""
+    raw = os.environ.get("GRADSYNC_TIMEOUT_S", "").strip() or "300"
+    try:
+        v = float(raw)
+    except ValueError:
+        v = float("nan")
+    if not (v > 0 and v < float("inf")):
+        raise ValueError(f"environment GRADSYNC_TIMEOUT_S: must be > 0 seconds (got {raw})")
+    return v
+
+
+def die_with_launcher():
+    """Under torchrun (TORCHELASTIC_RUN_ID set): SIGTERM to this process when its parent, the
+    launcher, exits (prctl PR_SET_PDEATHSIG), and at once when it has exited already.
+    Elsewhere (srun, mpirun: their own clean-up) nothing."""
+    if "TORCHELASTIC_RUN_ID" not in os.environ or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    launcher = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(1, int(signal.SIGTERM), 0, 0, 0) != 0:  # PR_SET_PDEATHSIG = 1
+            return
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != launcher:  # it died before the request
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def init_distributed(prog, o):
     """The programs' common start: env:// variables from the launcher, torch's threads, the
     process group (o.backend, else nccl on cuda and gloo on cpu). Returns the backend, or
@@ -178,9 +218,18 @@ def init_distributed(prog, o):
         print(f"gradsync_torch.{prog}: error: not launched by torchrun, srun or mpirun (RANK unset); "
               f"run: scripts/torchrun --nproc-per-node 2 -m gradsync_torch.{prog} ...", file=sys.stderr)
         return None
+    die_with_launcher()
+    try:
+        timeout = collective_timeout_s()
+    except ValueError as e:
+        if os.environ.get("RANK", "0") == "0":  # every rank finds it; one line
+            print(f"python -m gradsync_torch.{prog}: error: {e}", file=sys.stderr)
+        return None
     torch.set_num_threads(o.threads)
     backend = o.backend or ("nccl" if o.device == "cuda" else "gloo")
-    dist.init_process_group(backend)
+    import datetime
+
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
     spec = getattr(o, "comm_sched_spec", None)
     if spec is not None and spec[0] != "other":
         why = None

@@ -727,6 +727,94 @@ def case_killed(tmp):
         check(p.returncode != 0 and len(ours) == 1, f"{mod} {' '.join(bad)}: rc {p.returncode}, error lines {ours}")
         check("usage:" not in p.stderr, f"{mod} {' '.join(bad)} printed argparse's usage block")
     check(not os.path.exists(os.path.join(tmp, "bad.h5")), "a refused run wrote its result file")
+    # GRADSYNC_TIMEOUT_S: a bad value is one line; a rank that stops (SIGSTOP: alive, silent)
+    # fails the other's collective after that many seconds, not torch's 30 minutes, and the
+    # launcher ends the run: no result file, no process left.
+    p = subprocess.run([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.example", "--steps", "3",
+                        "--warmup", "1", "--out", os.path.join(tmp, "bad.h5")], cwd=tmp, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, TMPDIR=tmp, GRADSYNC_TIMEOUT_S="abc"))
+    ours = [ln for ln in (p.stdout + p.stderr).splitlines() if ln.startswith("python -m gradsync_torch.example: error:")]
+    check(p.returncode != 0 and ours == ["python -m gradsync_torch.example: error: environment GRADSYNC_TIMEOUT_S: "
+                                         "must be > 0 seconds (got abc)"], f"GRADSYNC_TIMEOUT_S=abc: rc {p.returncode}, {ours}")
+    stalled = os.path.join(tmp, "stalled.h5")
+    mark2 = f"GS_TORCH_TEST_MARK={tmp}/stall"
+    log = open(os.path.join(tmp, "stalled.log"), "w")
+    proc = subprocess.Popen([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.example", "--steps", "100000",
+                             "--warmup", "1", "--batch", "8", "--out", stalled], cwd=tmp, stdout=log,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            env=dict(os.environ, GS_TORCH_TEST_MARK=f"{tmp}/stall", TMPDIR=tmp, GRADSYNC_TIMEOUT_S="5"))
+    mark = mark2
+    deadline, victim = time.time() + 120, None
+    while time.time() < deadline and victim is None:
+        time.sleep(2)
+        victim = rank1_worker()
+    if victim is not None:
+        time.sleep(5)
+    if not check(victim is not None, "no worker of rank 1 found (stalled run)"):
+        os.killpg(proc.pid, signal.SIGKILL)
+        return
+    os.kill(victim, signal.SIGSTOP)
+    stopped_at = time.time()
+    try:
+        proc.wait(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    took = time.time() - stopped_at
+    # torchrun runs its workers in sessions of their own: what outlived it is killed here
+    # (and counted below), so a failing check leaves nothing running either.
+    time.sleep(1)
+    left_running = []
+    for local in ("0", "1"):
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as fh:
+                    env = fh.read().decode(errors="replace").split("\0")
+            except OSError:
+                continue
+            if mark in env and f"LOCAL_RANK={local}" in env:
+                left_running.append(int(pid))
+                os.kill(int(pid), signal.SIGKILL)
+    log.close()
+    text = open(os.path.join(tmp, "stalled.log")).read()
+    check(proc.returncode != 0 and took < 80, f"a stopped rank: torchrun exited {proc.returncode} after {took:.0f} s "
+          f"(GRADSYNC_TIMEOUT_S=5); log tail {text[-1500:]}")
+    check("timed out" in text.lower() or "timeout" in text.lower(), f"the log does not name the time-out: {text[-1500:]}")
+    check(not [n for n in os.listdir(tmp) if n.startswith("stalled.h5")], "a stalled run left its result file")
+    check(left_running == [], f"workers {left_running} outlived the stalled run")
+    # The launcher itself killed outright (SIGKILL: it cannot stop its workers, which run in
+    # sessions of their own): the workers follow it (gradsync_torch.launch.die_with_launcher).
+    mark = f"GS_TORCH_TEST_MARK={tmp}/orphan"
+    orphan_tmp = os.path.join(tmp, "orphan-tmp")  # a killed agent's log folder stays (_torchrun.py): not here
+    os.makedirs(orphan_tmp, exist_ok=True)
+    proc = subprocess.Popen([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.example", "--steps", "100000",
+                             "--warmup", "1", "--batch", "8", "--out", os.path.join(tmp, "orphan.h5")], cwd=tmp,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            env=dict(os.environ, GS_TORCH_TEST_MARK=f"{tmp}/orphan", TMPDIR=orphan_tmp))
+    deadline, victim = time.time() + 120, None
+    while time.time() < deadline and victim is None:
+        time.sleep(2)
+        victim = rank1_worker()
+    if check(victim is not None, "no worker of rank 1 found (orphan run)"):
+        time.sleep(3)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline, alive = time.time() + 20, [1]
+        while time.time() < deadline and alive:
+            time.sleep(1)
+            alive = []
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    with open(f"/proc/{pid}/environ", "rb") as fh:
+                        if mark in fh.read().decode(errors="replace").split("\0"):
+                            alive.append(int(pid))
+                except OSError:
+                    continue
+        for pid in alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        check(alive == [], f"workers {alive} outlived their launcher by 20 s")
+        check(not [n for n in os.listdir(tmp) if n.startswith("orphan.h5")], "the orphaned run left its result file")
     # torchrun's per-launch log folders (under $TMPDIR = tmp here) went with the launches.
     logs = [n for n in os.listdir(tmp) if n.startswith(("gs-torchrun.", "torchelastic_"))]
     check(logs == [], f"torchrun left its log folders {logs}")
