@@ -5,7 +5,7 @@
 // and cores_per_node (core/cpus.hpp; both when the ranks' CPU lists are known); machine_ids
 // (the kernel each rank ran on), machine_ranks and machine_cores (core/cpus.hpp machine_share:
 // the ranks that share one machine's CPUs, and those CPUs), where the ids were gathered
-// (gradsync-train). Group /environment: one string attribute per
+// (gradsync-train, gradsync-bench). Group /environment: one string attribute per
 // communication-tuning variable that was set (NCCL_*, OMPI_MCA_* less mpirun's own launch
 // plumbing, GRADSYNC_*, UCX_*, SLURM_JOB_ID).
 // Group /params: every registered gradsync knob with its effective value.

@@ -661,37 +661,64 @@ def case_sched(tmp):
               f"preempting: backward stops while a bucket is in flight ({r['predicted_backward_s']} vs {base})")
 
 
-def case_killed(tmp):
-    out = os.path.join(tmp, "killed.h5")
-    cmd = [TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.example", "--steps", "100000", "--warmup", "1",
-           "--batch", "8", "--out", out]
-    mark = f"GS_TORCH_TEST_MARK={tmp}"
-    log = open(os.path.join(tmp, "torchrun.log"), "w")
-    proc = subprocess.Popen(cmd, cwd=tmp, stdout=log, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, env=dict(os.environ, GS_TORCH_TEST_MARK=tmp, TMPDIR=tmp))
+def marked_workers(mark, local_rank=None):
+    """pids of the processes whose environment holds `mark` (a GS_TORCH_TEST_MARK=... entry)
+    and, when given, LOCAL_RANK=local_rank: a launch's workers (torchrun starts each in a
+    session of its own, so its process group does not find them)."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                env = fh.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if mark in env and (local_rank is None or f"LOCAL_RANK={local_rank}" in env):
+            pids.append(int(pid))
+    return pids
 
-    def rank1_worker():
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as fh:
-                    env = fh.read().decode(errors="replace").split("\0")
-            except OSError:
-                continue
-            if mark in env and "LOCAL_RANK=1" in env:
-                return int(pid)
-        return None
 
-    # Wait until rank 1's worker runs and has stepped a while, then SIGKILL it (no clean-up).
-    deadline, victim = time.time() + 120, None
-    while time.time() < deadline and victim is None:
+def rank1_worker_of(mark, timeout=120):
+    """Rank 1's worker of the launch marked `mark`, once it runs (None after `timeout` s)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
         time.sleep(2)
-        victim = rank1_worker()
+        found = marked_workers(mark, 1)
+        if found:
+            return found[0]
+    return None
+
+
+def marked_launch(tmp, tag, out, log=None, tmpdir=None, **env):
+    """A 2-rank example of 100000 steps writing `out`, its processes marked
+    GS_TORCH_TEST_MARK={tmp}/{tag}, in a session of its own: (Popen, the mark's environ entry)."""
+    mark = f"{tmp}/{tag}"
+    proc = subprocess.Popen([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.example", "--steps", "100000",
+                             "--warmup", "1", "--batch", "8", "--out", out], cwd=tmp,
+                            stdout=log if log else subprocess.DEVNULL, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True,
+                            env=dict(os.environ, GS_TORCH_TEST_MARK=mark, TMPDIR=tmpdir or tmp, **env))
+    return proc, f"GS_TORCH_TEST_MARK={mark}"
+
+
+def signal_rank1(proc, mark, sig, settle_s, what):
+    """Once rank 1's worker of the launch runs, and `settle_s` seconds later, sends it `sig`;
+    False (the launch killed) when no such worker appeared."""
+    victim = rank1_worker_of(mark)
     if victim is not None:
-        time.sleep(8)
-    if not check(victim is not None, "no worker of rank 1 found"):
+        time.sleep(settle_s)
+    if not check(victim is not None, f"no worker of rank 1 found ({what})"):
         os.killpg(proc.pid, signal.SIGKILL)
+        return False
+    os.kill(victim, sig)
+    return True
+
+
+def case_killed(tmp):
+    log = open(os.path.join(tmp, "torchrun.log"), "w")
+    proc, _ = marked_launch(tmp, "killed", os.path.join(tmp, "killed.h5"), log)
+    # Once rank 1's worker runs and has stepped a while, SIGKILL it (no clean-up).
+    if not signal_rank1(proc, f"GS_TORCH_TEST_MARK={tmp}/killed", signal.SIGKILL, 8, "killed run"):
         return
-    os.kill(victim, signal.SIGKILL)
     try:
         proc.wait(timeout=120)
     except subprocess.TimeoutExpired:
@@ -736,24 +763,10 @@ def case_killed(tmp):
     ours = [ln for ln in (p.stdout + p.stderr).splitlines() if ln.startswith("python -m gradsync_torch.example: error:")]
     check(p.returncode != 0 and ours == ["python -m gradsync_torch.example: error: environment GRADSYNC_TIMEOUT_S: "
                                          "must be > 0 seconds (got abc)"], f"GRADSYNC_TIMEOUT_S=abc: rc {p.returncode}, {ours}")
-    stalled = os.path.join(tmp, "stalled.h5")
-    mark2 = f"GS_TORCH_TEST_MARK={tmp}/stall"
     log = open(os.path.join(tmp, "stalled.log"), "w")
-    proc = subprocess.Popen([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.example", "--steps", "100000",
-                             "--warmup", "1", "--batch", "8", "--out", stalled], cwd=tmp, stdout=log,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                            env=dict(os.environ, GS_TORCH_TEST_MARK=f"{tmp}/stall", TMPDIR=tmp, GRADSYNC_TIMEOUT_S="5"))
-    mark = mark2
-    deadline, victim = time.time() + 120, None
-    while time.time() < deadline and victim is None:
-        time.sleep(2)
-        victim = rank1_worker()
-    if victim is not None:
-        time.sleep(5)
-    if not check(victim is not None, "no worker of rank 1 found (stalled run)"):
-        os.killpg(proc.pid, signal.SIGKILL)
+    proc, mark = marked_launch(tmp, "stall", os.path.join(tmp, "stalled.h5"), log, GRADSYNC_TIMEOUT_S="5")
+    if not signal_rank1(proc, mark, signal.SIGSTOP, 5, "stalled run"):
         return
-    os.kill(victim, signal.SIGSTOP)
     stopped_at = time.time()
     try:
         proc.wait(timeout=90)
@@ -764,17 +777,10 @@ def case_killed(tmp):
     # torchrun runs its workers in sessions of their own: what outlived it is killed here
     # (and counted below), so a failing check leaves nothing running either.
     time.sleep(1)
-    left_running = []
-    for local in ("0", "1"):
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as fh:
-                    env = fh.read().decode(errors="replace").split("\0")
-            except OSError:
-                continue
-            if mark in env and f"LOCAL_RANK={local}" in env:
-                left_running.append(int(pid))
-                os.kill(int(pid), signal.SIGKILL)
+    left_running = marked_workers(mark, 0) + marked_workers(mark, 1)
+    for pid in left_running:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     log.close()
     text = open(os.path.join(tmp, "stalled.log")).read()
     check(proc.returncode != 0 and took < 80, f"a stopped rank: torchrun exited {proc.returncode} after {took:.0f} s "
@@ -784,17 +790,10 @@ def case_killed(tmp):
     check(left_running == [], f"workers {left_running} outlived the stalled run")
     # The launcher itself killed outright (SIGKILL: it cannot stop its workers, which run in
     # sessions of their own): the workers follow it (gradsync_torch.launch.die_with_launcher).
-    mark = f"GS_TORCH_TEST_MARK={tmp}/orphan"
     orphan_tmp = os.path.join(tmp, "orphan-tmp")  # a killed agent's log folder stays (_torchrun.py): not here
     os.makedirs(orphan_tmp, exist_ok=True)
-    proc = subprocess.Popen([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.example", "--steps", "100000",
-                             "--warmup", "1", "--batch", "8", "--out", os.path.join(tmp, "orphan.h5")], cwd=tmp,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                            env=dict(os.environ, GS_TORCH_TEST_MARK=f"{tmp}/orphan", TMPDIR=orphan_tmp))
-    deadline, victim = time.time() + 120, None
-    while time.time() < deadline and victim is None:
-        time.sleep(2)
-        victim = rank1_worker()
+    proc, mark = marked_launch(tmp, "orphan", os.path.join(tmp, "orphan.h5"), tmpdir=orphan_tmp)
+    victim = rank1_worker_of(mark)
     if check(victim is not None, "no worker of rank 1 found (orphan run)"):
         time.sleep(3)
         os.kill(proc.pid, signal.SIGKILL)
@@ -802,14 +801,7 @@ def case_killed(tmp):
         deadline, alive = time.time() + 20, [1]
         while time.time() < deadline and alive:
             time.sleep(1)
-            alive = []
-            for pid in filter(str.isdigit, os.listdir("/proc")):
-                try:
-                    with open(f"/proc/{pid}/environ", "rb") as fh:
-                        if mark in fh.read().decode(errors="replace").split("\0"):
-                            alive.append(int(pid))
-                except OSError:
-                    continue
+            alive = marked_workers(mark)
         for pid in alive:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
