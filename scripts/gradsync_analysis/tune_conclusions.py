@@ -88,14 +88,14 @@ def tune_verify(ctx):
         lines.append(f"Against the default ({label(d)}: measured {ms(both[d][0])}), the tuned configuration gains "
                      f"{gm:.1f}% measured vs {gp:.1f}% predicted ({abs(gm - gp):.1f} points apart; target within 5).")
     # Ranks of several testbed hosts on one machine's cores (compare's machine_cpu_busy).
-    c = ctx.t.compare
-    if c and "machine_cpu_busy" in c:
-        busy = np.asarray(c["machine_cpu_busy"], dtype=float)
-        over = (np.asarray(c["machine_ranks"]) > np.asarray(c["machine_cores"])) & (busy >= 0.9)
+    cmp = ctx.t.compare
+    if cmp and "machine_cpu_busy" in cmp:
+        busy = np.asarray(cmp["machine_cpu_busy"], dtype=float)
+        over = (np.asarray(cmp["machine_ranks"]) > np.asarray(cmp["machine_cores"])) & (busy >= 0.9)
         if over.any():
             i = int(np.flatnonzero(over)[0])
-            lines.append(f"In {int(over.sum())} of {len(busy)} runs the {int(c['machine_ranks'][i])} ranks used "
-                         f"{100 * float(np.min(busy[over])):.0f}% or more of the {int(c['machine_cores'][i])} cores "
+            lines.append(f"In {int(over.sum())} of {len(busy)} runs the {int(cmp['machine_ranks'][i])} ranks used "
+                         f"{100 * float(np.min(busy[over])):.0f}% or more of the {int(cmp['machine_cores'][i])} cores "
                          "of the one machine they shared (/steps/cpu_s, waiting included): they competed for the "
                          "cores, which the model does not price, so their steps can run longer than predicted.")
     comp = {}
