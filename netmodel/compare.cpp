@@ -18,9 +18,6 @@ namespace gradsync::netmodel {
 
 namespace {
 
-// A machine's CPUs counted as saturated: its ranks kept this share of them busy over a step.
-constexpr double kSaturatedCpu = 0.9;
-
 bool in_zoo(const std::string& model) {
   for (const auto& n : models::zoo_names())
     if (n == model) return true;
@@ -139,6 +136,7 @@ Json compare_json(const CompareReport& r) {
     j.set("measured_cpu_s", num_or_null(row.run.cpu_s));
     j.set("machine_ranks", row.run.machine_ranks).set("machine_cores", row.run.machine_cores);
     j.set("machine_cpu_busy", num_or_null(row.run.machine_cpu_busy()));
+    j.set("machine_saturated", row.run.machine_saturated());
     j.set("predicted_buckets", bucket_timings_json(row.predicted.buckets));
     runs.push(j);
   }
@@ -194,12 +192,11 @@ std::string compare_table(const CompareReport& r) {
   int saturated = 0, ranks = 0, cores = 0;
   double least = 1;
   for (const auto& row : r.rows) {
-    const double busy = row.run.machine_cpu_busy();
-    if (row.run.machine_ranks > row.run.machine_cores && busy >= kSaturatedCpu) {
+    if (row.run.machine_saturated()) {
       ++saturated;
       ranks = row.run.machine_ranks;
       cores = row.run.machine_cores;
-      least = std::min(least, busy);
+      least = std::min(least, row.run.machine_cpu_busy());
     }
   }
   if (saturated > 0) {
@@ -227,12 +224,13 @@ void write_compare(const CompareReport& r, const std::string& path, const std::v
   std::vector<std::string> file, model, algo, compress, precision, compute;
   std::vector<std::int64_t> nodes, rpn, modelled, inside;
   std::vector<double> ms, ps, es, me, pe, ee, mc, pc, p10, p90, busy;
-  std::vector<std::int64_t> mranks, mcores;
+  std::vector<std::int64_t> mranks, mcores, saturated;
   for (const auto& row : r.rows) {
     const auto& c = row.run.config;
     busy.push_back(row.run.machine_cpu_busy());
     mranks.push_back(row.run.machine_ranks);
     mcores.push_back(row.run.machine_cores);
+    saturated.push_back(row.run.machine_saturated() ? 1 : 0);
     file.push_back(row.run.path);
     model.push_back(c.model);
     algo.push_back(c.algo);
@@ -275,11 +273,13 @@ void write_compare(const CompareReport& r, const std::string& path, const std::v
   w.write("/compare/measured_step_p10_s", p10);
   w.write("/compare/measured_step_p90_s", p90);
   w.write("/compare/inside_spread", inside);  // per run 1/0; the group attribute is their sum
-  // The ranks that shared one machine's CPUs, those CPUs (0: not recorded), and the share of
-  // them the ranks used over a step (NaN: not recorded; TrainRun::machine_cpu_busy).
+  // The ranks that shared one machine's CPUs, those CPUs (0: not recorded), the share of
+  // them the ranks used over a step (NaN: not recorded; TrainRun::machine_cpu_busy), and 1
+  // where that made the run CPU-bound (TrainRun::machine_saturated).
   w.write("/compare/machine_ranks", mranks);
   w.write("/compare/machine_cores", mcores);
   w.write("/compare/machine_cpu_busy", busy);
+  w.write("/compare/machine_saturated", saturated);
   w.write("/compare/measured_epoch_time_s", me);
   w.write("/compare/predicted_epoch_time_s", pe);
   w.write("/compare/epoch_error_pct", ee);

@@ -19,6 +19,10 @@ double TrainRun::machine_cpu_busy() const {
   return machine_ranks * cpu_s / (machine_cores * step_time_s);
 }
 
+bool TrainRun::machine_saturated() const {
+  return machine_ranks > machine_cores && machine_cpu_busy() >= kSaturatedCpu;  // false for NaN
+}
+
 std::pair<double, double> split_backward(double all, double sync, int acc) {
   acc = std::max(1, acc);
   if (acc > 1 && std::isfinite(sync) && sync >= 0 && sync <= all) return {sync, (all - sync) / (acc - 1)};

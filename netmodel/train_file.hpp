@@ -77,6 +77,10 @@ struct TrainStepRow {
   double rank_spread_s = std::numeric_limits<double>::quiet_NaN();
 };
 
+// A machine's CPUs counted as saturated: its ranks used this share of them over a step
+// (TrainRun::machine_saturated).
+inline constexpr double kSaturatedCpu = 0.9;
+
 struct TrainRun {
   std::string path;
   PredictConfig config;          // the run's configuration (fabric left at the default)
@@ -100,9 +104,11 @@ struct TrainRun {
   int machine_ranks = 0, machine_cores = 0;
   double cpu_s = 0;
   // The share of the machine's CPUs its ranks kept busy over a step: machine_ranks x cpu_s /
-  // (machine_cores x step_time_s); NaN without those. Near 1 with more ranks than cores: the
-  // ranks competed for the cores (CPU-bound), which the model does not price.
+  // (machine_cores x step_time_s); NaN without those.
   double machine_cpu_busy() const;
+  // More ranks than cores, and they used kSaturatedCpu of them or more: the ranks competed for
+  // the cores (CPU-bound), which the model does not price (compare says so).
+  bool machine_saturated() const;
   int64_t compress_start = 0;  // PowerSGD start=K: steps before K run uncompressed (excluded when possible)
   int64_t steps_total = 0;
   double epoch_time_s = 0;  // median of /epochs/epoch_time_s, NaN if absent

@@ -74,35 +74,43 @@ std::string machine_id() {
   return "unknown";
 }
 
-MachineShare machine_share(const std::vector<std::string>& machine_ids, const std::vector<std::string>& cpu_lists) {
-  if (cpu_lists.empty() || machine_ids.size() != cpu_lists.size()) return {};
-  std::map<std::string, std::pair<int, std::set<int>>> per_machine;
-  for (std::size_t r = 0; r < machine_ids.size(); ++r) {
-    auto& [ranks, cpus] = per_machine[machine_ids[r]];
+namespace {
+
+// The ranks grouped by key (hostname, machine id): per key, its rank count and the number of
+// distinct CPUs in the union of their lists. Empty when the lists are missing or do not
+// match the keys.
+std::map<std::string, std::pair<int, int>> ranks_and_cpus_by(const std::vector<std::string>& keys,
+                                                              const std::vector<std::string>& cpu_lists) {
+  if (cpu_lists.empty() || keys.size() != cpu_lists.size()) return {};
+  std::map<std::string, std::pair<int, std::set<int>>> groups;
+  for (std::size_t r = 0; r < keys.size(); ++r) {
+    auto& [ranks, cpus] = groups[keys[r]];
     ++ranks;
     for (int c : parse_cpu_list(cpu_lists[r], "cpu_affinity of rank " + std::to_string(r))) cpus.insert(c);
   }
+  std::map<std::string, std::pair<int, int>> out;
+  for (const auto& [key, g] : groups) out[key] = {g.first, static_cast<int>(g.second.size())};
+  return out;
+}
+
+}  // namespace
+
+MachineShare machine_share(const std::vector<std::string>& machine_ids, const std::vector<std::string>& cpu_lists) {
   MachineShare worst;
-  for (const auto& [id, m] : per_machine) {
-    const int cores = static_cast<int>(m.second.size());
+  for (const auto& [id, m] : ranks_and_cpus_by(machine_ids, cpu_lists)) {
+    const auto [ranks, cores] = m;
     if (cores == 0) return {};
     // Fewer CPUs per rank than the worst so far: ranks / cores above theirs.
-    if (worst.cores == 0 || static_cast<long>(m.first) * worst.cores > static_cast<long>(worst.ranks) * cores)
-      worst = {m.first, cores};
+    if (worst.cores == 0 || static_cast<long>(ranks) * worst.cores > static_cast<long>(worst.ranks) * cores)
+      worst = {ranks, cores};
   }
   return worst;
 }
 
 int cores_per_node(const std::vector<std::string>& hostnames, const std::vector<std::string>& cpu_lists) {
-  if (cpu_lists.empty() || hostnames.size() != cpu_lists.size()) return 0;
-  std::map<std::string, std::set<int>> per_node;
-  for (std::size_t r = 0; r < hostnames.size(); ++r) {
-    auto& s = per_node[hostnames[r]];
-    for (int c : parse_cpu_list(cpu_lists[r], "cpu_affinity of rank " + std::to_string(r))) s.insert(c);
-  }
   int least = 0;
-  for (const auto& [host, s] : per_node) {
-    const int n = static_cast<int>(s.size());
+  for (const auto& [host, node] : ranks_and_cpus_by(hostnames, cpu_lists)) {
+    const int n = node.second;
     if (n == 0) return 0;
     least = least == 0 ? n : std::min(least, n);
   }

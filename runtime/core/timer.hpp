@@ -1,4 +1,4 @@
-// gradsync/core/timer.hpp — monotonic wall time in seconds, and the process's CPU time.
+// gradsync/core/timer.hpp — monotonic wall time in seconds, and the process's and the thread's CPU time.
 #pragma once
 
 #include <time.h>
@@ -12,12 +12,16 @@ inline double now_s() {
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
 
-// CPU time of the whole process (every thread: compute, communication, loader), seconds.
-inline double process_cpu_s() {
+// CPU time of a clock_gettime CPU clock, seconds.
+inline double cpu_clock_s(clockid_t clock) {
   timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  clock_gettime(clock, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
+// CPU time of the whole process (every thread: compute, communication, loader).
+inline double process_cpu_s() { return cpu_clock_s(CLOCK_PROCESS_CPUTIME_ID); }
+// CPU time of the calling thread.
+inline double thread_cpu_s() { return cpu_clock_s(CLOCK_THREAD_CPUTIME_ID); }
 
 class Stopwatch {
  public:

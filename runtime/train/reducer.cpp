@@ -1,8 +1,6 @@
 // gradsync/train/reducer.cpp — see reducer.hpp.
 #include "train/reducer.hpp"
 
-#include <time.h>
-
 #include <algorithm>
 #include <sstream>
 
@@ -13,20 +11,6 @@
 #include "plan/buckets.hpp"
 
 namespace gradsync::train {
-
-namespace {
-
-// CPU time of the calling thread. Used around bucket launches: waking the communication
-// thread is a futex syscall of a few microseconds, but on an oversubscribed machine the
-// woken thread can preempt the waker for a whole time slice, which wall-clock time would
-// charge to the reducer.
-double thread_cpu_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-}  // namespace
 
 BucketReadiness::BucketReadiness(const std::vector<std::vector<std::size_t>>& assignment, std::size_t ntensors)
     : bucket_of_(ntensors, 0), marked_(ntensors, 0), pending_(assignment.size(), 0), complete_(assignment.size(), 0) {
@@ -183,6 +167,10 @@ void Reducer::mark_ready(std::size_t i) {
   train_overhead_s_ += now_s() - t;
 }
 
+// The reducer's share is the launch's CPU time on this thread: waking the communication
+// thread is a futex syscall of a few microseconds, but on an oversubscribed machine the
+// woken thread can preempt the waker for a whole time slice, which wall-clock time would
+// charge to the reducer (that wall time is launch_wall_s_).
 void Reducer::timed_launch() {
   if (!readiness_.launchable()) return;
   const double w = now_s(), c = thread_cpu_s();

@@ -87,11 +87,11 @@ def tune_verify(ctx):
         gp = 100 * (1 - both[tuned][1] / both[d][1])
         lines.append(f"Against the default ({label(d)}: measured {ms(both[d][0])}), the tuned configuration gains "
                      f"{gm:.1f}% measured vs {gp:.1f}% predicted ({abs(gm - gp):.1f} points apart; target within 5).")
-    # Ranks of several testbed hosts on one machine's cores (compare's machine_cpu_busy).
+    # Ranks of several testbed hosts on one machine's cores (compare's machine_saturated).
     cmp = ctx.t.compare
-    if cmp and "machine_cpu_busy" in cmp:
+    if cmp and "machine_saturated" in cmp:
         busy = np.asarray(cmp["machine_cpu_busy"], dtype=float)
-        over = (np.asarray(cmp["machine_ranks"]) > np.asarray(cmp["machine_cores"])) & (busy >= 0.9)
+        over = np.asarray(cmp["machine_saturated"]) != 0
         if over.any():
             i = int(np.flatnonzero(over)[0])
             lines.append(f"In {int(over.sum())} of {len(busy)} runs the {int(cmp['machine_ranks'][i])} ranks used "

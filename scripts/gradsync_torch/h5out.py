@@ -104,17 +104,25 @@ def cpu_list(cpus=None):
     return ",".join(out)
 
 
-def cores_per_node(hostnames, cpu_lists):
-    """Per host, the distinct CPUs in the union of its ranks' lists; the smallest (0: unknown)."""
-    if not cpu_lists or len(cpu_lists) != len(hostnames):
-        return 0
+def _ranks_and_cpus_by(keys, cpu_lists):
+    """The ranks grouped by key (hostname, machine id): {key: (ranks, distinct CPUs in the union
+    of their lists)}; {} when the lists are missing or do not match the keys."""
+    if not cpu_lists or len(cpu_lists) != len(keys):
+        return {}
     per = {}
-    for h, lst in zip(hostnames, cpu_lists):
-        s = per.setdefault(h, set())
+    for key, lst in zip(keys, cpu_lists):
+        g = per.setdefault(key, [0, set()])
+        g[0] += 1
         for part in filter(None, lst.split(",")):
             a, _, b = part.partition("-")
-            s.update(range(int(a), int(b or a) + 1))
-    return min(len(s) for s in per.values()) if all(per.values()) else 0
+            g[1].update(range(int(a), int(b or a) + 1))
+    return {key: (n, len(s)) for key, (n, s) in per.items()}
+
+
+def cores_per_node(hostnames, cpu_lists):
+    """Per host, the distinct CPUs in the union of its ranks' lists; the smallest (0: unknown)."""
+    per = _ranks_and_cpus_by(hostnames, cpu_lists)
+    return min(c for _, c in per.values()) if per and all(c for _, c in per.values()) else 0
 
 
 def machine_id():
@@ -130,19 +138,10 @@ def machine_id():
 def machine_share(machines, cpu_lists):
     """(ranks, cores) of the machine whose ranks have the fewest CPUs each: its rank count and
     the union of their CPU lists (core/cpus.hpp machine_share); (0, 0) when unknown."""
-    if not cpu_lists or len(cpu_lists) != len(machines):
+    per = _ranks_and_cpus_by(machines, cpu_lists)
+    if not per or not all(c for _, c in per.values()):
         return 0, 0
-    per = {}
-    for m, lst in zip(machines, cpu_lists):
-        n, s = per.setdefault(m, [0, set()])
-        per[m][0] = n + 1
-        for part in filter(None, lst.split(",")):
-            a, _, b = part.partition("-")
-            s.update(range(int(a), int(b or a) + 1))
-    if not all(s for _, s in per.values()):
-        return 0, 0
-    ranks, cores = max(((n, len(s)) for n, s in per.values()), key=lambda x: x[0] / x[1])
-    return ranks, cores
+    return max(per.values(), key=lambda rc: rc[0] / rc[1])
 
 
 def write_provenance(f, program, hostnames, argv=None, params=None, cpus=None, machines=None):

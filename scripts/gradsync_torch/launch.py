@@ -27,6 +27,7 @@ starts its workers in sessions of their own, so a launcher killed outright (SIGK
 it cannot pass on) left them running, waiting in their collectives.
 """
 import argparse
+import datetime
 import os
 import re
 import subprocess
@@ -227,8 +228,6 @@ def init_distributed(prog, o):
         return None
     torch.set_num_threads(o.threads)
     backend = o.backend or ("nccl" if o.device == "cuda" else "gloo")
-    import datetime
-
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
     spec = getattr(o, "comm_sched_spec", None)
     if spec is not None and spec[0] != "other":

@@ -798,8 +798,8 @@ def case_killed(tmp):
         time.sleep(3)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        deadline, alive = time.time() + 20, [1]
-        while time.time() < deadline and alive:
+        deadline, alive = time.time() + 20, marked_workers(mark)
+        while alive and time.time() < deadline:
             time.sleep(1)
             alive = marked_workers(mark)
         for pid in alive:
