@@ -55,11 +55,21 @@ def launcher_rank(env=os.environ):
     return 0
 
 
+ENV_HELP = ("environment: GRADSYNC_TIMEOUT_S (seconds, default 300) bounds every collective's wait for a "
+            "peer: a rank that stops fails the others' collectives instead of a hang (torch's own default is 30 "
+            "minutes); under torchrun a worker also gets SIGTERM when its launcher dies.")
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with the programs' one-line usage errors: every rank finds the same bad
     option, so rank 0 alone prints `<prog>: error: <why>` and every rank exits 2; the other
     ranks wait 2 s first, so that a launcher tearing the job down on the first failed
-    process cannot lose rank 0's line (as gradsync-bench and gradsync-train do)."""
+    process cannot lose rank 0's line (as gradsync-bench and gradsync-train do). --help ends
+    with the environment every program reads (ENV_HELP)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("epilog", ENV_HELP)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         if launcher_rank() == 0:

@@ -754,6 +754,11 @@ def case_killed(tmp):
         check(p.returncode != 0 and len(ours) == 1, f"{mod} {' '.join(bad)}: rc {p.returncode}, error lines {ours}")
         check("usage:" not in p.stderr, f"{mod} {' '.join(bad)} printed argparse's usage block")
     check(not os.path.exists(os.path.join(tmp, "bad.h5")), "a refused run wrote its result file")
+    # Every program's --help names GRADSYNC_TIMEOUT_S (gradsync_torch.launch.ENV_HELP).
+    for mod in ("gradsync_torch.example", "gradsync_torch.bench", "gradsync_torch.codecs", "gradsync_torch.overhead"):
+        h = subprocess.run([TPY, "-m", mod, "--help"], cwd=tmp, capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "scripts")))
+        check(h.returncode == 0 and "GRADSYNC_TIMEOUT_S" in h.stdout, f"{mod} --help: rc {h.returncode}, no GRADSYNC_TIMEOUT_S")
     # GRADSYNC_TIMEOUT_S: a bad value is one line; a rank that stops (SIGSTOP: alive, silent)
     # fails the other's collective after that many seconds, not torch's 30 minutes, and the
     # launcher ends the run: no result file, no process left.
