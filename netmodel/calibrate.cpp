@@ -473,7 +473,8 @@ std::string duplex_words(const std::vector<BenchPoint>& pts, const Model& m, con
   return os.str();
 }
 
-LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>& pts, std::size_t max_breaks = 2) {
+LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>& pts, std::size_t max_breaks = 2,
+                        double ws_bar = 0.9) {
   std::set<double> sizes;
   for (const auto& p : pts) sizes.insert(p.bytes);
   if (sizes.size() < 2)
@@ -650,9 +651,16 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
       s_ws = s;
     }
   }
-  // Message keys are the default (protocol switches are keyed by size): working-set keys
-  // must cut the log-error sum by a tenth (equal partitions give equal sums).
-  const bool ws_wins = by_ws.nreg() > 1 && s_ws.wsse < 0.9 * s_msg.wsse;
+  // Which keys: in the outlier rounds (fit_level) working-set keys must cut the log-error
+  // sum by a tenth (ws_bar 0.9): message keys are the default, which protocol switches
+  // follow, and a descheduled point must not pull the search to the other keys before the
+  // rounds have excluded it. The final fit (ws_bar 1) takes the keys that fit better (an
+  // exact tie, the keys partitioning the points alike, keeps message keys). Until
+  // 2026-12-06 the final fit had the bar too: on four 2-4 rank shared-memory sets
+  // (scripts/sweep_fidelity.sh) it kept message keys on three where working-set keys
+  // fitted better by 0.2-7% (the 2-rank ring all-reduce at 1 MiB priced 17-21% fast);
+  // fresh runs within 15% went 116 -> 127 of 216 (netmodel/README.md).
+  const bool ws_wins = by_ws.nreg() > 1 && s_ws.wsse < ws_bar * s_msg.wsse;
   Model best = ws_wins ? by_ws : by_msg;
   Solved sb = ws_wins ? s_ws : s_msg;
   if (best.nreg() > 1) {
@@ -851,8 +859,9 @@ LevelFit fit_level(const std::string& level, const std::vector<BenchPoint>& give
   // A fourth and fifth regime, searched on the points the outlier rounds kept: the same
   // fit again when they do not pay off (the rounds' last fit of these points succeeded, so
   // this one does). It repeats the one- and two-break search of that fit: 0.06 -> 0.15 s
-  // for a 48-point shared-memory sweep set.
-  fit = fit_level_once(level, kept, 4);
+  // for a 48-point shared-memory sweep set. Here the better-fitting regime keys win
+  // (ws_bar 1: fit_level_once).
+  fit = fit_level_once(level, kept, 4, 1.0);
   if (!excluded.empty()) {
     std::ostringstream os;
     os << level << ": excluded " << excluded.size() << " of " << pts.size()

@@ -13,22 +13,36 @@
 # within-15% count among the (algo, size) whose repeats agree (also in OUT/fidelity.txt).
 # Writes everything under OUT (default results/fidelity-<UTC>).
 #   scripts/sweep_fidelity.sh [--ranks "2 3 4"] [--repeats 3] [--out DIR] [--iters 10]
+#   scripts/sweep_fidelity.sh --refit DIR [--ranks "2 3 4"]   (no measurement: steps 2-3
+#       again on DIR's files with this build's calibrate, e.g. after a model change; the
+#       fabrics and fidelity.txt go to DIR/refit-<UTC>, DIR's own stay as they are)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RANKS="2 3 4"; REPEATS=3; ITERS=10; OUT=""
+RANKS="2 3 4"; REPEATS=3; ITERS=10; OUT=""; REFIT=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --ranks) RANKS="$2"; shift 2 ;;
     --repeats) REPEATS="$2"; shift 2 ;;
     --iters) ITERS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n 2,15p "$0"; exit 0 ;;
-    *) echo "sweep_fidelity.sh: unknown option '$1' (known: --ranks, --repeats, --iters, --out)" >&2; exit 2 ;;
+    --refit) OUT="$2"; REFIT=1; shift 2 ;;
+    -h|--help) sed -n 2,18p "$0"; exit 0 ;;
+    *) echo "sweep_fidelity.sh: unknown option '$1' (known: --ranks, --repeats, --iters, --out, --refit)" >&2; exit 2 ;;
   esac
 done
 BIN=${BUILD_DIR:-build}/bin
 OUT=${OUT:-results/fidelity-$(date -u +%Y%m%dT%H%M%SZ)}
-mkdir -p "$OUT"
+RES=$OUT  # fabrics, calibrate output, fidelity.txt
+if ((REFIT)); then
+  [ -d "$OUT" ] || { echo "sweep_fidelity.sh: --refit $OUT: no such folder" >&2; exit 2; }
+  for n in $RANKS; do
+    for f in pp sr ring; do
+      [ -f "$OUT/$f-$n.h5" ] || { echo "sweep_fidelity.sh: --refit $OUT: no $f-$n.h5 there (a folder this script wrote)" >&2; exit 2; }
+    done
+  done
+  RES=$OUT/refit-$(date -u +%Y%m%dT%H%M%SZ)
+fi
+mkdir -p "$OUT" "$RES"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPI="mpirun --oversubscribe --bind-to none"
 PY=/usr/bin/python3
@@ -37,12 +51,15 @@ bench() {  # np out args...
   $MPI -np "$np" "$BIN/gradsync-bench" -n "$ITERS" -w 3 --out "$out" "$@" >/dev/null
 }
 for n in $RANKS; do
-  bench 2 "$OUT/pp-$n.h5" --op pingpong -b 1K -e 32M -f 2
-  bench "$n" "$OUT/sr-$n.h5" --op sendrecv -b 1K -e 32M -f 2
-  bench "$n" "$OUT/ring-$n.h5" --op allreduce --algo ring -b 1K -e 32M -f 2
-  "$BIN/gradsync-model" calibrate --name "shm-sweep-$n" -o "$OUT/fabric-$n.toml" \
-    "$OUT/pp-$n.h5" "$OUT/sr-$n.h5" "$OUT/ring-$n.h5" > "$OUT/calibrate-$n.txt" 2>&1 || {
-    cat "$OUT/calibrate-$n.txt" >&2; exit 1; }
+  if ((!REFIT)); then
+    bench 2 "$OUT/pp-$n.h5" --op pingpong -b 1K -e 32M -f 2
+    bench "$n" "$OUT/sr-$n.h5" --op sendrecv -b 1K -e 32M -f 2
+    bench "$n" "$OUT/ring-$n.h5" --op allreduce --algo ring -b 1K -e 32M -f 2
+  fi
+  "$BIN/gradsync-model" calibrate --name "shm-sweep-$n" -o "$RES/fabric-$n.toml" \
+    "$OUT/pp-$n.h5" "$OUT/sr-$n.h5" "$OUT/ring-$n.h5" > "$RES/calibrate-$n.txt" 2>&1 || {
+    cat "$RES/calibrate-$n.txt" >&2; exit 1; }
+  ((REFIT)) && continue
   for r in $(seq 1 "$REPEATS"); do
     for algo in ring rabenseifner rd; do
       bench "$n" "$OUT/fresh-$n-$algo-$r.h5" --op allreduce --algo "$algo" -b 1M -e 16M -f 16
@@ -52,11 +69,11 @@ for n in $RANKS; do
     bench "$n" "$OUT/ref-$n-mpi-$r.h5" --op allreduce --algo mpi -b 1M -e 16M -f 16
   done
 done
-"$PY" - "$OUT" "$BIN/gradsync-model" $RANKS <<'PYEOF' | tee "$OUT/fidelity.txt"
+"$PY" - "$OUT" "$RES" "$BIN/gradsync-model" $RANKS <<'PYEOF' | tee "$RES/fidelity.txt"
 import glob, json, subprocess, sys
 from collections import defaultdict
 import h5py, numpy as np
-out, model, ranks = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3:]]
+out, res, model, ranks = sys.argv[1], sys.argv[2], sys.argv[3], [int(x) for x in sys.argv[4:]]
 # One prediction p is within 15% of every repeat t_i only if p/1.15 <= min(t) and
 # max(t) <= p/0.85, i.e. only if the repeats' max/min is at most 1.15/0.85.
 REACH = 1.15 / 0.85
@@ -79,7 +96,7 @@ for n in ranks:
     for f in sorted(glob.glob(f"{out}/fresh-{n}-*.h5")):
         algo, chunk, pts = measured(f)
         for s, t in pts:
-            p = json.loads(subprocess.check_output([model, "collective", "--fabric", f"{out}/fabric-{n}.toml",
+            p = json.loads(subprocess.check_output([model, "collective", "--fabric", f"{res}/fabric-{n}.toml",
                 "--algo", algo, "--ranks", str(n), "--bytes", str(s), "--chunk-bytes", str(chunk), "--json"]))
             pred = p["results"][0]["time_us"] if "results" in p else p["time_us"]
             err = (pred - t) / t

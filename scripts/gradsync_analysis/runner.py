@@ -565,7 +565,10 @@ class Runner:
             self.lock.release()
 
     def _run_locked(self) -> int:
-        shutil.copyfile(self.study.path, os.path.join(self.out, "study.toml"))
+        kept = os.path.join(self.out, "study.toml")
+        # Resuming from the folder's own copy (study run DIR/study.toml --out DIR) keeps it.
+        if not (os.path.exists(kept) and os.path.samefile(self.study.path, kept)):
+            shutil.copyfile(self.study.path, kept)
         remove_stale_temps(self.out, self._log)
         self._log(f"study {self.study.name} from {self.study.path}: {len(self.points)} point(s), "
                   f"launcher {self.launcher}, bin {self.bindir}")

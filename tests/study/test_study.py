@@ -347,9 +347,11 @@ def case_bench(tmp):
           or any(e.startswith("calibrate local:") for e in errors),
           f"calibrate neither wrote model/local.toml nor recorded why: {errors}")
 
-    # resume: nothing finished runs again
+    # resume: nothing finished runs again (from the folder's own copy of the study file,
+    # which the runner once tried to copy onto itself)
     mtimes = {k: os.path.getmtime(os.path.join(out, k.replace("/", os.sep) + ".h5")) for k in ids if st[k] == "ok"}
-    p = study("run", toml, "--out", out, expect=1)
+    p = study("run", os.path.join(out, "study.toml"), "--out", out, expect=1)
+    check("Traceback" not in p.stderr, f"resuming from DIR/study.toml: {p.stderr[-400:]}")
     t2 = table(os.path.join(out, "study.h5"))
     reused = dict(zip(t2["id"], t2["reused"]))
     check(reused == {"ar/algo_ring": 1, "ar/algo_nosuch": 0, "ar/algo_rd": 1, "pp/run": 1}, f"reused {reused}")
