@@ -1141,8 +1141,8 @@ FabricFit calibrate_fabric(const std::vector<BenchPoint>& points, const std::str
     if (oversubscribed) {
       const std::string words =
           "cores_per_node " + std::to_string(cores) + ": some runs had more ranks per node than cores; a step with A > " +
-          std::to_string(cores) + " busy ranks on a node was fitted with its copies and sums A/" + std::to_string(cores) +
-          " times as long (CPU share; ping-pong and the fold steps of rd on 3 ranks run at full speed); ";
+          std::to_string(cores) + " busy ranks on a node was fitted with its copies and sums ceil(A/" + std::to_string(cores) +
+          ") times as long (CPU share of a step; ping-pong and the fold steps of rd on 3 ranks run at full speed); ";
       for (auto& l : out.levels)
         if (l.level == "intra" || (intra.empty() && l.level == "inter")) l.notes += words;
     }

@@ -91,7 +91,7 @@ struct Shape {
   bool intra = false, inter = false;
   int share = 1;           // flows on the busiest NIC, one direction
   bool both_ways = false;  // some rank sends and receives in this step (the duplex bandwidth applies)
-  int active = 1;          // ranks of the busiest node that send or receive (Level::cpu_share)
+  int active = 1;          // ranks of the busiest node that send or receive (Level::step_share)
 };
 
 // Accumulates the flows of one step.
@@ -211,7 +211,7 @@ const std::vector<Shape>& alltoall_schedule(int nodes, int g) {
 // One level's time for a step sending m bytes per flow and reducing `reduce` x m bytes
 // (reduce is 0 or 1), with optional chunk pipelining (see collectives.hpp). both_ways:
 // ranks receive while they send (the level's duplex bandwidth, fabric.hpp). cpu: the CPU
-// share factor of the step's busy ranks (Level::cpu_share), applied to the reduction and,
+// share factor of the step's busy ranks (Level::step_share), applied to the reduction and,
 // on the intra level (copies by the ranks' cores), to the transfer. between_nodes: the
 // inter level (chunks share the network latency and overlap their reductions).
 double level_step(const Level& l, double m, double reduce, int share, int channels, double chunk, bool both_ways,
@@ -244,7 +244,7 @@ double level_step(const Level& l, double m, double reduce, int share, int channe
 
 double step(const Fabric& f, const Shape& s, double m, double reduce, int channels = 1, double chunk = 0) {
   double t = 0;
-  const double cpu = f.cpu_share(s.active);
+  const double cpu = f.step_share(s.active);
   if (s.intra) t = level_step(f.intra, m, reduce, 1, channels, chunk, s.both_ways, cpu, cpu, false);
   if (s.inter) t = std::max(t, level_step(f.inter, m, reduce, s.share, channels, chunk, s.both_ways, 1, cpu, true));
   return t;
@@ -308,7 +308,7 @@ double dbtree_allreduce(const Fabric& f, const Topology& t, double n, const Coll
   const double depth = std::ceil(std::log2(static_cast<double>(p)));
   Shape s = ring_shape(t);
   if (s.inter) s.share = 2;  // both trees cross each NIC
-  const double cpu = f.cpu_share(s.active);
+  const double cpu = f.step_share(s.active);
   auto hop = [&](double reduce) {
     double h = 0;
     if (s.intra) h = f.intra.alpha(c) + cpu * (2 * c / f.intra.flow_bw(c, 1, o.channels) + reduce * f.intra.reduce_s(c));
@@ -333,7 +333,11 @@ double shm_allreduce(const Fabric& f, const Topology& t, double n, const CollOpt
   const double round = o.chunk_bytes > 0 ? o.chunk_bytes : kShmRoundBytes;
   const double rounds = std::max(1.0, std::ceil(n / round));
   const double share = (g - 1.0) / g;
-  const double cpu = f.cpu_share(g);  // every rank copies and sums at once
+  // Every rank copies and sums at once. The node's fair share, not a step's ceil: a rank
+  // waiting in a sync yields at once when ranks outnumber cores (comm/mpi_comm.cpp), so the
+  // ranks interleave finely; 3 ranks on 2 cores measured within -5..+10% of 1.5x at
+  // 1-16 MiB and 20-49% under 2x (2026-12-06, netmodel/README.md).
+  const double cpu = f.cpu_share(g);
   return 2 * rounds * f.intra.alpha(std::min(n, round)) +
          cpu * (2 * share * n / f.intra.bw(std::min(n, round)) + share * f.intra.reduce_s(n));
 }
@@ -465,7 +469,7 @@ double collective_time(const Fabric& f, Op op, const std::string& algo_in, const
     case Op::Pingpong: {  // two ranks, one message at a time: at most 2 busy on a node
       const Level& l = t.nodes > 1 ? f.inter : f.intra;
       return t.nodes > 1 ? l.p2p_s(n, 1, o.channels)
-                         : l.alpha(n) + f.cpu_share(2) * n / l.flow_bw(n, 1, o.channels);
+                         : l.alpha(n) + f.step_share(2) * n / l.flow_bw(n, 1, o.channels);
     }
     case Op::Sendrecv: return p <= 1 ? 0 : step(f, ring_shape(t), n, 0, o.channels);  // one ring step, both ways
   }

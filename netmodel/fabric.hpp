@@ -105,6 +105,7 @@
 //   bw_GBps = 2.7
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -180,6 +181,17 @@ struct Level {
   double cpu_share(double active) const {
     return cores_per_node > 0 && active > cores_per_node ? active / cores_per_node : 1.0;
   }
+  // The same for one step of a collective, which ends when its last busy rank has done its
+  // share: ceil(active / cores_per_node). The scheduler runs whole ranks, and a step (or a
+  // pipelined chunk, 4 MiB on one node) is shorter than its time slice, so with 3 ranks on
+  // 2 cores two copy and sum, then the third while a core idles; fair sharing (1.5x) would
+  // need slices much shorter than a step. Measured on this project's 2-core host
+  // (2026-12-06): a ring of 3 took 1.75-2.06x its full-speed time at 1-256 MiB (against
+  // a ring of 2 at the same size, 2(p-1)/p scaled), and fitting with 1.5x made every
+  // 3-rank rabenseifner and rd, whose steps keep 2 ranks busy, 14-37% slow.
+  double step_share(double active) const {
+    return cores_per_node > 0 && active > cores_per_node ? std::ceil(active / cores_per_node) : 1.0;
+  }
 };
 
 struct Fabric {
@@ -191,6 +203,10 @@ struct Fabric {
   // The node's CPU share for `active` busy threads (Level::cpu_share with cores_per_node()).
   double cpu_share(double active) const {
     return (intra.cores_per_node > 0 ? intra : inter).cpu_share(active);
+  }
+  // One collective step's (Level::step_share with cores_per_node()).
+  double step_share(double active) const {
+    return (intra.cores_per_node > 0 ? intra : inter).step_share(active);
   }
 };
 

@@ -198,9 +198,15 @@ TEST(CpuShare, OnlyStepsWithMoreBusyRanksThanCoresSlowDown) {
     EXPECT_DOUBLE_EQ(collective_time(two, Op::Allreduce, algo, p2, n), collective_time(enough, Op::Allreduce, algo, p2, n))
         << algo;
   EXPECT_DOUBLE_EQ(collective_time(two, Op::Pingpong, "mpi", p2, n), collective_time(enough, Op::Pingpong, "mpi", p2, n));
-  // A ring of 3: every step keeps 3 ranks busy on 2 cores: copies and sums take 1.5x.
+  // A ring of 3: every step keeps 3 ranks busy on 2 cores: copies and sums take
+  // ceil(3/2) = 2x (two ranks run, then the third; the node's fair share would be 1.5x).
   const double m = n / 3;
-  EXPECT_NEAR(collective_time(two, Op::Allreduce, "ring", p3, n), 4 * (a + 1.5 * m / bw) + 2 * 1.5 * m / g, 1e-12);
+  EXPECT_NEAR(collective_time(two, Op::Allreduce, "ring", p3, n), 4 * (a + 2 * m / bw) + 2 * 2 * m / g, 1e-12);
+  EXPECT_DOUBLE_EQ(two.step_share(3), 2.0);
+  EXPECT_DOUBLE_EQ(two.cpu_share(3), 1.5);  // threads that are not in lock step (timeline.hpp)
+  EXPECT_DOUBLE_EQ(two.step_share(5), 3.0);
+  EXPECT_DOUBLE_EQ(two.step_share(2), 1.0);
+  EXPECT_DOUBLE_EQ(enough.step_share(64), 1.0);  // cores unknown
   // rd on 3: the fold (0 -> 1) and unfold (1 -> 0) keep 2 busy, the exchange 1 <-> 2 too:
   // no step is oversubscribed.
   EXPECT_DOUBLE_EQ(collective_time(two, Op::Allreduce, "rd", p3, n), collective_time(enough, Op::Allreduce, "rd", p3, n));

@@ -1305,6 +1305,42 @@ TEST(Calibrate, TheBetterFittingRegimeKeysWin) {
   }
 }
 
+TEST(Calibrate, AStepOfThreeRanksOnTwoCoresTakesTwiceItsTime) {
+  // A 3-rank sweep on this project's 2-core host (tests/data/shm-sweeps/fid-*-3,
+  // 2026-12-06 06:03 UTC). Its ring and sendrecv keep 3 ranks busy in every step; fitted
+  // with the node's fair share (1.5x) they made the fabric's copies and sums a third too
+  // slow, and rabenseifner and rd, whose steps keep 2 ranks busy, came out 14-21% slow at
+  // 16 MiB. A step's share is ceil(3 / 2) = 2 (Level::step_share). Fresh runs of that
+  // minute (median us, three launches each, as sweep_fidelity.sh measures them):
+  const std::string dir = GRADSYNC_SHM_SWEEP_DATA;
+  std::vector<BenchPoint> pts;
+  for (const char* f : {"fid-pingpong-3.h5", "fid-sendrecv-3.h5", "fid-ring-3.h5"}) {
+    auto v = read_bench_file(dir + "/" + f);
+    pts.insert(pts.end(), v.begin(), v.end());
+  }
+  const FabricFit fit = calibrate_fabric(pts, "fid-3");
+  EXPECT_EQ(fit.fabric.intra.cores_per_node, 2);
+  struct Fresh {
+    const char* algo;
+    double bytes, chunk;
+    std::vector<double> us;
+  };
+  const std::vector<Fresh> fresh = {
+      {"ring", 1 << 20, 4 << 20, {381.3, 385.8, 361.9}},
+      {"ring", 16 << 20, 4 << 20, {5700.4, 5514.0, 5466.4}},
+      // At 1 MiB rabenseifner (422-502 us) and rd (469-598 us) spread more than 15% among
+      // their own launches.
+      {"rabenseifner", 16 << 20, 0, {6672.0, 6866.4, 7080.4}},
+      {"rd", 16 << 20, 0, {7974.4, 7951.3, 7783.1}},
+  };
+  for (const Fresh& f : fresh) {
+    CollOptions o;
+    o.chunk_bytes = f.chunk;
+    const double us = collective_time(fit.fabric, Op::Allreduce, f.algo, Topology{1, 3}, f.bytes, o) * 1e6;
+    for (double m : f.us) EXPECT_NEAR(us / m, 1.0, 0.15) << f.algo << " " << f.bytes << " B: " << us << " us predicted";
+  }
+}
+
 TEST(Calibrate, WarnsWhenTheFitIsPoor) {
   // Times that do not follow alpha + n/bw at all (random in [1 us, 10 ms]).
   const Fabric f = simple_fabric(5e-6, 10e9);
