@@ -187,8 +187,10 @@ struct Level {
   // 2 cores two copy and sum, then the third while a core idles; fair sharing (1.5x) would
   // need slices much shorter than a step. Measured on this project's 2-core host
   // (2026-12-06): a ring of 3 took 1.75-2.06x its full-speed time at 1-256 MiB (against
-  // a ring of 2 at the same size, 2(p-1)/p scaled), and fitting with 1.5x made every
-  // 3-rank rabenseifner and rd, whose steps keep 2 ranks busy, 14-37% slow.
+  // a ring of 2 at the same size, 2(p-1)/p scaled); fitted with 1.5x, the 3-rank sweeps
+  // priced rabenseifner and rd, whose steps keep 2 ranks busy, up to 37% slow. Only 3 and
+  // 4 ranks on 2 cores were measured: with many cores the load balancer may move a rank
+  // that shares a core onto one that has finished, between ceil and the fair share.
   double step_share(double active) const {
     return cores_per_node > 0 && active > cores_per_node ? std::ceil(active / cores_per_node) : 1.0;
   }
