@@ -21,6 +21,8 @@ cd "$(dirname "$0")/.."
 RANKS="2 3 4"; REPEATS=3; ITERS=10; OUT=""; REFIT=0
 while [ $# -gt 0 ]; do
   case "$1" in
+    --ranks|--repeats|--iters|--out|--refit)
+      [ $# -ge 2 ] || { echo "sweep_fidelity.sh: $1 needs a value" >&2; exit 2; } ;;&
     --ranks) RANKS="$2"; shift 2 ;;
     --repeats) REPEATS="$2"; shift 2 ;;
     --iters) ITERS="$2"; shift 2 ;;

@@ -33,6 +33,8 @@ bash "$S" --refit "$W/nosuch" >"$W/out" 2>&1; rc=$?
 mkdir -p "$W/empty"
 bash "$S" --refit "$W/empty" >"$W/out" 2>&1; rc=$?
 [ $rc = 2 ] && grep -q "no pp-2.h5 there" "$W/out" && [ -z "$(ls -A "$W/empty")" ] || { FAILMSG "folder without sweeps: rc $rc, left $(ls -A "$W/empty")"; cat "$W/out"; }
+bash "$S" --refit >"$W/out" 2>&1; rc=$?
+[ $rc = 2 ] && grep -q -- "--refit needs a value" "$W/out" || { FAILMSG "--refit without a folder: rc $rc"; cat "$W/out"; }
 bash "$S" --bogus >"$W/out" 2>&1; rc=$?
 [ $rc = 2 ] && grep -q "unknown option '--bogus'" "$W/out" || { FAILMSG "unknown option: rc $rc"; cat "$W/out"; }
 
