@@ -191,9 +191,7 @@ struct Level {
   // priced rabenseifner and rd, whose steps keep 2 ranks busy, up to 37% slow. Only 3 and
   // 4 ranks on 2 cores were measured: with many cores the load balancer may move a rank
   // that shares a core onto one that has finished, between ceil and the fair share.
-  double step_share(double active) const {
-    return cores_per_node > 0 && active > cores_per_node ? std::ceil(active / cores_per_node) : 1.0;
-  }
+  double step_share(double active) const { return std::ceil(cpu_share(active)); }
 };
 
 struct Fabric {
@@ -207,9 +205,7 @@ struct Fabric {
     return (intra.cores_per_node > 0 ? intra : inter).cpu_share(active);
   }
   // One collective step's (Level::step_share with cores_per_node()).
-  double step_share(double active) const {
-    return (intra.cores_per_node > 0 ? intra : inter).step_share(active);
-  }
+  double step_share(double active) const { return std::ceil(cpu_share(active)); }
 };
 
 // Built-in profiles in a fixed order (tcp-10g, ..., seed-roce).

@@ -677,6 +677,14 @@ def marked_workers(mark, local_rank=None):
     return pids
 
 
+def kill_all(pids):
+    """SIGKILL to each of `pids` that still runs (what outlived a launch, so a failing check
+    leaves nothing running)."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def rank1_worker_of(mark, timeout=120):
     """Rank 1's worker of the launch marked `mark`, once it runs (None after `timeout` s)."""
     deadline = time.time() + timeout
@@ -715,9 +723,9 @@ def signal_rank1(proc, mark, sig, settle_s, what):
 
 def case_killed(tmp):
     log = open(os.path.join(tmp, "torchrun.log"), "w")
-    proc, _ = marked_launch(tmp, "killed", os.path.join(tmp, "killed.h5"), log)
+    proc, mark = marked_launch(tmp, "killed", os.path.join(tmp, "killed.h5"), log)
     # Once rank 1's worker runs and has stepped a while, SIGKILL it (no clean-up).
-    if not signal_rank1(proc, f"GS_TORCH_TEST_MARK={tmp}/killed", signal.SIGKILL, 8, "killed run"):
+    if not signal_rank1(proc, mark, signal.SIGKILL, 8, "killed run"):
         return
     try:
         proc.wait(timeout=120)
@@ -783,9 +791,7 @@ def case_killed(tmp):
     # (and counted below), so a failing check leaves nothing running either.
     time.sleep(1)
     left_running = marked_workers(mark, 0) + marked_workers(mark, 1)
-    for pid in left_running:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    kill_all(left_running)
     log.close()
     text = open(os.path.join(tmp, "stalled.log")).read()
     check(proc.returncode != 0 and took < 80, f"a stopped rank: torchrun exited {proc.returncode} after {took:.0f} s "
@@ -807,9 +813,7 @@ def case_killed(tmp):
         while alive and time.time() < deadline:
             time.sleep(1)
             alive = marked_workers(mark)
-        for pid in alive:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        kill_all(alive)
         check(alive == [], f"workers {alive} outlived their launcher by 20 s")
         check(not [n for n in os.listdir(tmp) if n.startswith("orphan.h5")], "the orphaned run left its result file")
     # torchrun's per-launch log folders (under $TMPDIR = tmp here) went with the launches.
