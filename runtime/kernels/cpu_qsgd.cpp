@@ -11,7 +11,9 @@
 // min(level, S) in integers (cvttps2dq + unsigned min, exact for r = |x| * scale in
 // [0, 2^31) and for NaN, see codes16_avx512), four code vectors packed to one 64-byte store
 // (vpackusdw, vpackuswb, vpermd), and a prefetch of the next group of qsgd_encode while
-// this one is quantised, so the norms pass does not wait for memory with the ALUs idle.
+// this one is quantised, so the norms pass does not wait for memory with the ALUs idle;
+// the fraction r - trunc(r) in one vreduceps, and the block norms summed in fp32 lanes
+// (below: one FMA per 16 elements instead of four double-precision uops).
 //
 // Measured 2026-12-01 on the 2-core development VM (Intel AVX-512, L3 480 MiB; memcpy
 // 12.98 GB/s at 16 MiB, 6.87 GB/s at 64 MiB), qsgd_encode (levels 16, bucket 512), medians
@@ -21,6 +23,11 @@
 //   16 MiB: 7.19 GB/s (0.57x memcpy) -> 10.10 GB/s (0.78x; compute-bound: the hash, ~17
 //           cycles per 16 elements with the double-accumulated norms)
 //   64 MiB: 4.55 GB/s (0.66x memcpy) ->  7.54 GB/s (1.10x; reads 4 bytes, writes 1 per element)
+// Measured 2026-12-06 on a VM of the same kind with faster memory (Intel AVX-512, L2 4 MiB,
+// L3 300 MiB; memcpy 15.55 G/s at 16 MiB and 15.77 at 64 MiB, Google Benchmark's 2^30
+// bytes), the same command, two runs: with double-accumulated norms and cvt + sub for the
+// fraction 10.96 / 11.10 G/s (0.72x / 0.71x memcpy at 16 / 64 MiB, compute-bound); with
+// fp32-lane norms and vreduceps 13.04-13.11 / 13.00-13.08 G/s (0.84x / 0.83x).
 
 #include <cmath>
 #include <cstring>
@@ -147,7 +154,9 @@ GS_TARGET_AVX512 inline __m512i codes16_avx512(const float* x, std::size_t i, __
   const __m512 v = _mm512_loadu_ps(x + i);
   const __m512 r = _mm512_mul_ps(_mm512_abs_ps(v), vscale);
   const __m512i l = _mm512_cvttps_epi32(r);
-  const __mmask16 up = _mm512_cmp_ps_mask(u, _mm512_sub_ps(r, _mm512_cvtepi32_ps(l)), _CMP_LT_OQ);
+  // r - trunc(r) in one vreduceps (exact); where cvtt overflows (r >= 2^31, inf, NaN) l is
+  // 0x80000000 and the level becomes S below whatever `up` is.
+  const __mmask16 up = _mm512_cmp_ps_mask(u, _mm512_reduce_ps(r, _MM_FROUND_TO_ZERO), _CMP_LT_OQ);
   const __m512i level = _mm512_min_epu32(_mm512_mask_sub_epi32(l, up, l, _mm512_set1_epi32(-1)), vlevels);
   const __mmask16 neg = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ);
   return _mm512_mask_or_epi32(level, neg, level, _mm512_set1_epi32(0x80));
@@ -211,6 +220,116 @@ GS_TARGET_AVX512 void dequantize_span_avx512(const std::uint8_t* codes, std::siz
   dequantize_span_scalar(codes, i, end, unit, out, accumulate);
 }
 
+// ---- block norms -------------------------------------------------------------------------------
+//
+// The squares are summed in 64 fp32 lanes (lane l takes elements l, l + 64, ... of each
+// 1024-element chunk; a chunk's last < 64 elements go to lanes 0..15, 16 at a time), the
+// lanes then into 8 doubles and those in a fixed tree. Every path (scalar, AVX2, AVX-512)
+// runs this order with fused multiply-adds, so all give the same norms bit for bit. A lane
+// sums at most 20 squares per chunk, so a sum is off by at most ~21 fp32 roundings
+// (1.3e-6) and a norm by half that, for any block length (the test holds it to 1e-6
+// against long double). Before 2026-12-06 the squares went into doubles: two conversions
+// and two double FMAs per 16 elements where this takes one FMA. In the fused encoder this
+// pass re-reads L1/L2 beside a compute-bound quantisation, so its uops are its cost
+// (qsgd_encode at 64 MiB 5.8 -> 4.7 ms, with the vreduceps above).
+constexpr std::size_t kNormChunk = 1024;
+
+// d[k] += s[k] + s[k + 8] for the 16 fp32 sums s = lanes k and k + 16 (k = 0..15) of a
+// 32-lane half: the step every path takes when a chunk ends.
+inline void norm_lanes_to_double(const float* a, double* d) {
+  float s[16];
+  for (int k = 0; k < 16; ++k) s[k] = a[k] + a[k + 16];
+  for (int k = 0; k < 8; ++k) d[k] += static_cast<double>(s[k]) + static_cast<double>(s[k + 8]);
+}
+inline double norm_total(const double* d0, const double* d1) {
+  double t[8], h[4];
+  for (int k = 0; k < 8; ++k) t[k] = d0[k] + d1[k];
+  for (int k = 0; k < 4; ++k) h[k] = t[k] + t[k + 4];
+  return (h[0] + h[2]) + (h[1] + h[3]);
+}
+
+float norm_scalar(const float* p, std::size_t len) {
+  double d0[8] = {}, d1[8] = {};
+  for (std::size_t i = 0; i < len;) {
+    const std::size_t stop = std::min(len, i + kNormChunk);
+    float a[64] = {};
+    for (; i + 64 <= stop; i += 64)
+      for (int l = 0; l < 64; ++l) a[l] = std::fma(p[i + l], p[i + l], a[l]);
+    for (; i < stop; i += 16)
+      for (std::size_t l = 0; l < 16 && i + l < stop; ++l) a[l] = std::fma(p[i + l], p[i + l], a[l]);
+    norm_lanes_to_double(a, d0);
+    norm_lanes_to_double(a + 32, d1);
+  }
+  return static_cast<float>(std::sqrt(norm_total(d0, d1)));
+}
+
+GS_TARGET_AVX2 float norm_avx2(const float* p, std::size_t len) {
+  __m256d d[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+  for (std::size_t i = 0; i < len;) {
+    const std::size_t stop = std::min(len, i + kNormChunk);
+    __m256 a[8];
+    for (auto& v : a) v = _mm256_setzero_ps();
+    for (; i + 64 <= stop; i += 64)
+      for (int j = 0; j < 8; ++j) {
+        const __m256 v = _mm256_loadu_ps(p + i + 8 * j);
+        a[j] = _mm256_fmadd_ps(v, v, a[j]);
+      }
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (; i < stop; i += 16)
+      for (int j = 0; j < 2; ++j) {
+        const long left = static_cast<long>(stop) - static_cast<long>(i) - 8 * j;
+        const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min(left, 8L))), iota);
+        const __m256 v = _mm256_maskload_ps(p + i + 8 * j, mask);
+        a[j] = _mm256_fmadd_ps(v, v, a[j]);
+      }
+    // lanes k and k + 16 of each 32-lane half, then d[k] += s[k] + s[k + 8]
+    for (int h = 0; h < 2; ++h) {
+      const __m256 s_lo = _mm256_add_ps(a[4 * h], a[4 * h + 2]);      // s[0..7]
+      const __m256 s_hi = _mm256_add_ps(a[4 * h + 1], a[4 * h + 3]);  // s[8..15]
+      d[2 * h] = _mm256_add_pd(d[2 * h], _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(s_lo)),
+                                                       _mm256_cvtps_pd(_mm256_castps256_ps128(s_hi))));
+      d[2 * h + 1] = _mm256_add_pd(d[2 * h + 1], _mm256_add_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(s_lo, 1)),
+                                                               _mm256_cvtps_pd(_mm256_extractf128_ps(s_hi, 1))));
+    }
+  }
+  alignas(32) double d0[8], d1[8];
+  _mm256_store_pd(d0, d[0]);
+  _mm256_store_pd(d0 + 4, d[1]);
+  _mm256_store_pd(d1, d[2]);
+  _mm256_store_pd(d1 + 4, d[3]);
+  return static_cast<float>(std::sqrt(norm_total(d0, d1)));
+}
+
+GS_TARGET_AVX512 float norm_avx512(const float* p, std::size_t len) {
+  __m512d d0 = _mm512_setzero_pd(), d1 = _mm512_setzero_pd();
+  for (std::size_t i = 0; i < len;) {
+    const std::size_t stop = std::min(len, i + kNormChunk);
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    for (; i + 64 <= stop; i += 64) {
+      const __m512 v0 = _mm512_loadu_ps(p + i), v1 = _mm512_loadu_ps(p + i + 16);
+      const __m512 v2 = _mm512_loadu_ps(p + i + 32), v3 = _mm512_loadu_ps(p + i + 48);
+      a0 = _mm512_fmadd_ps(v0, v0, a0);
+      a1 = _mm512_fmadd_ps(v1, v1, a1);
+      a2 = _mm512_fmadd_ps(v2, v2, a2);
+      a3 = _mm512_fmadd_ps(v3, v3, a3);
+    }
+    for (; i < stop; i += 16) {
+      const std::size_t m = std::min<std::size_t>(16, stop - i);
+      const __m512 v = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << m) - 1u), p + i);
+      a0 = _mm512_fmadd_ps(v, v, a0);
+    }
+    const __m512 s01 = _mm512_add_ps(a0, a1), s23 = _mm512_add_ps(a2, a3);
+    d0 = _mm512_add_pd(d0, _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(s01)),
+                                         _mm512_cvtps_pd(_mm512_extractf32x8_ps(s01, 1))));
+    d1 = _mm512_add_pd(d1, _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(s23)),
+                                         _mm512_cvtps_pd(_mm512_extractf32x8_ps(s23, 1))));
+  }
+  alignas(64) double t0[8], t1[8];
+  _mm512_store_pd(t0, d0);
+  _mm512_store_pd(t1, d1);
+  return static_cast<float>(std::sqrt(norm_total(t0, t1)));
+}
+
 void check_args(std::size_t block, std::uint32_t levels) {
   GS_CHECK(block > 0, "QSGD block size must be positive");
   GS_CHECK(levels >= 1 && levels <= kQsgdMaxLevels, "QSGD levels must be in 1..", kQsgdMaxLevels, ", got ", levels);
@@ -220,11 +339,22 @@ void check_args(std::size_t block, std::uint32_t levels) {
 
 void qsgd_norms(const float* x, std::size_t n, std::size_t block, float* norms, Isa isa) {
   GS_CHECK(block > 0, "QSGD block size must be positive");
+  const Isa use = detail::resolve(isa);
   const std::size_t nb = qsgd_num_blocks(n, block);
   for (std::size_t b = 0; b < nb; ++b) {
-    const std::size_t begin = b * block;
-    const std::size_t len = std::min(block, n - begin);
-    norms[b] = static_cast<float>(std::sqrt(sum_squares(x + begin, len, isa)));
+    const float* p = x + b * block;
+    const std::size_t len = std::min(block, n - b * block);
+    switch (use) {
+      case Isa::Avx512:
+        norms[b] = norm_avx512(p, len);
+        break;
+      case Isa::Avx2:
+        norms[b] = norm_avx2(p, len);
+        break;
+      case Isa::Scalar:
+        norms[b] = norm_scalar(p, len);
+        break;
+    }
   }
 }
 

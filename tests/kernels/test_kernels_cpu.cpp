@@ -196,7 +196,8 @@ TEST(KernelsCpu, SumSquaresMatchesLongDouble) {
 TEST(KernelsCpu, QsgdMatchesScalarBitForBit) {
   const gk::RngKey key = gk::rng_key(42, 1, 2, 3);
   for (std::uint32_t levels : {1u, 4u, 15u, 127u}) {
-    for (std::size_t block : {std::size_t{1}, std::size_t{16}, std::size_t{100}, std::size_t{512}}) {
+    // 3000: blocks of several 1024-element chunks of the fp32-lane norms (and a ragged tail)
+    for (std::size_t block : {std::size_t{1}, std::size_t{16}, std::size_t{100}, std::size_t{512}, std::size_t{3000}}) {
       std::vector<std::size_t> sizes = kSizes;
       sizes.push_back(20011);  // several groups of the fused encoder
       for (std::size_t n : sizes) {
@@ -209,6 +210,11 @@ TEST(KernelsCpu, QsgdMatchesScalarBitForBit) {
         // norms against long double
         std::vector<float> norms(nb);
         gk::qsgd_norms(x.data(), n, block, norms.data());
+        for (gk::Isa isa : isas()) {  // every path sums in the same order: the same norms
+          std::vector<float> isa_norms(nb, -1.f);
+          gk::qsgd_norms(x.data(), n, block, isa_norms.data(), isa);
+          expect_same_bits(isa_norms, norms, std::string("norms ") + gk::isa_name(isa));
+        }
         for (std::size_t b = 0; b < nb; ++b) {
           long double s = 0;
           for (std::size_t i = b * block; i < std::min(n, (b + 1) * block); ++i)
