@@ -12,7 +12,8 @@
 //   predicted by the same Predictor as `predict` (workload, bucket layout and fabric cached,
 //   so a candidate costs one event loop over the buckets). Candidates are ranked by step
 //   time; ties keep the order of the space (the simpler setting first: the space lists
-//   defaults first).
+//   defaults first). The list of alternatives shows a configuration once where only its
+//   chunk, channels or algorithm differ and the prediction does not (same_algos).
 //   What bounds the winner: its step is split into compute (forward + backward +
 //   optimizer), data loading, and exposed communication; the exposed part is divided into
 //   latency, bandwidth and codec in the proportion of the winner's communication time
@@ -49,7 +50,7 @@ bool takes_chunk(const std::string& algo) { return pipelined(algo) || algo == "s
 double runtime_chunk(int nodes) { return static_cast<double>(plan::chunk_used("ring", nodes, 0)); }
 
 TuneEntry entry(const PredictConfig& c, const StepResult& r) {
-  return TuneEntry{c, r.step_time_s, r.epoch_time_s, r.comm_exposed_s};
+  return TuneEntry{c, r.step_time_s, r.epoch_time_s, r.comm_exposed_s, {}};
 }
 
 TuneBound explain(const PredictConfig& c, Predictor& predictor) {
@@ -97,6 +98,9 @@ Json entry_json(const TuneEntry& e) {
   j.set("compress", c.compress).set("precision", c.precision);
   j.set("step_time_s", e.step_time_s).set("epoch_time_s", e.epoch_time_s).set("comm_exposed_s", e.comm_exposed_s);
   j.set("train_args", train_args(c));
+  Json same = Json::array();
+  for (const auto& a : e.same_algos) same.push(a);
+  j.set("same_algos", same);
   return j;
 }
 
@@ -210,19 +214,28 @@ TuneReport tune(const PredictConfig& base, const TuneSpace& space, Predictor& pr
   std::stable_sort(all.begin(), all.end(),
                    [](const TuneEntry& a, const TuneEntry& b) { return a.step_time_s < b.step_time_s; });
   rep.best = all.front();
-  // Alternatives that differ only in a knob that changes nothing (a chunk or channel count
-  // the model predicts no difference for) are one alternative: keep the first of them.
-  auto same_but_pipelining = [](const TuneEntry& a, const TuneEntry& b) {
+  // Alternatives that differ only in knobs that change nothing (a chunk or channel count,
+  // or the algorithm, the model predicts no difference for) are one alternative: keep the
+  // first of them; another algorithm among them is listed with it (same_algos). Without
+  // this, a compressor that sends no all-reduce filled the list with one configuration
+  // under each algorithm (topk on 3 hosts: five lines of 35.443 ms).
+  auto same_but_collective_knobs = [](const TuneEntry& a, const TuneEntry& b) {
     const PredictConfig &x = a.config, &y = b.config;
     return x.fabric == y.fabric && x.bucket_mb == y.bucket_mb && x.first_bucket_mb == y.first_bucket_mb &&
-           x.algo == y.algo && x.compress == y.compress && x.precision == y.precision &&
+           x.compress == y.compress && x.precision == y.precision &&
            std::abs(a.step_time_s - b.step_time_s) <= 1e-9 * std::max(a.step_time_s, 1e-12);
   };
   for (const auto& e : all) {
-    if (rep.top.size() >= top_n) break;
-    bool dup = false;
-    for (const auto& t : rep.top) dup = dup || same_but_pipelining(t, e);
-    if (!dup) rep.top.push_back(e);
+    TuneEntry* same = nullptr;
+    for (auto& t : rep.top)
+      if (same_but_collective_knobs(t, e)) same = &t;
+    if (same == nullptr) {
+      if (rep.top.size() >= top_n) break;
+      rep.top.push_back(e);
+    } else if (e.config.algo != same->config.algo &&
+               std::find(same->same_algos.begin(), same->same_algos.end(), e.config.algo) == same->same_algos.end()) {
+      same->same_algos.push_back(e.config.algo);
+    }
   }
   for (const auto& comp : space.compress) {
     for (const auto& e : all)
@@ -292,9 +305,15 @@ std::string tune_text(const TuneReport& r) {
   o << line;
   o << "top alternatives:\n";
   for (const auto& e : r.top) {
-    std::snprintf(line, sizeof line, "  %10.3f ms  %s%s%s\n", e.step_time_s * 1e3, train_args(e.config).c_str(),
+    std::snprintf(line, sizeof line, "  %10.3f ms  %s%s%s", e.step_time_s * 1e3, train_args(e.config).c_str(),
                   e.config.fabric != c.fabric ? "  on " : "", e.config.fabric != c.fabric ? e.config.fabric.c_str() : "");
     o << line;
+    if (!e.same_algos.empty()) {
+      o << "  (the same with --algo";
+      for (std::size_t i = 0; i < e.same_algos.size(); ++i) o << (i ? ", " : " ") << e.same_algos[i];
+      o << ")";
+    }
+    o << "\n";
   }
   o << "best per compressor:\n";
   for (const auto& e : r.best_per_compressor) {

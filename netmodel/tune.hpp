@@ -43,6 +43,10 @@ struct TuneBound {
 struct TuneEntry {
   PredictConfig config;
   double step_time_s = 0, epoch_time_s = 0, comm_exposed_s = 0;
+  // In TuneReport::top: other algorithms predicted the same to the last digit with every
+  // other knob equal (e.g. topk, qsgd and onebit send no all-reduce, and ring, rd and
+  // rabenseifner run their all-gathers alike), listed instead of repeated.
+  std::vector<std::string> same_algos;
 };
 
 struct TuneReport {

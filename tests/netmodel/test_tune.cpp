@@ -96,6 +96,36 @@ TEST(Tune, WinnerIsTheMinimumOverAnIndependentRePrediction) {
   EXPECT_EQ(r.best_per_compressor[1].config.compress, "powersgd:rank=4");
 }
 
+TEST(Tune, AlgorithmsPredictedAlikeAreOneAlternative) {
+  // topk sends all-gathers only: its configurations differ in nothing but the name of the
+  // all-reduce algorithm, so the list shows each once, naming the others.
+  Predictor p;
+  TuneSpace s = small_space();
+  s.compress = {"topk:ratio=0.01"};
+  const TuneReport r = tune(base_config("seed-tcp", 4, 1, 32), s, p, 4);
+  ASSERT_EQ(r.top.size(), 4u);
+  // The winner (5 MiB buckets, chunk 32 KiB) is what ring, rd and rabenseifner all give.
+  EXPECT_EQ(r.top[0].config.bucket_mb, 5);
+  EXPECT_EQ(r.top[0].same_algos.size(), 2u);
+  for (std::size_t i = 0; i < r.top.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j)
+      EXPECT_FALSE(r.top[i].config.bucket_mb == r.top[j].config.bucket_mb &&
+                   r.top[i].config.first_bucket_mb == r.top[j].config.first_bucket_mb &&
+                   r.top[i].step_time_s == r.top[j].step_time_s)
+          << "alternatives " << j << " and " << i << " differ only in collective knobs";
+    for (const auto& a : r.top[i].same_algos) {
+      PredictConfig c = r.top[i].config;
+      c.algo = a;
+      EXPECT_NEAR(p.predict(c, false).step_time_s, r.top[i].step_time_s, 1e-9 * r.top[i].step_time_s) << a;
+    }
+  }
+  EXPECT_NE(tune_text(r).find("(the same with --algo"), std::string::npos);
+  // Without compression the algorithms cost differently: nothing is merged.
+  s.compress = {"none"};
+  const TuneReport plain = tune(base_config("seed-tcp", 4, 1, 32), s, p, 6);
+  for (const auto& e : plain.top) EXPECT_TRUE(e.same_algos.empty()) << train_args(e.config);
+}
+
 TEST(Tune, DefaultIsTheTrainDefaultAndNeverBeatsTheWinner) {
   Predictor p;
   const PredictConfig base = base_config("seed-tcp", 4, 1, 32);
