@@ -41,8 +41,56 @@ def spearman(a, b):
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
+# Compressors whose buckets send no all-reduce (plan/compress.hpp's wire plans: all-gathers,
+# and onebit's all-to-all), so the all-reduce algorithm only picks the chunk of their ring
+# all-gathers (compress/collectives.hpp; `mpi`: the library's own all-gather instead).
+NO_ALLREDUCE = ("topk", "qsgd", "onebit", "sign")
+
+
+def pool_algorithm_ties(meas, pred):
+    """Configurations of a compressor that sends no all-reduce (NO_ALLREDUCE) that differ
+    only in the algorithm, neither of them `mpi`, and that the model predicts alike to the
+    last digit (the same chunk) are one configuration: the runtime runs them alike. Their
+    repeats are pooled under one key whose algo lists the names ("ring|rabenseifner");
+    kept apart, the measured best among them would be the lowest of several draws of one
+    run's noise. Other ties (ring and rabenseifner on 2 ranks) run different code and stay
+    apart. meas, pred: {key: [step times]}; returns the same with ties pooled."""
+    def rest(key):
+        return tuple(kv for kv in key if kv[0] != "algo")
+
+    def same(a, b):
+        pa, pb = pred.get(a), pred.get(b)
+        if not pa or not pb or "mpi" in (dict(a).get("algo"), dict(b).get("algo")):
+            return False
+        if str(dict(a).get("compress", "none")).split(":")[0] not in NO_ALLREDUCE:
+            return False
+        x, y = float(np.median(pa)), float(np.median(pb))
+        return rest(a) == rest(b) and abs(x - y) <= 1e-9 * max(abs(x), abs(y))
+
+    groups = []
+    for key in meas:
+        for g in groups:
+            if same(g[0], key):
+                g.append(key)
+                break
+        else:
+            groups.append([key])
+    pm, pp = {}, {}
+    for g in groups:
+        if len(g) == 1:
+            key = g[0]
+        else:
+            algos = "|".join(dict(k).get("algo", "") for k in g)
+            key = tuple(("algo", algos) if kv[0] == "algo" else kv for kv in g[0])
+        pm[key] = [t for k in g for t in meas[k]]
+        if any(k in pred for k in g):
+            pp[key] = [t for k in g for t in pred.get(k, [])]
+    return pm, pp
+
+
 def config_table(ctx, grid):
-    """{configuration key: (median measured step, median predicted step)} over repeats."""
+    """{configuration key: (median measured step, median predicted step)} over repeats,
+    algorithm ties pooled (pool_algorithm_ties)."""
     c = ctx.t.compare
     fidx = {os.path.basename(str(f)): k for k, f in enumerate(c["file"])} if c else {}
     meas, pred = {}, {}
@@ -53,6 +101,7 @@ def config_table(ctx, grid):
         k = fidx.get(os.path.basename(str(ctx.t.cols["result"][i])))
         if k is not None:
             pred.setdefault(key, []).append(float(c["predicted_step_time_s"][k]))
+    meas, pred = pool_algorithm_ties(meas, pred)
     return {key: (float(np.median(meas[key])), float(np.median(pred[key])) if key in pred else math.nan)
             for key in meas}
 
@@ -81,6 +130,11 @@ def tune_verify(ctx):
              f"the measured best: {label(best)} ({ms(both[best][0])}); the tuned configuration is "
              f"{100 * (both[tuned][0] / both[best][0] - 1):+.1f}% from the measured best (target within 5%)."]
     default = [k for k in keys if all(dict(k).get(a, v) == v for a, v in DEFAULT.items())]
+    pooled = sum(1 for k in keys if "|" in str(dict(k).get("algo", "")))
+    if pooled:
+        lines.insert(0, f"{pooled} of these configurations pool the repeats of several algorithms "
+                        "(e.g. ring|rabenseifner): their compressor sends no all-reduce, so the runtime runs "
+                        "them alike and the model predicts them alike.")
     if default:
         d = default[0]
         gm = 100 * (1 - both[tuned][0] / both[d][0])

@@ -147,6 +147,22 @@ def case_spec(tmp):
           "p90 14.0%" in results.repeat_spread_words(pc), f"repeat spread words: {results.repeat_spread_words(pc)}")
     check(results.per_configuration(runs[:1] + runs[3:4], lambda f: f[0]) is None,
           "per_configuration without repeats should be None")
+    # tune-verify: a compressor that sends no all-reduce under two algorithms is one
+    # configuration (repeats pooled); other ties, mpi, and different predictions stay apart
+    from gradsync_analysis import tune_conclusions as tc
+    k = lambda algo, comp, b=5: (("bucket-mb", b), ("algo", algo), ("compress", comp))
+    meas = {k("ring", "topk:ratio=0.01"): [70.0, 72.0, 74.0], k("rabenseifner", "topk:ratio=0.01"): [68.0, 69.0, 71.0],
+            k("mpi", "topk:ratio=0.01"): [80.0], k("ring", "none"): [500.0], k("rabenseifner", "none"): [510.0],
+            k("ring", "qsgd:levels=15"): [60.0], k("rabenseifner", "qsgd:levels=15"): [61.0],
+            k("ring", "topk:ratio=0.01", 25): [75.0]}
+    pred = {key: [40.0] for key in meas}
+    pred[k("rabenseifner", "qsgd:levels=15")] = [41.0]  # predicted apart: not the same run
+    pm, pp = tc.pool_algorithm_ties(meas, pred)
+    want = {k("ring|rabenseifner", "topk:ratio=0.01"): [70.0, 72.0, 74.0, 68.0, 69.0, 71.0],
+            k("mpi", "topk:ratio=0.01"): [80.0], k("ring", "none"): [500.0], k("rabenseifner", "none"): [510.0],
+            k("ring", "qsgd:levels=15"): [60.0], k("rabenseifner", "qsgd:levels=15"): [61.0],
+            k("ring", "topk:ratio=0.01", 25): [75.0]}
+    check(pm == want and set(pp) == set(want), f"pool_algorithm_ties: {pm}")
     # dry run: one line per point with its command, nothing written
     out = os.path.join(tmp, "dry")
     p = study("run", os.path.join(REPO, "experiments", "seed-bucketing.toml"), "--out", out, "--dry-run", expect=0)
