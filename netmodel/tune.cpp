@@ -309,7 +309,7 @@ std::string tune_text(const TuneReport& r) {
                   e.config.fabric != c.fabric ? "  on " : "", e.config.fabric != c.fabric ? e.config.fabric.c_str() : "");
     o << line;
     if (!e.same_algos.empty()) {
-      o << "  (the same with --algo";
+      o << "  (predicted the same with --algo";
       for (std::size_t i = 0; i < e.same_algos.size(); ++i) o << (i ? ", " : " ") << e.same_algos[i];
       o << ")";
     }

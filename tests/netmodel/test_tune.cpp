@@ -119,7 +119,7 @@ TEST(Tune, AlgorithmsPredictedAlikeAreOneAlternative) {
       EXPECT_NEAR(p.predict(c, false).step_time_s, r.top[i].step_time_s, 1e-9 * r.top[i].step_time_s) << a;
     }
   }
-  EXPECT_NE(tune_text(r).find("(the same with --algo"), std::string::npos);
+  EXPECT_NE(tune_text(r).find("(predicted the same with --algo"), std::string::npos);
   // Without compression the algorithms cost differently: nothing is merged.
   s.compress = {"none"};
   const TuneReport plain = tune(base_config("seed-tcp", 4, 1, 32), s, p, 6);
