@@ -224,32 +224,38 @@ GS_TARGET_AVX512 void dequantize_span_avx512(const std::uint8_t* codes, std::siz
 //
 // The squares are summed in 64 fp32 lanes (lane l takes elements l, l + 64, ... of each
 // 1024-element chunk; a chunk's last < 64 elements go to lanes 0..15, 16 at a time), the
-// lanes then into 8 doubles and those in a fixed tree. Every path (scalar, AVX2, AVX-512)
-// runs this order with fused multiply-adds, so all give the same norms bit for bit. A lane
-// sums at most 20 squares per chunk, so a sum is off by at most ~21 fp32 roundings
-// (1.3e-6) and a norm by half that, for any block length (the test holds it to 1e-6
-// against long double). Before 2026-12-06 the squares went into doubles: two conversions
+// lanes then into 16 doubles and those in a fixed tree. Every path (scalar, AVX2, AVX-512)
+// runs this order with fused multiply-adds and one shared chunk end (NormSums), so all
+// give the same norms bit for bit. A lane sums at most 20 squares per chunk, so a sum is
+// off by at most ~21 fp32 roundings (1.3e-6) and a norm by half that, for any block length
+// (the test holds it to 1e-6 against long double). Before 2026-12-06 the squares went into doubles: two conversions
 // and two double FMAs per 16 elements where this takes one FMA. In the fused encoder this
 // pass re-reads L1/L2 beside a compute-bound quantisation, so its uops are its cost
 // (qsgd_encode at 64 MiB 5.8 -> 4.7 ms, with the vreduceps above).
 constexpr std::size_t kNormChunk = 1024;
 
-// d[k] += s[k] + s[k + 8] for the 16 fp32 sums s = lanes k and k + 16 (k = 0..15) of a
-// 32-lane half: the step every path takes when a chunk ends.
-inline void norm_lanes_to_double(const float* a, double* d) {
-  float s[16];
-  for (int k = 0; k < 16; ++k) s[k] = a[k] + a[k + 16];
-  for (int k = 0; k < 8; ++k) d[k] += static_cast<double>(s[k]) + static_cast<double>(s[k + 8]);
-}
-inline double norm_total(const double* d0, const double* d1) {
-  double t[8], h[4];
-  for (int k = 0; k < 8; ++k) t[k] = d0[k] + d1[k];
-  for (int k = 0; k < 4; ++k) h[k] = t[k] + t[k + 4];
-  return (h[0] + h[2]) + (h[1] + h[3]);
-}
+// The end of a chunk, the same code for every path: the 64 fp32 lanes into the 16 double
+// partial sums d (d[k] += s[k] + s[k + 8] for s[k] = lane k + lane k + 16 of each 32-lane
+// half), and at the block's end those in a fixed tree. Once per 1024 elements, so scalar.
+struct NormSums {
+  double d[16] = {};
+  void add_lanes(const float* a) {
+    for (int h = 0; h < 2; ++h) {
+      float s[16];
+      for (int k = 0; k < 16; ++k) s[k] = a[32 * h + k] + a[32 * h + k + 16];
+      for (int k = 0; k < 8; ++k) d[8 * h + k] += static_cast<double>(s[k]) + static_cast<double>(s[k + 8]);
+    }
+  }
+  float norm() const {
+    double t[8], q[4];
+    for (int k = 0; k < 8; ++k) t[k] = d[k] + d[k + 8];
+    for (int k = 0; k < 4; ++k) q[k] = t[k] + t[k + 4];
+    return static_cast<float>(std::sqrt((q[0] + q[2]) + (q[1] + q[3])));
+  }
+};
 
 float norm_scalar(const float* p, std::size_t len) {
-  double d0[8] = {}, d1[8] = {};
+  NormSums sums;
   for (std::size_t i = 0; i < len;) {
     const std::size_t stop = std::min(len, i + kNormChunk);
     float a[64] = {};
@@ -257,14 +263,14 @@ float norm_scalar(const float* p, std::size_t len) {
       for (int l = 0; l < 64; ++l) a[l] = std::fma(p[i + l], p[i + l], a[l]);
     for (; i < stop; i += 16)
       for (std::size_t l = 0; l < 16 && i + l < stop; ++l) a[l] = std::fma(p[i + l], p[i + l], a[l]);
-    norm_lanes_to_double(a, d0);
-    norm_lanes_to_double(a + 32, d1);
+    sums.add_lanes(a);
   }
-  return static_cast<float>(std::sqrt(norm_total(d0, d1)));
+  return sums.norm();
 }
 
 GS_TARGET_AVX2 float norm_avx2(const float* p, std::size_t len) {
-  __m256d d[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+  NormSums sums;
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (std::size_t i = 0; i < len;) {
     const std::size_t stop = std::min(len, i + kNormChunk);
     __m256 a[8];
@@ -274,7 +280,6 @@ GS_TARGET_AVX2 float norm_avx2(const float* p, std::size_t len) {
         const __m256 v = _mm256_loadu_ps(p + i + 8 * j);
         a[j] = _mm256_fmadd_ps(v, v, a[j]);
       }
-    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     for (; i < stop; i += 16)
       for (int j = 0; j < 2; ++j) {
         const long left = static_cast<long>(stop) - static_cast<long>(i) - 8 * j;
@@ -282,26 +287,15 @@ GS_TARGET_AVX2 float norm_avx2(const float* p, std::size_t len) {
         const __m256 v = _mm256_maskload_ps(p + i + 8 * j, mask);
         a[j] = _mm256_fmadd_ps(v, v, a[j]);
       }
-    // lanes k and k + 16 of each 32-lane half, then d[k] += s[k] + s[k + 8]
-    for (int h = 0; h < 2; ++h) {
-      const __m256 s_lo = _mm256_add_ps(a[4 * h], a[4 * h + 2]);      // s[0..7]
-      const __m256 s_hi = _mm256_add_ps(a[4 * h + 1], a[4 * h + 3]);  // s[8..15]
-      d[2 * h] = _mm256_add_pd(d[2 * h], _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(s_lo)),
-                                                       _mm256_cvtps_pd(_mm256_castps256_ps128(s_hi))));
-      d[2 * h + 1] = _mm256_add_pd(d[2 * h + 1], _mm256_add_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(s_lo, 1)),
-                                                               _mm256_cvtps_pd(_mm256_extractf128_ps(s_hi, 1))));
-    }
+    alignas(32) float lanes[64];
+    for (int j = 0; j < 8; ++j) _mm256_store_ps(lanes + 8 * j, a[j]);
+    sums.add_lanes(lanes);
   }
-  alignas(32) double d0[8], d1[8];
-  _mm256_store_pd(d0, d[0]);
-  _mm256_store_pd(d0 + 4, d[1]);
-  _mm256_store_pd(d1, d[2]);
-  _mm256_store_pd(d1 + 4, d[3]);
-  return static_cast<float>(std::sqrt(norm_total(d0, d1)));
+  return sums.norm();
 }
 
 GS_TARGET_AVX512 float norm_avx512(const float* p, std::size_t len) {
-  __m512d d0 = _mm512_setzero_pd(), d1 = _mm512_setzero_pd();
+  NormSums sums;
   for (std::size_t i = 0; i < len;) {
     const std::size_t stop = std::min(len, i + kNormChunk);
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
@@ -318,16 +312,14 @@ GS_TARGET_AVX512 float norm_avx512(const float* p, std::size_t len) {
       const __m512 v = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << m) - 1u), p + i);
       a0 = _mm512_fmadd_ps(v, v, a0);
     }
-    const __m512 s01 = _mm512_add_ps(a0, a1), s23 = _mm512_add_ps(a2, a3);
-    d0 = _mm512_add_pd(d0, _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(s01)),
-                                         _mm512_cvtps_pd(_mm512_extractf32x8_ps(s01, 1))));
-    d1 = _mm512_add_pd(d1, _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(s23)),
-                                         _mm512_cvtps_pd(_mm512_extractf32x8_ps(s23, 1))));
+    alignas(64) float lanes[64];
+    _mm512_store_ps(lanes, a0);
+    _mm512_store_ps(lanes + 16, a1);
+    _mm512_store_ps(lanes + 32, a2);
+    _mm512_store_ps(lanes + 48, a3);
+    sums.add_lanes(lanes);
   }
-  alignas(64) double t0[8], t1[8];
-  _mm512_store_pd(t0, d0);
-  _mm512_store_pd(t1, d1);
-  return static_cast<float>(std::sqrt(norm_total(t0, t1)));
+  return sums.norm();
 }
 
 void check_args(std::size_t block, std::uint32_t levels) {
