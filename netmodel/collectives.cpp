@@ -324,6 +324,11 @@ double dbtree_allreduce(const Fabric& f, const Topology& t, double n, const Coll
 // reading g copies, one sync, copy-out of (g-1)/g. Copies run at the intra level's
 // bandwidth, the sum at its gamma, each sync costs one intra alpha:
 //   T = 2 ceil(n/R) a + 2 (g-1)/g n / B + (g-1)/g n g_reduce.
+// On registered buffers from kShmZeroCopyMinBytes on (CollOptions::registered): one pass
+// over the whole vector, no copy-in; the owner sums its part straight from the peers'
+// buffers, then copies the other parts out of theirs; three syncs (where the buffers are,
+// after the sums, before returning):
+//   T = 3 a + (g-1)/g n / B + (g-1)/g n g_reduce.
 // Several nodes: the runtime falls back to ring.
 constexpr double kShmRoundBytes = static_cast<double>(plan::kShmRoundBytes);
 double shm_allreduce(const Fabric& f, const Topology& t, double n, const CollOptions& o) {
@@ -338,6 +343,8 @@ double shm_allreduce(const Fabric& f, const Topology& t, double n, const CollOpt
   // ranks interleave finely; 3 ranks on 2 cores measured within -5..+10% of 1.5x at
   // 1-16 MiB and 20-49% under 2x (2026-12-06, netmodel/README.md).
   const double cpu = f.cpu_share(g);
+  if (o.registered && n >= static_cast<double>(plan::kShmZeroCopyMinBytes))
+    return 3 * f.intra.alpha(n) + cpu * (share * n / f.intra.bw(n) + share * f.intra.reduce_s(n));
   return 2 * rounds * f.intra.alpha(std::min(n, round)) +
          cpu * (2 * share * n / f.intra.bw(std::min(n, round)) + share * f.intra.reduce_s(n));
 }
@@ -415,6 +422,7 @@ double node_working_set(Op op, const std::string& algo, const Topology& t, doubl
       double scratch = 0;
       if (algo == "rd" || algo == "rabenseifner") scratch = n;
       else if (algo == "hier") scratch = n / g;
+      else if (algo == "shm" && o.registered && n >= static_cast<double>(plan::kShmZeroCopyMinBytes)) scratch = 0;
       else if (algo == "shm") scratch = std::min(n, o.chunk_bytes > 0 ? o.chunk_bytes : kShmRoundBytes);
       else if (algo != "tree" && algo != "dbtree") scratch = n / p;  // ring, nccl, mpi (ring-like)
       per_rank = 2 * n + scratch;

@@ -99,6 +99,9 @@ struct CollOptions {
   double chunk_bytes = 0;  // 0: no pipelining (ring/hier); dbtree uses 128 KiB then
   int channels = 1;
   DType reduce_dtype = DType::F32;  // element type of the sums (Level::gamma)
+  // The ranks' buffers are registered shared buffers (gradsync-bench --buffers shared):
+  // shm reads them in place from plan::kShmZeroCopyMinBytes on (no copy-in).
+  bool registered = false;
 };
 
 // Algorithm names: the runtime's (ring, rd, rabenseifner, tree, hier, shm, mpi, auto) plus the

@@ -79,6 +79,7 @@ BucketPlan Compressor::plan(const std::vector<GradShape>& tensors, int wire_elem
                                  ? DType::BF16
                                  : DType::F16;
       bp.tail_s = cast ? kernel_s(rt, k + "_decode", n, n * 6.0 / mem) : 0.0;
+      bp.phases[0].in_bucket = !cast;
       // PyTorch's cast hooks: what the hook adds to its all-reduce, where measured.
       if (spec_.kind != plan::CompressKind::None && rt.kernels) {
         bp.phases[0].extra_s = rt.kernels->hook_extra(name, 4.0 * n);

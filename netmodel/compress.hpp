@@ -81,6 +81,9 @@ struct Phase {
   // time, KernelRates::powersgd_collective_s). 0: the fabric's price.
   double extra_s = 0;
   double min_s = 0;
+  // The collective reduces the bucket itself, in place (plain fp32 "none"): with registered
+  // buckets (NetConfig::registered_buckets) shm reads the peers' buckets directly.
+  bool in_bucket = false;
 };
 
 struct BucketPlan {

@@ -153,7 +153,10 @@ int cmd_collective(const std::vector<std::string>& args) {
       "chunk-bytes", po::value<std::string>()->default_value("0"),
       "ring pipelining chunk (0: none; auto: the runtime's own for --algo on --nodes, e.g. 32K between nodes "
       "over TCP, 4M on one node)")(
-      "channels", po::value<std::string>()->default_value("1"), "concurrent rings")("json", "print one JSON object");
+      "channels", po::value<std::string>()->default_value("1"), "concurrent rings")(
+      "buffers", po::value<std::string>()->default_value("shared"),
+      "shared (gradsync-bench's default on one node: shm reads the peers' registered buffers in place from 256 KiB "
+      "on) or private (shm copies each input into its segment first)")("json", "print one JSON object");
   const auto vm = parse(args, d);
   if (vm.count("help")) {
     std::cout << d;
@@ -196,6 +199,10 @@ int cmd_collective(const std::vector<std::string>& args) {
                                          : static_cast<double>(parse_size(chunk_text, "--chunk-bytes"));
   opt.channels = static_cast<int>(parse_int(vm["channels"].as<std::string>(), "--channels"));
   GS_USAGE_CHECK(opt.channels >= 1, "option --channels must be >= 1");
+  const std::string buffers = vm["buffers"].as<std::string>();
+  GS_USAGE_CHECK(buffers == "shared" || buffers == "private", "option --buffers: unknown value '", buffers,
+                 "' (known: shared, private)");
+  opt.registered = buffers == "shared";
   const auto sizes = parse_number_list(vm["bytes"].as<std::string>(), "--bytes");
   Json results = Json::array();
   const bool json = vm.count("json");
@@ -269,6 +276,7 @@ const std::vector<AxisOpt>& predict_axes() {
       {"algo", "auto", false, "all-reduce algorithm"},
       {"chunk-bytes", "0", true, "ring pipelining chunk (0: none; auto: the runtime's own for the algorithm and node count, e.g. 32K between nodes over TCP, 4M on one node; list allowed; a grid table writes auto as -1)"},
       {"channels", "1", true, "concurrent rings"},
+      {"buffers", "shared", false, "shared (gradsync-train's default: buckets registered in the node's shared memory, so shm reduces a plain fp32 bucket straight from the peers' buckets) or private"},
       {"compress", "none", false, "compressor spec (none, fp16, bf16, powersgd:rank=R, qsgd:levels=S, onebit, topk:ratio=F; a list separated by ';')"},
       {"precision", "fp32", false, "fp32|fp16|bf16"},
       {"loader-workers", "4", true, "data loader workers (0: loading is serial)"},
@@ -447,7 +455,7 @@ int cmd_predict(const std::vector<std::string>& args) {
     const std::string path = vm["from-run"].as<std::string>();
     GS_USAGE_CHECK(!path.empty(), "option --from-run: empty file name");
     static const std::vector<std::string> what_if = {"fabric", "intra", "nodes", "ranks-per-node", "algo",
-                                                     "chunk-bytes", "channels", "compress", "kernels",
+                                                     "chunk-bytes", "channels", "buffers", "compress", "kernels",
                                                      "samples-per-epoch", "accumulate"};
     std::string allowed;
     for (const auto& n : what_if) allowed += (allowed.empty() ? "--" : ", --") + n;

@@ -39,6 +39,9 @@ struct PredictConfig {
   std::string algo = "auto";
   double chunk_bytes = 0;  // 0: unpipelined; kAutoChunk: the runtime's default (chunk_priced)
   int channels = 1;
+  // The buckets are registered shared buffers (gradsync-train --buffers shared, its default;
+  // timeline.hpp NetConfig::registered_buckets). A train file without the attribute: false.
+  bool registered_buckets = true;
   std::string compress = "none";
   std::string precision = "fp32";
   int loader_workers = 4;

@@ -242,7 +242,7 @@ StepResult replay_recorded(const TrainRun& run, const PredictConfig& c, const Fa
                   expected_max_std_normal(src_ranks);
   }
   NetConfig net{c.nodes, c.ranks_per_node, c.algo, c.chunk_bytes == kAutoChunk ? chunk_priced(c) : c.chunk_bytes,
-                c.channels};
+                c.channels, c.registered_buckets};
   // The measured loading time is exposed as measured (the loader settings are in it).
   StepConfig st{c.batch_per_rank, c.overlap, c.accumulate, c.loader_workers, 0.0, c.compute_threads};
   // A no-overlap reference timed backward with no communication beside it.

@@ -171,6 +171,7 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
   auto collective = [&](const Phase& ph, double t, Tokens& tok) {
     CollOptions copt = copt32;
     copt.reduce_dtype = ph.dtype;
+    copt.registered = net.registered_buckets && ph.in_bucket;
     const double sustained = collective_time(fabric, ph.op, net.algo, topo, ph.bytes, copt);
     const double x = busbw_factor(ph.op, topo.ranks()) * ph.bytes;
     if (!shaped || x <= 0) return sustained;

@@ -94,6 +94,9 @@ struct NetConfig {
   std::string algo = "auto";
   double chunk_bytes = 0;
   int channels = 1;
+  // The buckets are registered shared buffers (gradsync-train --buffers shared, its default,
+  // on one node): shm reduces a plain fp32 bucket straight from the peers' buckets.
+  bool registered_buckets = true;
 };
 
 struct StepConfig {

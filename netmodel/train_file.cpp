@@ -152,6 +152,8 @@ TrainRun read_train_file(const std::string& path) {
   // alone is 0 for the transport-aware default (one unpipelined message per step).
   c.chunk_bytes = recorded_chunk_bytes(r);
   num("channels", c.channels);
+  // Files before --buffers (2026-12-06) and PyTorch-recorded ones: private buckets.
+  c.registered_buckets = r.has_attr("/", "buffers") && r.attr_string("/", "buffers") == "shared";
   str("compress", c.compress);
   str("precision", c.precision);
   num("loader_workers", c.loader_workers);

@@ -33,6 +33,9 @@ class ShmReducer {
 
  private:
   void ensure_capacity(std::size_t half_bytes);
+  // The registered-buffer path (shm.cpp); false, on every rank, when some rank's buffers
+  // are not registered shared buffers of comm_ (nothing done beyond the control exchange).
+  bool zero_copy(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op);
   void round(const void* sendbuf, void* recvbuf, std::size_t begin, std::size_t n, DType t, RedOp op,
              const PartHook& hook);
 
@@ -42,6 +45,7 @@ class ShmReducer {
   std::unique_ptr<SharedSegment> seg_;  // two halves per rank, used by alternate rounds
   std::size_t half_bytes_ = 0;
   std::size_t rounds_ = 0;  // rounds run on seg_ (selects the half)
+  std::size_t calls_ = 0;   // zero-copy control exchanges (selects the control slot)
 };
 
 // Default round size of shm when --chunk-bytes is not given (measured, see shm.cpp; in

@@ -24,6 +24,11 @@ Buffer::Buffer(std::size_t bytes) : bytes_(bytes) {
   ptr_.reset(static_cast<std::byte*>(p));
 }
 
+Buffer::Buffer(Communicator& comm, std::size_t bytes) : bytes_(bytes) {
+  shared_ = SharedBuffer::allocate(comm, std::max<std::size_t>(64, (bytes + 63) / 64 * 64));
+  GS_CHECK(shared_ != nullptr, "--buffers shared: the ranks do not share one node's memory");
+}
+
 void Buffer::Free::operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
 
 void evict_caches(Buffer& flush, int iteration) {
@@ -97,9 +102,15 @@ class Harness {
       send = std::max(send, l.send_count);
       recv = std::max(recv, l.recv_count);
     }
-    send_ = Buffer(send * esz_);
-    recv_ = Buffer(recv * esz_);
-    inplace_ = Buffer(std::max(send, recv) * esz_);
+    if (o.buffers == "shared") {  // main() chose it only for host buffers on one node
+      send_ = Buffer(comm, send * esz_);
+      recv_ = Buffer(comm, recv * esz_);
+      inplace_ = Buffer(comm, std::max(send, recv) * esz_);
+    } else {
+      send_ = Buffer(send * esz_);
+      recv_ = Buffer(recv * esz_);
+      inplace_ = Buffer(std::max(send, recv) * esz_);
+    }
     if (dev_) {
       dsend_ = dev_->alloc(send * esz_);
       drecv_ = dev_->alloc(recv * esz_);

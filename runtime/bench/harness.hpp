@@ -31,6 +31,7 @@
 #include "bench/device.hpp"
 #include "bench/options.hpp"
 #include "comm/communicator.hpp"
+#include "comm/shared_buffer.hpp"
 
 namespace gradsync::bench {
 
@@ -69,8 +70,10 @@ class Buffer {
  public:
   Buffer() = default;
   explicit Buffer(std::size_t bytes);
-  void* data() { return ptr_.get(); }
-  const void* data() const { return ptr_.get(); }
+  // In the node's shared memory, registered with comm (--buffers shared). Collective.
+  Buffer(Communicator& comm, std::size_t bytes);
+  void* data() { return shared_ ? shared_->data() : ptr_.get(); }
+  const void* data() const { return shared_ ? shared_->data() : ptr_.get(); }
   std::size_t bytes() const { return bytes_; }
 
  private:
@@ -78,6 +81,7 @@ class Buffer {
     void operator()(std::byte* p) const;
   };
   std::unique_ptr<std::byte[], Free> ptr_;
+  std::unique_ptr<SharedBuffer> shared_;
   std::size_t bytes_ = 0;
 };
 

@@ -93,10 +93,15 @@ gs::h5::PathState check_out_path(const std::string& path, gs::Communicator& comm
   return state;
 }
 
-int run(const gb::BenchOptions& o) {
+int run(const gb::BenchOptions& given) {
   gs::MpiCommunicator comm;
   const bool rank0 = comm.rank() == 0;
-  check_same_options(o, comm);
+  check_same_options(given, comm);
+  // Shared buffers where they apply: host buffers of a collective, all ranks on one node
+  // (the same answer on every rank).
+  gb::BenchOptions o = given;
+  if (o.buffers == "shared" && (o.device != "cpu" || o.op == "pingpong" || comm.node_count() > 1 || comm.size() < 2))
+    o.buffers = "private";
 
   // --device cuda: a GPU on every rank, checked before anything else (no output, no file).
   // Declared before the collective, which may hold the device's NCCL communicator.

@@ -45,6 +45,7 @@ po::options_description describe_options() {
       ("op", po::value<std::string>(), "operation (default allreduce)")
       ("algo", po::value<std::string>(), "algorithm")
       ("device", po::value<std::string>(), "buffer location")
+      ("buffers", po::value<std::string>(), "shared or private host buffers")
       ("minbytes,b", po::value<std::string>(), "smallest size")
       ("maxbytes,e", po::value<std::string>(), "largest size")
       ("stepfactor,f", po::value<std::string>(), "multiplicative step")
@@ -116,6 +117,11 @@ BenchOptions parse_options(int argc, char** argv) {
 #endif
   GS_USAGE_CHECK(o.algo != "nccl" || o.device == "cuda",
                  "option --algo: nccl runs on GPU buffers and needs --device cuda");
+  if (vm.count("buffers")) {
+    o.buffers = text_of(vm, "buffers");
+    GS_USAGE_CHECK(o.buffers == "shared" || o.buffers == "private", "option --buffers: unknown value '", o.buffers,
+                   "' (known: shared, private)");
+  }
 
   if (vm.count("minbytes")) o.min_bytes = parse_size(text_of(vm, "minbytes"), "-b");
   if (vm.count("maxbytes")) o.max_bytes = parse_size(text_of(vm, "maxbytes"), "-e");
@@ -205,6 +211,7 @@ std::vector<std::pair<std::string, std::string>> same_on_all_ranks_items(const B
   return {{"--op", o.op},
           {"--algo", o.algo},
           {"--device", o.device},
+          {"--buffers", o.buffers},
           {"-b", i(o.min_bytes)},
           {"-e", i(o.max_bytes)},
           {"-f", i(o.step_factor)},
@@ -273,6 +280,13 @@ std::string usage_text() {
         "                       input device->host and its result host->device through pinned\n"
         "                       memory, inside the timed region (ranks may share a GPU; NCCL\n"
         "                       needs one GPU per rank). No GPU: exit 1 before anything runs\n"
+        "      --buffers B      shared (default): the send and receive buffers live in the\n"
+        "                       node's shared memory, registered with the communicator, when\n"
+        "                       all ranks share one node (else private); shm then sums and\n"
+        "                       copies straight from the peers' buffers, as NCCL on buffers\n"
+        "                       registered with ncclCommRegister. private: each process's\n"
+        "                       own memory (shm copies every input into its segment first).\n"
+        "                       Other algorithms run alike on both\n"
         "  -b, --minbytes SIZE  smallest message (default 8)\n"
         "  -e, --maxbytes SIZE  largest message (default 64M)\n"
         "  -f, --stepfactor F   multiply the size by F (integer >= 2, default 2); a sweep\n"

@@ -20,6 +20,11 @@ struct BenchOptions {
   std::string op = "allreduce";  // allreduce|reducescatter|allgather|alltoall|broadcast|pingpong
   std::string algo;              // resolved: "auto" for allreduce, "mpi" otherwise, unless given
   std::string device = "cpu";    // cpu|cuda: where the buffers live (cuda needs a GRADSYNC_HAVE_CUDA build)
+  // shared|private: host buffers in the node's shared memory, registered with the
+  // communicator (comm/shared_buffer.hpp; shm then reads peers' buffers in place), or in
+  // each process's own memory. main() resolves shared to private where it cannot apply
+  // (ranks on several nodes, --device cuda, pingpong).
+  std::string buffers = "shared";
   std::int64_t min_bytes = 8;
   std::int64_t max_bytes = 64ll << 20;
   std::int64_t step_factor = 2;  // used when step_bytes == 0

@@ -75,7 +75,8 @@ void Table::header() const {
                static_cast<long long>(o.step_bytes > 0 ? o.step_bytes : o.step_factor),
                o.step_bytes > 0 ? "bytes" : "factor", o.warmup, o.iters, o.check ? 1 : 0);
   if (!info_.pingpong())
-    std::fprintf(f, " chunkBytes %lld channels %d", static_cast<long long>(o.chunk_bytes), o.channels);
+    std::fprintf(f, " chunkBytes %lld channels %d buffers %s", static_cast<long long>(o.chunk_bytes), o.channels,
+                 o.buffers.c_str());
   std::fprintf(f, "\n");
   if (info_.chunk.bytes > 0)
     std::fprintf(f, "# chunk used: %lld bytes (%s)\n", static_cast<long long>(info_.chunk.bytes),
@@ -153,6 +154,7 @@ std::string to_json(const RunInfo& info, const std::vector<SizeResult>& rows) {
       .set("op", o.op)
       .set("algo", o.algo)
       .set("device", o.device)
+      .set("buffers", o.buffers)
       .set("dtype", dtype_text(info))
       .set("redop", info.redop_text())
       .set("root", info.root_value())
@@ -300,6 +302,7 @@ void write_results(h5::Writer& w, const RunInfo& info, const std::vector<SizeRes
   w.attr("/", "op", o.op);
   w.attr("/", "algo", o.algo);
   w.attr("/", "device", o.device);
+  w.attr("/", "buffers", o.buffers);  // shared: registered in the node's shared memory
   w.attr("/", "dtype", dtype_text(info));
   w.attr("/", "redop", info.redop_text());
   w.attr("/", "ranks_per_node", static_cast<std::int64_t>(info.ranks_per_node));

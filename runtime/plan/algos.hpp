@@ -69,6 +69,10 @@ inline constexpr std::size_t kShmChunkBytes = std::size_t{4} << 20;
 // shm's round (runtime/algos/shm.cpp) when --chunk-bytes is not given: p copies of a round
 // stay in the last-level cache.
 inline constexpr std::size_t kShmRoundBytes = std::size_t{4} << 20;
+// shm reads its peers' buffers in place (no copy-in; comm/shared_buffer.hpp) from this
+// size on, when every rank's buffers are registered: below it the exchange of where they
+// are (one more barrier) and the closing barrier cost more than the copies they save.
+inline constexpr std::size_t kShmZeroCopyMinBytes = std::size_t{256} << 10;
 inline constexpr std::size_t kTcpEagerLimitBytes = std::size_t{64} << 10;  // Open MPI's default
 inline constexpr std::size_t kEagerHeaderReserve = 256;  // the BTL's match header (~30 bytes)
 inline constexpr std::size_t chunk_below_eager_limit(std::size_t eager_limit) {

@@ -45,6 +45,7 @@ po::options_description describe(TrainOptions& o) {
     ("no-overlap", "launch all bucket all-reduces after backward instead of during it")
     ("accumulate", po::value(&o.accumulate), "micro-steps per optimizer step (gradient accumulation; sync on the last; default 1)")
     ("algo", po::value(&o.algo), "all-reduce algorithm from the registry (default ring); top-k, QSGD and 1-bit all-gather on a ring in its chunk (mpi: MPI_Allgather)")
+    ("buffers", po::value(&o.buffers), "shared (default) or private: host buckets in the node's shared memory, registered with the communicator when all ranks share one node, so --algo shm (and auto where it picks shm) sums and copies straight from the peers' buckets; private: each process's own memory")
     ("chunk-bytes", po::value<std::string>(), "ring pipelining chunk, e.g. 4M, or auto (default GRADSYNC_CHUNK_BYTES: auto, by transport)")
     ("channels", po::value(&o.channels), "concurrent rings (default GRADSYNC_CHANNELS)")
     ("compress", po::value(&o.compress), "gradient compressor spec (default none; with --precision fp16/bf16, none communicates in that half type)")
@@ -104,6 +105,8 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
     GS_USAGE_CHECK(o.chunk_bytes > 0, "option ", chunk_opt, ": must be > 0 bytes or auto, got ", chunk_text);
   }
   GS_USAGE_CHECK(!vm.count("channels") || o.channels >= 1, "option --channels: must be >= 1, got ", o.channels);
+  GS_USAGE_CHECK(o.buffers == "shared" || o.buffers == "private", "option --buffers: unknown value '", o.buffers,
+                 "' (known: shared, private)");
   GS_USAGE_CHECK(!vm.count("samples-per-epoch") || o.samples_per_epoch >= 1,
                  "option --samples-per-epoch: must be >= 1, got ", o.samples_per_epoch);
   GS_USAGE_CHECK(!vm.count("epochs") || o.epochs >= 1, "option --epochs: must be >= 1, got ", o.epochs);
@@ -262,6 +265,7 @@ std::vector<std::pair<std::string, std::string>> fingerprint_items(const TrainOp
           {"no-overlap", o.overlap ? "false" : "true"},
           {"accumulate", std::to_string(o.accumulate)},
           {"algo", o.algo},
+          {"buffers", o.buffers},
           {"chunk-bytes", std::to_string(o.chunk_bytes)},
           {"channels", std::to_string(o.channels)},
           {"compress", o.compress},

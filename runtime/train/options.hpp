@@ -25,6 +25,10 @@ struct TrainOptions {
   bool overlap = true;
   std::int64_t accumulate = 1;
   std::string algo = "ring";
+  // shared: host buckets in the node's shared memory, registered with the reducer's
+  // communicator, when all ranks share one node (shm then reads peers' buckets in place);
+  // private: each process's own memory.
+  std::string buffers = "shared";
   std::int64_t chunk_bytes = 0;  // 0: auto, by transport (GRADSYNC_CHUNK_BYTES=auto)
   std::int64_t channels = 0;     // 0: GRADSYNC_CHANNELS
   std::string compress = "none";

@@ -2,8 +2,10 @@
 #include "train/reducer.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <sstream>
 
+#include "comm/shared_buffer.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/timer.hpp"
@@ -44,6 +46,21 @@ bool BucketReadiness::pop_launchable(std::size_t& b) {
   return true;
 }
 
+namespace {
+// A host bucket in a registered shared buffer, zeroed as Device::zeros.
+class SharedArray final : public device::Array {
+ public:
+  SharedArray(std::unique_ptr<SharedBuffer> buffer, std::size_t count) : buffer_(std::move(buffer)) {
+    data_ = static_cast<float*>(buffer_->data());
+    count_ = count;
+    std::memset(data_, 0, count * sizeof(float));
+  }
+
+ private:
+  std::unique_ptr<SharedBuffer> buffer_;
+};
+}  // namespace
+
 Reducer::Reducer(Communicator& comm, AllreduceAlgorithm& allreduce, Compressor& compressor,
                  std::vector<models::TensorSpec> tensors, ReducerOptions opts)
     : Reducer(device::host_device(), ReducerComms{&comm, &allreduce, nullptr, nullptr}, compressor, std::move(tensors),
@@ -63,6 +80,9 @@ Reducer::Reducer(device::Device& dev, ReducerComms comms, Compressor& compressor
   assignment_ = plan::assign_buckets(bytes, opts_.bucket_bytes, opts_.first_bucket_bytes);
 
   const std::size_t nb = assignment_.size();
+  // Registered buckets: host memory only (a device's buckets are the device's), every rank
+  // the same decision (allocation is collective; nullptr everywhere across nodes).
+  shared_buckets_ = opts_.shared_buckets && dev_.host_memory();
   storage_.resize(nb);
   mirror_.resize(nb);
   views_.resize(nb);
@@ -70,7 +90,12 @@ Reducer::Reducer(device::Device& dev, ReducerComms comms, Compressor& compressor
   for (std::size_t b = 0; b < nb; ++b) {
     std::size_t count = 0;
     for (std::size_t i : assignment_[b]) count += static_cast<std::size_t>(tensors_[i].numel());
-    storage_[b] = dev_.zeros(count);
+    if (shared_buckets_) {
+      auto shared = SharedBuffer::allocate(*comms_.host, count * sizeof(float));
+      shared_buckets_ = shared != nullptr;
+      if (shared) storage_[b] = std::make_unique<SharedArray>(std::move(shared), count);
+    }
+    if (!storage_[b]) storage_[b] = dev_.zeros(count);
     if (staged_) mirror_[b] = dev_.host_mirror(count);
     BucketView& v = views_[b];
     v.index = static_cast<int>(b);

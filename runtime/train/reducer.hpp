@@ -109,6 +109,9 @@ struct ReducerOptions {
   std::int64_t first_bucket_bytes = 1LL << 20;
   bool overlap = true;
   Unscale unscale = Unscale::None;
+  // Host buckets as registered shared buffers of the host communicator (comm/shared_buffer.hpp)
+  // where its ranks share one node; else (or on a device) as the device allocates them.
+  bool shared_buckets = false;
 };
 
 // One bucket's all-reduce in one step; times in seconds from the step start (t0).
@@ -161,6 +164,8 @@ class Reducer {
 
   std::size_t num_buckets() const { return views_.size(); }
   std::vector<std::int64_t> bucket_bytes() const;
+  // The buckets are registered shared buffers (ReducerOptions::shared_buckets took effect).
+  bool shared_buckets() const { return shared_buckets_; }
   const std::vector<std::vector<std::size_t>>& assignment() const { return assignment_; }
   // Gradient view of tensor i (forward order), numel elements inside its bucket, in the
   // device's memory.
@@ -201,6 +206,7 @@ class Reducer {
   std::vector<std::unique_ptr<device::Array>> mirror_;   // staged: its host copy
   std::vector<BucketView> views_;                        // the working copies the compressor reduces
   std::vector<float*> grad_ptr_;                         // per tensor, into storage_
+  bool shared_buckets_ = false;
 
   // Training-thread state of the current backward.
   double t0_ = 0;

@@ -58,6 +58,7 @@ std::string write_train_results(const std::string& path, const TrainOptions& o, 
   w.attr("/", "chunk_bytes", static_cast<I>(o.chunk_bytes));  // 0: auto, by transport
   w.attr("/", "chunk_bytes_used", static_cast<I>(r.chunk_bytes_used));  // what the all-reduce ran with
   w.attr("/", "chunk_reason", r.chunk_reason);
+  w.attr("/", "buffers", r.buffers);  // shared: the buckets were registered shared buffers
   // --tune: the fabric the model tuned for, the options it applied, its predicted step
   // (and the default configuration's), and what bounds it ("" / 0 without --tune).
   w.attr("/", "tune_fabric", o.tune);

@@ -293,6 +293,7 @@ struct Trainer::Impl {
     ro.bucket_bytes = plan::bucket_limit_bytes(o.bucket_mb);
     ro.first_bucket_bytes = plan::bucket_limit_bytes(o.first_bucket_mb);
     ro.overlap = o.overlap;
+    ro.shared_buckets = o.buffers == "shared";
     if (precision != DType::F32) {
       // Half precision communicates in half: "none" becomes the precision's cast
       // compressor, which carries the *scaled* gradients (unscaled after the all-reduce).
@@ -343,6 +344,7 @@ struct Trainer::Impl {
     const ChunkChoice chunk = allreduce->chunk();
     res.chunk_bytes_used = static_cast<std::int64_t>(chunk.bytes);
     res.chunk_reason = chunk.reason;
+    res.buffers = reducer->shared_buckets() ? "shared" : "private";
     res.device = dev.name();
     res.gpu_name = dev.gpu_name();
 

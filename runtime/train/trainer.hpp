@@ -113,6 +113,7 @@ struct RunResult {
   // pipeline), as gradsync-bench records it.
   std::int64_t chunk_bytes_used = 0;
   std::string chunk_reason;
+  std::string buffers;  // the buckets: "shared" (registered in the node's shared memory) or "private"
   std::string gpu_name;
   std::int64_t gpu_memory_used_bytes = -1;
   // Bytes per rank and network interface during Trainer::run (group /net; set by main).

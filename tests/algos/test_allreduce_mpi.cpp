@@ -12,11 +12,16 @@
 // node, or 1 rank per node), which exercises the multi-node path and the fallback to ring
 // on a single real node.
 //
+// Registered buffers (comm/shared_buffer.hpp): shm and auto on buffers in the node's shared
+// memory, which shm reads in place from kShmZeroCopyMinBytes on, with every rank's buffers
+// registered and with only rank 0's (all ranks must then take the copying path).
+//
 // All ranks run the same tests in the same order; each rank checks its own results, and
 // main() makes the exit status the OR of all ranks' failures (rank 0 prints the summary).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -28,6 +33,7 @@
 #include "algos/algorithms.hpp"
 #include "algos/allreduce.hpp"
 #include "comm/mpi_comm.hpp"
+#include "comm/shared_buffer.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"
 #include "../mpi_gtest_main.hpp"
@@ -220,6 +226,90 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, AllreduceTest,
                                            Variant{"shm", 1, 0}, Variant{"shm", 1, 2},
                                            Variant{"mpi", 1, 0}, Variant{"auto", 1, 0}, Variant{"auto", 1, 2}),
                          variant_name);
+
+// ---- registered (shared) buffers --------------------------------------------------------------
+
+// run_case on buffers in shared memory: `registered` says whether this rank's lie in a
+// SharedBuffer of `comm` (allocated on every rank either way: allocation is collective).
+std::string run_case_shared(gs::Communicator& comm, gs::AllreduceAlgorithm& algo, bool registered, gs::DType t,
+                            gs::RedOp op, std::size_t count, bool in_place) {
+  const int rank = comm.rank(), p = comm.size();
+  const std::size_t esz = gs::dtype_size(t), bytes = (count + kGuard) * esz;
+  auto send_buf = gs::SharedBuffer::allocate(comm, bytes);
+  auto recv_buf = gs::SharedBuffer::allocate(comm, bytes);
+  if (!send_buf || !recv_buf) return "no shared buffer on one node";
+  std::vector<unsigned char> send_own(bytes), recv_own(bytes);
+  auto* send = registered ? static_cast<unsigned char*>(send_buf->data()) : send_own.data();
+  auto* recv = registered ? static_cast<unsigned char*>(recv_buf->data()) : recv_own.data();
+  std::memset(send, 0xA5, bytes);
+  for (std::size_t i = 0; i < count; ++i) gs::store_from_f32(send, i, t, input_value(rank, i));
+  if (in_place) {
+    recv = send;
+  } else {
+    std::memset(recv, 0xFF, count * esz);
+    std::memset(recv + count * esz, 0xA5, kGuard * esz);
+  }
+  const std::vector<unsigned char> send_before(send, send + bytes);
+  algo.run(in_place ? recv : send, recv, count, t, op);
+  const std::vector<unsigned char> got(recv, recv + bytes);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < count; ++i) wrong += bits_at(got, i, esz) != expected_bits(i, p, t, op) ? 1 : 0;
+  std::string err;
+  if (wrong) err += std::to_string(wrong) + " of " + std::to_string(count) + " elements wrong; ";
+  for (std::size_t i = count; i < count + kGuard; ++i)
+    if (bits_at(got, i, esz) != bits_at(send_before, i, esz)) {
+      err += "guard element after the receive buffer was written; ";
+      break;
+    }
+  if (!in_place && !std::equal(send_before.begin(), send_before.end(), send)) err += "send buffer was modified; ";
+  if (!err.empty())
+    err = algo.name() + " " + gs::dtype_name(t) + " " + gs::redop_name(op) + " count " + std::to_string(count) +
+          (in_place ? " in place" : " out of place") + (registered ? " registered" : " private") + " on rank " +
+          std::to_string(rank) + "/" + std::to_string(p) + ": " + err;
+  return err;
+}
+
+TEST(SharedBuffers, ShmAndAutoExactOnRegisteredAndMixedBuffers) {
+  gs::Communicator& world = *g_world;
+  if (world.size() < 2 || world.node_count() > 1) GTEST_SKIP() << "needs 2 or more ranks on one node";
+  // Below, at and past the zero-copy size for every type (300007 halves: 600 KB).
+  const std::vector<std::size_t> counts = {1000, 70001, 300007};
+  for (const char* name : {"shm", "auto"}) {
+    auto algo = gs::make_allreduce(name, world);
+    for (bool all : {true, false})  // every rank registered, or rank 0 only
+      for (std::size_t count : counts)
+        for (gs::DType t : kTypes)
+          for (gs::RedOp op : kOps)
+            for (bool in_place : {false, true})
+              EXPECT_EQ(run_case_shared(world, *algo, all || world.rank() == 0, t, op, count, in_place), "");
+  }
+}
+
+TEST(SharedBuffers, FoundByRangeAndIdOnlyOnTheirCommunicator) {
+  gs::Communicator& world = *g_world;
+  if (world.size() < 2 || world.node_count() > 1) GTEST_SKIP() << "needs 2 or more ranks on one node";
+  auto a = gs::SharedBuffer::allocate(world, 4096);
+  auto b = gs::SharedBuffer::allocate(world, 100);
+  ASSERT_TRUE(a && b);
+  EXPECT_GT(b->id(), a->id());  // agreed on by the ranks at allocation
+  EXPECT_EQ(world.min_int64(static_cast<std::int64_t>(b->id())), world.max_int64(static_cast<std::int64_t>(b->id())));
+  const auto* base = static_cast<const char*>(a->data());
+  const gs::SharedRef in = gs::find_shared(world, base + 100, 3996);
+  EXPECT_EQ(in.buffer, a.get());
+  EXPECT_EQ(in.offset, 100u);
+  EXPECT_EQ(gs::find_shared(world, base + 100, 3997).buffer, nullptr);  // runs past the end
+  EXPECT_EQ(gs::shared_by_id(world, b->id()), b.get());
+  EmulatedNodes other(world, world.size());  // another communicator object: nothing registered
+  EXPECT_EQ(gs::find_shared(other, base, 8).buffer, nullptr);
+  // Every rank's copy is mapped here: rank j's first byte, written by rank j.
+  static_cast<char*>(a->data())[0] = static_cast<char>(world.rank() + 1);
+  world.barrier();
+  for (int j = 0; j < world.size(); ++j) EXPECT_EQ(static_cast<const char*>(a->peer(j))[0], j + 1);
+  world.barrier();
+  const std::uint64_t gone = b->id();
+  b.reset();
+  EXPECT_EQ(gs::shared_by_id(world, gone), nullptr);
+}
 
 // ---- registry -------------------------------------------------------------------------------
 

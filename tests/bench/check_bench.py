@@ -346,6 +346,27 @@ def case_busy(bench):
     print("ok   --busy-threads 1: allreduce and pingpong right, recorded, every thread joined")
 
 
+def case_buffers(bench):
+    """--buffers: shared (the default on one node: registered in the node's shared memory,
+    where shm reads its peers' buffers in place from 256 KiB on) and private give right
+    results past that size, every element checked, and the file records what was used;
+    pingpong always runs on private buffers."""
+    for np_ in (2, 3):
+        for mode in ("shared", "private"):
+            for algo in ("shm", "ring"):
+                path = measure(bench, np_, "allreduce", algo, "half", b="64K", e="1M", f=4, n=2, w=1,
+                               redop="avg" if np_ == 3 else "sum", extra=["--buffers", mode])
+                with h5py.File(path, "r") as fh:
+                    check(fh.attrs["buffers"] == mode, f"{path}: buffers {fh.attrs['buffers']}, asked {mode}")
+                os.remove(path)
+    default = measure(bench, 2, "allreduce", "shm", b="256K", e="1M", f=4, n=2, w=1)
+    pp = measure(bench, 2, "pingpong", b="8", e="512", f=8, n=2)
+    with h5py.File(default, "r") as fh, h5py.File(pp, "r") as gh:
+        check(fh.attrs["buffers"] == "shared", f"default buffers {fh.attrs['buffers']}")
+        check(gh.attrs["buffers"] == "private", f"pingpong buffers {gh.attrs['buffers']}")
+    print("ok   --buffers shared and private: shm and ring right on 2 and 3 ranks, recorded")
+
+
 def case_net(bench):
     """/net: per-rank, per-interface bytes of the sweep. Two ranks on this host forced onto
     TCP over loopback: lo must have carried at least the ring's bytes of the timed iterations."""
@@ -430,6 +451,7 @@ USAGE_CASES = [
     (["--busy-threads", "-1"], "--busy-threads"),
     (["--busy-threads", "x"], "--busy-threads"),
     (["--busy-threads", "257"], "--busy-threads"),
+    (["--buffers", "pinned"], "--buffers"),
     (["--root", "-1"], "--root"),
     (["--frobnicate"], "--frobnicate"),
     (["stray"], "positional"),
@@ -491,6 +513,7 @@ CASES = {
     "runtime_error": case_runtime_error,
     "net": case_net,
     "busy": case_busy,
+    "buffers": case_buffers,
 }
 
 

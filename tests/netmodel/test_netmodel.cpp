@@ -275,6 +275,26 @@ TEST(Collectives, ShmScheduleOnOneNode) {
   EXPECT_EQ(collective_time(f, Op::Allreduce, "shm", Topology{1, 1}, n), 0);
 }
 
+TEST(Collectives, ShmOnRegisteredBuffersSkipsTheCopyIn) {
+  // From kShmZeroCopyMinBytes on: 3 a + (g-1)/g n/B + (g-1)/g n/G (one pass, no copy-in).
+  const double a = 1e-6, B = 5e9, G = 8e9;
+  const Fabric f = simple_fabric(a, B, G);
+  CollOptions reg;
+  reg.registered = true;
+  const double n = 16.0 * (1 << 20);
+  EXPECT_NEAR(collective_time(f, Op::Allreduce, "shm", Topology{1, 4}, n, reg), 3 * a + 0.75 * n / B + 0.75 * n / G,
+              1e-12);
+  // Below it the rounds run as on private buffers.
+  const double small = static_cast<double>(plan::kShmZeroCopyMinBytes) - 4;
+  EXPECT_DOUBLE_EQ(collective_time(f, Op::Allreduce, "shm", Topology{1, 2}, small, reg),
+                   collective_time(f, Op::Allreduce, "shm", Topology{1, 2}, small));
+  // Other algorithms do not read peers' buffers: registration changes nothing.
+  EXPECT_DOUBLE_EQ(collective_time(f, Op::Allreduce, "ring", Topology{1, 4}, n, reg),
+                   collective_time(f, Op::Allreduce, "ring", Topology{1, 4}, n));
+  // No segment: the working set is the buffers alone.
+  EXPECT_DOUBLE_EQ(node_working_set(Op::Allreduce, "shm", Topology{1, 2}, n, reg), 2 * 2 * n);
+}
+
 TEST(Collectives, ChunkPipelining) {
   // No gamma, one node: chunking only adds per-chunk alpha (shared memory: every chunk pays
   // it): step = k a + m/B.
@@ -642,6 +662,34 @@ TEST(Timeline, ShapedLinkBurstThenSustainedRate) {
   EXPECT_NEAR(r.step_time_s, 0.999 + 2 * 7e-3, 1e-12);
 }
 
+TEST(Predict, RegisteredBucketsSpeedUpShmOnlyForPlainBuckets) {
+  // One node of 2 ranks on shm: a plain fp32 bucket is all-reduced in place, so registered
+  // buckets (gradsync-train's default) skip shm's copy-in; a cast bucket (fp16) is
+  // all-reduced in a wire buffer of its own and costs the same either way.
+  Predictor p;
+  PredictConfig c;
+  c.model = "resnet50";
+  c.fabric = "shm-local";
+  c.nodes = 1;
+  c.ranks_per_node = 2;
+  c.algo = "shm";
+  c.overlap = false;
+  const StepResult reg = p.predict(c);
+  c.registered_buckets = false;
+  const StepResult priv = p.predict(c);
+  EXPECT_LT(reg.comm_total_s, 0.9 * priv.comm_total_s);
+  c.precision = "fp16";
+  const StepResult half_priv = p.predict(c);
+  c.registered_buckets = true;
+  EXPECT_DOUBLE_EQ(p.predict(c).comm_total_s, half_priv.comm_total_s);
+  // ring reads no peer's buffer: the same either way.
+  c.precision = "fp32";
+  c.algo = "ring";
+  const StepResult ring_reg = p.predict(c);
+  c.registered_buckets = false;
+  EXPECT_DOUBLE_EQ(p.predict(c).comm_total_s, ring_reg.comm_total_s);
+}
+
 TEST(Predict, ResNet50Sanity) {
   Predictor p;
   PredictConfig c;
@@ -958,6 +1006,22 @@ TEST(Calibrate, SixteenBitSumsGetTheirOwnRate) {
   int named = 0;
   for (const auto& sk : f2.skipped) named += sk.find("half elements") != std::string::npos ? 1 : 0;
   EXPECT_EQ(named, static_cast<int>(sizes.size())) << "every intra half point is named as skipped";
+}
+
+TEST(Calibrate, BenchFilesSayWhetherShmReadPeersBuffersInPlace) {
+  const Fabric f = simple_fabric(1e-6, 5e9, 8e9);
+  const std::vector<int64_t> sizes = {1 << 20, 16 << 20};
+  const auto shared = read_bench_file(bench_file("shm-shared.h5", "allreduce", "shm", 1, 2, sizes, f, 0, 1,
+                                                 [](h5::Writer& w) { w.attr("/", "buffers", std::string("shared")); }));
+  const auto priv = read_bench_file(bench_file("shm-private.h5", "allreduce", "shm", 1, 2, sizes, f, 0, 1,
+                                               [](h5::Writer& w) { w.attr("/", "buffers", std::string("private")); }));
+  const auto old = read_bench_file(bench_file("shm-old.h5", "allreduce", "shm", 1, 2, sizes, f, 0, 1));
+  ASSERT_FALSE(shared.empty());
+  ASSERT_FALSE(priv.empty());
+  ASSERT_FALSE(old.empty());
+  EXPECT_TRUE(shared.front().opt.registered);
+  EXPECT_FALSE(priv.front().opt.registered);
+  EXPECT_FALSE(old.front().opt.registered);  // files before --buffers ran on private buffers
 }
 
 TEST(Calibrate, ContentionFromSweepsWhileTheHostComputes) {

@@ -246,6 +246,7 @@ def case_usage(r):
         (["--model", "mlp", "--precision", "fp16", "--loss-scale", "static:abc"], "--loss-scale", None),
         (["--model", "mlp", "--precision", "fp16", "--loss-scale", "sometimes"], "--loss-scale", None),
         (["--model", "mlp", "--loss-scale", "dynamic"], "--loss-scale", "--precision fp16 or bf16"),
+        (["--model", "mlp", "--buffers", "pinned"], "--buffers", "known: shared, private"),
     ]
     for args, opt, extra in bad:
         p = r.run(1, args, expect=2, direct=True)
@@ -272,7 +273,7 @@ def case_usage(r):
 ROOT_ATTRS = {
     "model": str, "compute": str, "compute_profile": str, "device": str, "nranks": int, "nnodes": int,
     "ranks_per_node": int, "batch_per_rank": int, "bucket_mb": float, "first_bucket_mb": float, "overlap": int,
-    "accumulate": int, "algo": str, "chunk_bytes": int, "chunk_bytes_used": int, "chunk_reason": str,
+    "accumulate": int, "algo": str, "chunk_bytes": int, "chunk_bytes_used": int, "chunk_reason": str, "buffers": str,
     "channels": int, "compress": str, "precision": str,
     "loader_workers": int, "prefetch": int, "data_time_s": float, "optimizer": str, "lr": float, "seed": int,
     "steps": int, "epochs": int, "samples_per_epoch": int, "warmup_steps": int, "num_buckets": int,
@@ -407,6 +408,15 @@ def case_schema(r):
     check(int(e.attrs["chunk_bytes"]) == 65536 and int(e.attrs["chunk_bytes_used"]) == 65536,
           f"--chunk-bytes 64K: chunk_bytes {e.attrs['chunk_bytes']}, used {e.attrs['chunk_bytes_used']}")
     check(e.attrs["compute_profile"] == "h200", "emulated default profile")
+    # --buffers: the buckets registered in the node's shared memory by default (one node),
+    # each process's own with --buffers private; shm averages both right.
+    check(f.attrs["buffers"] == "shared" and e.attrs["buffers"] == "shared",
+          f"default buffers {f.attrs['buffers']}, {e.attrs['buffers']}")
+    for mode in ("shared", "private"):
+        b = r.train_file(2, f"buffers-{mode}", ["--model", "resnet18-cifar", "--compute", "emulated", "--steps", "3",
+                                                "--algo", "shm", "--bucket-mb", "2", "--buffers", mode])
+        check(b.attrs["buffers"] == mode, f"--buffers {mode}: recorded {b.attrs['buffers']}")
+        check(np.all(np.isfinite(b["steps/comm_total_s"][:])), f"--buffers {mode}: comm times")
     # compression_ratio counts compressed steps only (results/README.md): PowerSGD rank 1
     # from step 2 on resnet18-cifar sends 183,740 of 44,695,848 bytes per compressed step;
     # steps 0 and 1 (plain all-reduce) must not pull the ratio down (they gave 2.48).

@@ -7,8 +7,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "algos/allreduce.hpp"
 #include "comm/mpi_comm.hpp"
@@ -104,7 +106,56 @@ void run_case(bool overlap, int accumulate) {
   }
 }
 
+// Averages every gradient of `tensors` with a reducer on `algo` whose buckets are shared
+// (registered) or private; returns this rank's averaged gradients, concatenated.
+std::vector<float> averaged(const std::vector<gs::models::TensorSpec>& tensors, const std::string& algo_name,
+                            bool shared, bool* took_effect) {
+  gs::Communicator& world = *g_world;
+  auto comm = world.split(0, world.rank());
+  auto algo = gs::make_allreduce(algo_name, *comm);
+  auto comp = gs::make_compressor("none", 1, world.rank());
+  gt::ReducerOptions ro;
+  ro.bucket_bytes = 1 << 20;
+  ro.first_bucket_bytes = 300 << 10;
+  ro.shared_buckets = shared;
+  gt::Reducer red(*comm, *algo, *comp, tensors, ro);
+  *took_effect = red.shared_buckets();
+  red.begin_backward(gs::now_s(), 0, true);
+  for (std::size_t i = tensors.size(); i-- > 0;) {
+    float* g = red.grad(i);
+    for (std::size_t j = 0; j < static_cast<std::size_t>(tensors[i].numel()); ++j) g[j] = value(world.rank(), i, j, 0);
+    red.mark_ready(i);
+  }
+  (void)red.finish_backward();
+  std::vector<float> out;
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    out.insert(out.end(), red.grad(i), red.grad(i) + tensors[i].numel());
+  return out;
+}
+
 }  // namespace
+
+TEST(ReducerMpi, SharedBucketsAverageAsPrivateOnesBitForBit) {
+  // Buckets of 300 KiB .. 1 MiB: shm reads the peers' registered buckets in place there.
+  const std::vector<gs::models::TensorSpec> tensors = {
+      {"a.weight", {400, 500}}, {"a.bias", {500}}, {"b.weight", {90000}}, {"c.weight", {300, 301}}};
+  for (const char* algo : {"shm", "ring"}) {
+    bool shared_used = false, private_used = true;
+    const auto s = averaged(tensors, algo, true, &shared_used);
+    const auto p = averaged(tensors, algo, false, &private_used);
+    EXPECT_TRUE(shared_used) << "the test ranks share one node: the buckets are registered";
+    EXPECT_FALSE(private_used);
+    ASSERT_EQ(s.size(), p.size());
+    std::size_t differ = 0;
+    for (std::size_t k = 0; k < s.size(); ++k) differ += std::memcmp(&s[k], &p[k], sizeof(float)) != 0 ? 1 : 0;
+    EXPECT_EQ(differ, 0u) << algo << ": " << differ << " of " << s.size() << " gradients differ";
+    // And the average is right.
+    const int n = g_world->size();
+    double want = 0;
+    for (int r = 0; r < n; ++r) want += value(r, 2, 123, 0);
+    EXPECT_NEAR(s[200000 + 500 + 123], want / n, 1e-5 * want);
+  }
+}
 
 TEST(ReducerMpi, AveragesWithOverlap) { run_case(true, 1); }
 TEST(ReducerMpi, AveragesWithoutOverlap) { run_case(false, 1); }
