@@ -662,16 +662,21 @@ TEST(Timeline, ShapedLinkBurstThenSustainedRate) {
   EXPECT_NEAR(r.step_time_s, 0.999 + 2 * 7e-3, 1e-12);
 }
 
+PredictConfig resnet50_on(const std::string& fabric, int nodes, int ranks_per_node) {
+  PredictConfig c;
+  c.model = "resnet50";
+  c.fabric = fabric;
+  c.nodes = nodes;
+  c.ranks_per_node = ranks_per_node;
+  return c;
+}
+
 TEST(Predict, RegisteredBucketsSpeedUpShmOnlyForPlainBuckets) {
   // One node of 2 ranks on shm: a plain fp32 bucket is all-reduced in place, so registered
   // buckets (gradsync-train's default) skip shm's copy-in; a cast bucket (fp16) is
   // all-reduced in a wire buffer of its own and costs the same either way.
   Predictor p;
-  PredictConfig c;
-  c.model = "resnet50";
-  c.fabric = "shm-local";
-  c.nodes = 1;
-  c.ranks_per_node = 2;
+  PredictConfig c = resnet50_on("shm-local", 1, 2);
   c.algo = "shm";
   c.overlap = false;
   const StepResult reg = p.predict(c);
@@ -692,11 +697,7 @@ TEST(Predict, RegisteredBucketsSpeedUpShmOnlyForPlainBuckets) {
 
 TEST(Predict, ResNet50Sanity) {
   Predictor p;
-  PredictConfig c;
-  c.model = "resnet50";
-  c.fabric = "roce-100g";
-  c.nodes = 2;
-  c.ranks_per_node = 8;
+  PredictConfig c = resnet50_on("roce-100g", 2, 8);
   const StepResult r = p.predict(c);
   EXPECT_GT(r.buckets.size(), 3u);
   int64_t bytes = 0;
