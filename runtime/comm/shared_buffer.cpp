@@ -2,6 +2,7 @@
 
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/error.hpp"
@@ -28,7 +29,17 @@ SharedBuffer::SharedBuffer(const Communicator& comm, std::unique_ptr<SharedSegme
     : comm_(&comm), seg_(std::move(seg)), bytes_(bytes), id_(id), rank_(rank) {}
 
 std::unique_ptr<SharedBuffer> SharedBuffer::allocate(Communicator& comm, std::size_t bytes) {
-  auto seg = comm.allocate_shared(bytes);
+  std::unique_ptr<SharedSegment> seg;
+  try {
+    seg = comm.allocate_shared(bytes);
+  } catch (const Error& e) {
+    // Open MPI maps the window in a file under osc_sm_backing_directory (/dev/shm): a
+    // container's 64 MiB /dev/shm holds no large buffers.
+    throw Error(where() + ": --buffers shared: the node's shared memory cannot map a buffer of " +
+                std::to_string(bytes) + " bytes per rank (Open MPI maps it under osc_sm_backing_directory, /dev/shm "
+                "by default: too small?); --buffers private keeps the buffers in each process's own memory [" +
+                e.what() + "]");
+  }
   if (!seg) return nullptr;
   Registry& reg = registry();
   // The id is agreed on (allocation is collective anyway): the largest next id of the

@@ -49,10 +49,11 @@ class Bench:
         self.launcher = launcher
         self.workdir = workdir
 
-    def run(self, np_, args, mpi=True):
+    def run(self, np_, args, mpi=True, env_extra=None):
         cmd = (self.launcher + ["-np", str(np_)] if mpi else []) + [self.binary] + args
         env = dict(os.environ)
         env.setdefault("GRADSYNC_TIMEOUT_S", "60")
+        env.update(env_extra or {})
         p = subprocess.run(cmd, cwd=self.workdir, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
         return p
 
@@ -365,6 +366,28 @@ def case_buffers(bench):
         check(fh.attrs["buffers"] == "shared", f"default buffers {fh.attrs['buffers']}")
         check(gh.attrs["buffers"] == "private", f"pingpong buffers {gh.attrs['buffers']}")
     print("ok   --buffers shared and private: shm and ring right on 2 and 3 ranks, recorded")
+    # Shared memory too small for the buffers (a container's /dev/shm): Open MPI maps the
+    # window under osc_sm_backing_directory; a 4 MiB tmpfs there cannot hold 2 x 8 MiB. The
+    # run ends with one line naming --buffers and the way out, and leaves no file. Needs a
+    # tmpfs mount (root): skipped where that is refused.
+    small = os.path.join(bench.workdir, "smallshm")
+    os.makedirs(small)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", small], capture_output=True).returncode != 0:
+        print("skip --buffers shared on a full /dev/shm: cannot mount a tmpfs here")
+        return
+    try:
+        out = os.path.join(bench.workdir, "never.h5")
+        p = bench.run(2, ["--algo", "shm", "-b", "8M", "-e", "8M", "-n", "1", "-w", "0", "--out", out],
+                      env_extra={"OMPI_MCA_osc_sm_backing_directory": small})
+    finally:
+        subprocess.run(["umount", small], capture_output=True)
+        os.rmdir(small)
+    check(p.returncode != 0, f"a full shared memory: exit status 0\n{p.stdout}")
+    lines = [l for l in p.stderr.splitlines() if l.startswith("gradsync-bench: error:")]
+    check(len(lines) >= 1 and "--buffers shared" in lines[0] and "--buffers private" in lines[0],
+          f"want an error line naming --buffers shared and --buffers private:\n{p.stderr}")
+    check(not os.path.exists(out), "a failed run left its result file")
+    print("ok   --buffers shared on a full shared memory: one error line naming --buffers private, no file")
 
 
 def case_net(bench):
