@@ -327,8 +327,14 @@ double dbtree_allreduce(const Fabric& f, const Topology& t, double n, const Coll
 // On registered buffers from kShmZeroCopyMinBytes on (CollOptions::registered): one pass
 // over the whole vector, no copy-in; the owner sums its part straight from the peers'
 // buffers, then copies the other parts out of theirs; three syncs (where the buffers are,
-// after the sums, before returning):
-//   T = 3 a + (g-1)/g n / B + (g-1)/g n g_reduce.
+// after the sums, before returning). Both paths are bound by the memory traffic of the
+// ranks' copies and sums, which the rounds' terms above price; per rank the rounds move
+// (5 - 2/g) n bytes (copy-in and copy-out 2 (g-1)/g n each, the sums' reads n and their
+// two writes of n/g, into the receive buffer and the window), the registered path
+// (3 - 1/g) n (reads n, one write of n/g, copy-out 2 (g-1)/g n):
+//   T = 3 a + (3 - 1/g) / (5 - 2/g) x [2 (g-1)/g n / B + (g-1)/g n g_reduce].
+// (Pricing its one copy at B and its sums at gamma instead came out 13-29% slow on the
+// 2-core host: plain loads and stores beat the transport's bandwidth the sweeps fit.)
 // Several nodes: the runtime falls back to ring.
 constexpr double kShmRoundBytes = static_cast<double>(plan::kShmRoundBytes);
 double shm_allreduce(const Fabric& f, const Topology& t, double n, const CollOptions& o) {
@@ -343,10 +349,11 @@ double shm_allreduce(const Fabric& f, const Topology& t, double n, const CollOpt
   // ranks interleave finely; 3 ranks on 2 cores measured within -5..+10% of 1.5x at
   // 1-16 MiB and 20-49% under 2x (2026-12-06, netmodel/README.md).
   const double cpu = f.cpu_share(g);
+  const double key = std::min(n, round);
+  const double traffic = cpu * (2 * share * n / f.intra.bw(key) + share * f.intra.reduce_s(n));
   if (o.registered && n >= static_cast<double>(plan::kShmZeroCopyMinBytes))
-    return 3 * f.intra.alpha(n) + cpu * (share * n / f.intra.bw(n) + share * f.intra.reduce_s(n));
-  return 2 * rounds * f.intra.alpha(std::min(n, round)) +
-         cpu * (2 * share * n / f.intra.bw(std::min(n, round)) + share * f.intra.reduce_s(n));
+    return 3 * f.intra.alpha(key) + (3 - 1.0 / g) / (5 - 2.0 / g) * traffic;
+  return 2 * rounds * f.intra.alpha(key) + traffic;
 }
 
 double hier_allreduce(const Fabric& f, const Topology& t, double n, const CollOptions& o) {
