@@ -12,11 +12,12 @@
 //   node; it maps one shared segment (Communicator::allocate_shared) and registers the
 //   buffer under (communicator, id), the id agreed on by the ranks at allocation, so the
 //   same buffer has the same id on every rank. A buffer must not outlive its communicator.
-//   find_shared
-//   answers whether a range lies in a registered buffer of that communicator;
+//   find_shared answers whether a range lies in a registered buffer of that communicator;
 //   shared_by_id gives, on any rank, the mapping of a peer's copy.
-// Use case: gradsync-bench's --buffers shared (its default on one node); any caller that
-//   owns its buffers for the life of a communicator.
+// Use case: gradsync-bench's send and receive buffers and gradsync-train's host buckets
+//   (--buffers shared, their default on one node); any caller that owns its buffers for the
+//   life of a communicator. A full /dev/shm is an Error naming --buffers private, the way
+//   out in both programs.
 #pragma once
 
 #include <cstddef>

@@ -81,8 +81,18 @@ Reducer::Reducer(device::Device& dev, ReducerComms comms, Compressor& compressor
 
   const std::size_t nb = assignment_.size();
   // Registered buckets: host memory only (a device's buckets are the device's), every rank
-  // the same decision (allocation is collective; nullptr everywhere across nodes).
+  // the same decision (allocation is collective; nullptr everywhere across nodes). Each
+  // bucket is one collective allocation, so only where every rank has the same buckets: a
+  // layout that differs is refused by the caller (check_same_on_all_ranks on layout()),
+  // which must not hang in here first.
   shared_buckets_ = opts_.shared_buckets && dev_.host_memory();
+  if (shared_buckets_) {
+    std::int64_t elements = 0;
+    for (const auto& t : tensors_) elements += t.numel();
+    const auto buckets = static_cast<std::int64_t>(nb);
+    Communicator& c = *comms_.host;
+    shared_buckets_ = c.min_int64(buckets) == c.max_int64(buckets) && c.min_int64(elements) == c.max_int64(elements);
+  }
   storage_.resize(nb);
   mirror_.resize(nb);
   views_.resize(nb);

@@ -242,8 +242,11 @@ TEST(ReducerMpi, DifferentLayoutsAreRefusedNamingTheRanks) {
   auto algo = gs::make_allreduce("ring", *comm);
   auto comp = gs::make_compressor("none", 1, 0);
   gt::ReducerOptions ro;
-  ro.bucket_bytes = world.rank() == 1 ? 2048 : 1024;  // rank 1 differs
+  ro.first_bucket_bytes = 256;
+  ro.bucket_bytes = world.rank() == 1 ? 1 << 20 : 1024;  // rank 1 differs: two buckets, not several
+  ro.shared_buckets = true;  // whose allocation, one per bucket, is collective: not attempted
   gt::Reducer red(*comm, *algo, *comp, toy_tensors(), ro);
+  EXPECT_FALSE(red.shared_buckets());
   try {
     gs::check_same_on_all_ranks(world, "bucket layout", red.layout());
     FAIL() << "a different layout on rank 1 was not detected";
