@@ -10,6 +10,7 @@
 #include "core/h5io.hpp"
 #include "core/provenance.hpp"
 #include "core/units.hpp"
+#include "plan/algos.hpp"
 
 namespace gradsync::netmodel {
 
@@ -118,11 +119,7 @@ void apply_axis(const Axis& a, std::size_t i, PredictConfig& c) {
   } else {
     const std::string& v = a.strings[i];
     if (n == "fabric") c.fabric = v;
-    else if (n == "buffers") {
-      GS_USAGE_CHECK(v == "shared" || v == "private", "option --buffers: unknown value '", v,
-                     "' (known: shared, private)");
-      c.registered_buckets = v == "shared";
-    }
+    else if (n == "buffers") c.registered_buckets = plan::parse_buffers(v);
     else if (n == "intra") c.intra = v;
     else if (n == "algo") c.algo = v;
     else if (n == "precision") c.precision = v;

@@ -199,10 +199,7 @@ int cmd_collective(const std::vector<std::string>& args) {
                                          : static_cast<double>(parse_size(chunk_text, "--chunk-bytes"));
   opt.channels = static_cast<int>(parse_int(vm["channels"].as<std::string>(), "--channels"));
   GS_USAGE_CHECK(opt.channels >= 1, "option --channels must be >= 1");
-  const std::string buffers = vm["buffers"].as<std::string>();
-  GS_USAGE_CHECK(buffers == "shared" || buffers == "private", "option --buffers: unknown value '", buffers,
-                 "' (known: shared, private)");
-  opt.registered = buffers == "shared";
+  opt.registered = plan::parse_buffers(vm["buffers"].as<std::string>());
   const auto sizes = parse_number_list(vm["bytes"].as<std::string>(), "--bytes");
   Json results = Json::array();
   const bool json = vm.count("json");

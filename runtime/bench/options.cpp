@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/params.hpp"
 #include "core/units.hpp"
+#include "plan/algos.hpp"
 
 namespace po = boost::program_options;
 
@@ -119,8 +120,7 @@ BenchOptions parse_options(int argc, char** argv) {
                  "option --algo: nccl runs on GPU buffers and needs --device cuda");
   if (vm.count("buffers")) {
     o.buffers = text_of(vm, "buffers");
-    GS_USAGE_CHECK(o.buffers == "shared" || o.buffers == "private", "option --buffers: unknown value '", o.buffers,
-                   "' (known: shared, private)");
+    (void)plan::parse_buffers(o.buffers);
   }
 
   if (vm.count("minbytes")) o.min_bytes = parse_size(text_of(vm, "minbytes"), "-b");

@@ -1,7 +1,15 @@
 // gradsync/plan/algos.cpp — see algos.hpp.
 #include "plan/algos.hpp"
 
+#include "core/error.hpp"
+
 namespace gradsync::plan {
+
+bool parse_buffers(const std::string& text) {
+  GS_USAGE_CHECK(text == "shared" || text == "private", "option --buffers: unknown value '", text,
+                 "' (known: shared, private)");
+  return text == "shared";
+}
 
 const std::vector<std::string>& allreduce_names() {
   static const std::vector<std::string> names = {"ring", "rd", "rabenseifner", "tree", "hier", "shm", "mpi", "auto"};

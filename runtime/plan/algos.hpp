@@ -73,6 +73,9 @@ inline constexpr std::size_t kShmRoundBytes = std::size_t{4} << 20;
 // size on, when every rank's buffers are registered: below it the exchange of where they
 // are (one more barrier) and the closing barrier cost more than the copies they save.
 inline constexpr std::size_t kShmZeroCopyMinBytes = std::size_t{256} << 10;
+// --buffers (gradsync-bench, gradsync-train, gradsync-model): "shared" (registered shared
+// buffers: true) or "private" (false); UsageError naming the option otherwise.
+bool parse_buffers(const std::string& text);
 inline constexpr std::size_t kTcpEagerLimitBytes = std::size_t{64} << 10;  // Open MPI's default
 inline constexpr std::size_t kEagerHeaderReserve = 256;  // the BTL's match header (~30 bytes)
 inline constexpr std::size_t chunk_below_eager_limit(std::size_t eager_limit) {

@@ -14,6 +14,7 @@
 #include "core/params.hpp"
 #include "netmodel/tune.hpp"
 #include "core/units.hpp"
+#include "plan/algos.hpp"
 #include "models/compute_profile.hpp"
 #include "models/zoo.hpp"
 #include "train/network.hpp"
@@ -105,8 +106,7 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
     GS_USAGE_CHECK(o.chunk_bytes > 0, "option ", chunk_opt, ": must be > 0 bytes or auto, got ", chunk_text);
   }
   GS_USAGE_CHECK(!vm.count("channels") || o.channels >= 1, "option --channels: must be >= 1, got ", o.channels);
-  GS_USAGE_CHECK(o.buffers == "shared" || o.buffers == "private", "option --buffers: unknown value '", o.buffers,
-                 "' (known: shared, private)");
+  (void)plan::parse_buffers(o.buffers);
   GS_USAGE_CHECK(!vm.count("samples-per-epoch") || o.samples_per_epoch >= 1,
                  "option --samples-per-epoch: must be >= 1, got ", o.samples_per_epoch);
   GS_USAGE_CHECK(!vm.count("epochs") || o.epochs >= 1, "option --epochs: must be >= 1, got ", o.epochs);
