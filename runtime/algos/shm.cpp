@@ -84,6 +84,26 @@ struct ZeroCopySlot {
 static_assert(sizeof(ZeroCopySlot) <= kAlign);
 // The segment of each rank: two control slots, then the two halves of the rounds.
 constexpr std::size_t kControlBytes = 2 * kAlign;
+
+// out[0, m) = rank r's own elements + every peer's from element i on (peer(j, i): rank j's
+// copy), summed in rank order: the same order on both paths, so they give the same bits.
+template <typename Peer>
+void sum_block(char* out, const char* own, const Peer& peer, int p, int r, std::size_t i, std::size_t m, DType t) {
+  const int first = r == 0 ? 1 : 0;
+  reduce_out(out, own, peer(first, i), m, t);
+  for (int j = first + 1; j < p; ++j)
+    if (j != r) reduce_into(out, peer(j, i), m, t);
+}
+
+// recv gets every part of an n-element vector but rank r's from its owner (from(j, i):
+// element i of rank j's summed copy).
+template <typename From>
+void copy_out_parts(char* recv, const From& from, int p, int r, std::size_t n, std::size_t esz) {
+  for (int j = 0; j < p; ++j) {
+    const Span s = balanced_part(n, static_cast<std::size_t>(p), static_cast<std::size_t>(j));
+    if (j != r && s.count > 0) std::memcpy(recv + s.offset * esz, from(j, s.offset), s.count * esz);
+  }
+}
 }  // namespace
 
 ShmReducer::ShmReducer(Communicator& comm, std::size_t round_bytes)
@@ -134,12 +154,11 @@ void ShmReducer::round(const void* sendbuf, void* recvbuf, std::size_t begin, st
   auto shared = [&](int rank, std::size_t i) {
     return static_cast<char*>(seg_->part(rank)) + kControlBytes + half + i * esz;
   };
-  auto part = [&](int j) { return balanced_part(n, static_cast<std::size_t>(p), static_cast<std::size_t>(j)); };
   const char* send = at(sendbuf, begin, esz);
   char* recv = at(recvbuf, begin, esz);
 
   // 1. copy-in everything but the own part.
-  const Span mine = part(r);
+  const Span mine = balanced_part(n, static_cast<std::size_t>(p), static_cast<std::size_t>(r));
   if (mine.offset > 0) std::memcpy(shared(r, 0), send, mine.offset * esz);
   const std::size_t tail = mine.offset + mine.count;
   if (tail < n) std::memcpy(shared(r, tail), send + tail * esz, (n - tail) * esz);
@@ -151,10 +170,7 @@ void ShmReducer::round(const void* sendbuf, void* recvbuf, std::size_t begin, st
   for (std::size_t b = mine.offset; b < tail; b += block) {
     const std::size_t m = std::min(block, tail - b);
     char* out = recv + b * esz;
-    const int first = r == 0 ? 1 : 0;
-    reduce_out(out, send + b * esz, shared(first, b), m, t);
-    for (int j = first + 1; j < p; ++j)
-      if (j != r) reduce_into(out, shared(j, b), m, t);
+    sum_block(out, send + b * esz, shared, p, r, b, m, t);
     if (hook) continue;
     if (op == RedOp::Avg) scale_inplace(out, m, t, scale);
     std::memcpy(shared(r, b), out, m * esz);
@@ -168,11 +184,7 @@ void ShmReducer::round(const void* sendbuf, void* recvbuf, std::size_t begin, st
   seg_->sync();
 
   // 5. copy-out the parts the peers reduced.
-  for (int j = 0; j < p; ++j) {
-    if (j == r) continue;
-    const Span s = part(j);
-    if (s.count > 0) std::memcpy(recv + s.offset * esz, shared(j, s.offset), s.count * esz);
-  }
+  copy_out_parts(recv, shared, p, r, n, esz);
 }
 
 bool ShmReducer::zero_copy(const void* sendbuf, void* recvbuf, std::size_t count, DType t, RedOp op) {
@@ -189,7 +201,7 @@ bool ShmReducer::zero_copy(const void* sendbuf, void* recvbuf, std::size_t count
     mine = ZeroCopySlot{1, send.buffer->id(), send.offset, recv.buffer->id(), recv.offset};
   *slot_of(r) = mine;
   seg_->sync();
-  std::vector<const char*> src(static_cast<std::size_t>(p)), out(static_cast<std::size_t>(p));
+  std::vector<const char*> src(static_cast<std::size_t>(p)), summed(static_cast<std::size_t>(p));
   for (int j = 0; j < p; ++j) {
     const ZeroCopySlot s = *slot_of(j);
     if (s.registered != 1) return false;  // every rank sees the same slots: all fall back
@@ -198,33 +210,27 @@ bool ShmReducer::zero_copy(const void* sendbuf, void* recvbuf, std::size_t count
     GS_CHECK(sb && rb, "shm: rank ", j, "'s registered buffers (ids ", s.send_id, ", ", s.recv_id,
              ") are unknown on rank ", r);
     src[static_cast<std::size_t>(j)] = static_cast<const char*>(sb->peer(j)) + s.send_offset;
-    out[static_cast<std::size_t>(j)] = static_cast<const char*>(rb->peer(j)) + s.recv_offset;
+    summed[static_cast<std::size_t>(j)] = static_cast<const char*>(rb->peer(j)) + s.recv_offset;
   }
   src[static_cast<std::size_t>(r)] = static_cast<const char*>(sendbuf);
   char* const recv_mine = static_cast<char*>(recvbuf);
 
   // 2. sum the own part from every rank's send buffer, block by block.
-  auto part = [&](int j) { return balanced_part(count, static_cast<std::size_t>(p), static_cast<std::size_t>(j)); };
-  const Span own = part(r);
+  auto sent = [&](int j, std::size_t i) { return src[static_cast<std::size_t>(j)] + i * esz; };
+  const Span own = balanced_part(count, static_cast<std::size_t>(p), static_cast<std::size_t>(r));
   const std::size_t block = std::max<std::size_t>(1, kBlockBytes / esz), tail = own.offset + own.count;
   const float scale = 1.0f / static_cast<float>(p);
-  const int first = r == 0 ? 1 : 0;
   for (std::size_t b = own.offset; b < tail; b += block) {
-    const std::size_t m = std::min(block, tail - b), at_b = b * esz;
-    char* o = recv_mine + at_b;
-    reduce_out(o, src[static_cast<std::size_t>(r)] + at_b, src[static_cast<std::size_t>(first)] + at_b, m, t);
-    for (int j = first + 1; j < p; ++j)
-      if (j != r) reduce_into(o, src[static_cast<std::size_t>(j)] + at_b, m, t);
+    const std::size_t m = std::min(block, tail - b);
+    char* o = recv_mine + b * esz;
+    sum_block(o, sent(r, b), sent, p, r, b, m, t);
     if (op == RedOp::Avg) scale_inplace(o, m, t, scale);
   }
   seg_->sync();
 
   // 3. copy the other parts out of their owners' receive buffers.
-  for (int j = 0; j < p; ++j) {
-    const Span s = part(j);
-    if (j != r && s.count > 0)
-      std::memcpy(recv_mine + s.offset * esz, out[static_cast<std::size_t>(j)] + s.offset * esz, s.count * esz);
-  }
+  copy_out_parts(
+      recv_mine, [&](int j, std::size_t i) { return summed[static_cast<std::size_t>(j)] + i * esz; }, p, r, count, esz);
   // 4. nobody returns while a peer still reads its buffers.
   seg_->sync();
   return true;
