@@ -57,8 +57,7 @@ std::vector<BenchPoint> read_bench_file(const std::string& path) {
   proto.cores_per_node = static_cast<int>(std::max<int64_t>(0, geti("cores_per_node", 0)));
   proto.busy_threads = static_cast<int>(geti("busy_threads", 0));
   proto.off_cache = geti("off_cache_bytes", 0) > 0;
-  // Files before --buffers (2026-12-06) ran on private buffers.
-  proto.opt.registered = r.has_attr("/", "buffers") && r.attr_string("/", "buffers") == "shared";
+  proto.opt.registered = recorded_shared_buffers(r);
   GS_USAGE_CHECK(proto.busy_threads >= 0, path, ": attribute busy_threads is ", proto.busy_threads, " (must be >= 0)");
   const auto sizes = r.read_double("/size_bytes");
   std::vector<std::string> used;
@@ -137,6 +136,16 @@ std::vector<BenchPoint> read_bench_file(const std::string& path) {
   return out;
 }
 
+namespace {
+// What a train run's plain fp32 bucket all-reduces ran with: its chunk and channels, on its
+// buckets in place (registered or not).
+CollOptions bucket_allreduce_options(const PredictConfig& c) {
+  CollOptions o{c.chunk_bytes, std::max(1, c.channels)};
+  o.registered = c.registered_buckets;
+  return o;
+}
+}  // namespace
+
 std::vector<BenchPoint> read_train_collectives(const std::string& path, std::vector<std::string>& skipped) {
   const TrainRun run = read_train_file(path);
   const PredictConfig& c = run.config;
@@ -154,9 +163,7 @@ std::vector<BenchPoint> read_train_collectives(const std::string& path, std::vec
   proto.file = path;
   proto.op = Op::Allreduce;
   proto.topo = Topology{c.nodes, c.ranks_per_node};
-  proto.opt.chunk_bytes = c.chunk_bytes;
-  proto.opt.channels = std::max(1, c.channels);
-  proto.opt.registered = c.registered_buckets;  // plain fp32 buckets, reduced in place
+  proto.opt = bucket_allreduce_options(c);
   proto.link_bytes_before = kInf;  // steps are far apart in a shaper's terms: no burst detection
   proto.cores_per_node = std::max(0, run.cores_per_node);
   for (std::size_t b = 0; b < run.bucket_bytes.size() && b < run.bucket_comm_s.size(); ++b) {
@@ -1209,8 +1216,7 @@ ContentionFit calibrate_contention(const std::vector<std::string>& files, const 
       continue;
     }
     const Topology topo{c.nodes, c.ranks_per_node};
-    CollOptions opt{c.chunk_bytes, std::max(1, c.channels)};
-    opt.registered = c.registered_buckets;  // plain fp32 buckets, reduced in place
+    const CollOptions opt = bucket_allreduce_options(c);
     const double bwd_end = (std::isfinite(run.data_s) ? run.data_s : 0.0) + run.forward_s + run.backward_s;
     int used = 0;
     for (std::size_t b = 0; b < run.bucket_bytes.size() && b < run.bucket_comm_s.size(); ++b) {

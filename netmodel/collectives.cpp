@@ -337,6 +337,10 @@ double dbtree_allreduce(const Fabric& f, const Topology& t, double n, const Coll
 // 2-core host: plain loads and stores beat the transport's bandwidth the sweeps fit.)
 // Several nodes: the runtime falls back to ring.
 constexpr double kShmRoundBytes = static_cast<double>(plan::kShmRoundBytes);
+// The runtime's rule (algos/shm.cpp): registered buffers from kShmZeroCopyMinBytes on.
+bool shm_in_place(double n, const CollOptions& o) {
+  return o.registered && n >= static_cast<double>(plan::kShmZeroCopyMinBytes);
+}
 double shm_allreduce(const Fabric& f, const Topology& t, double n, const CollOptions& o) {
   const int g = t.ranks_per_node;
   if (t.nodes > 1) return ring_allreduce(f, t, n, o);
@@ -351,8 +355,7 @@ double shm_allreduce(const Fabric& f, const Topology& t, double n, const CollOpt
   const double cpu = f.cpu_share(g);
   const double key = std::min(n, round);
   const double traffic = cpu * (2 * share * n / f.intra.bw(key) + share * f.intra.reduce_s(n));
-  if (o.registered && n >= static_cast<double>(plan::kShmZeroCopyMinBytes))
-    return 3 * f.intra.alpha(key) + (3 - 1.0 / g) / (5 - 2.0 / g) * traffic;
+  if (shm_in_place(n, o)) return 3 * f.intra.alpha(key) + (3 - 1.0 / g) / (5 - 2.0 / g) * traffic;
   return 2 * rounds * f.intra.alpha(key) + traffic;
 }
 
@@ -429,7 +432,7 @@ double node_working_set(Op op, const std::string& algo, const Topology& t, doubl
       double scratch = 0;
       if (algo == "rd" || algo == "rabenseifner") scratch = n;
       else if (algo == "hier") scratch = n / g;
-      else if (algo == "shm" && o.registered && n >= static_cast<double>(plan::kShmZeroCopyMinBytes)) scratch = 0;
+      else if (algo == "shm" && shm_in_place(n, o)) scratch = 0;
       else if (algo == "shm") scratch = std::min(n, o.chunk_bytes > 0 ? o.chunk_bytes : kShmRoundBytes);
       else if (algo != "tree" && algo != "dbtree") scratch = n / p;  // ring, nccl, mpi (ring-like)
       per_rank = 2 * n + scratch;

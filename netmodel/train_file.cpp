@@ -113,6 +113,10 @@ double recorded_chunk_bytes(const h5::Reader& r) {
   return 0.0;
 }
 
+bool recorded_shared_buffers(const h5::Reader& r) {
+  return r.has_attr("/", "buffers") && r.attr_string("/", "buffers") == "shared";
+}
+
 TrainRun read_train_file(const std::string& path) {
   h5::Reader r(path);
   TrainRun run;
@@ -152,8 +156,7 @@ TrainRun read_train_file(const std::string& path) {
   // alone is 0 for the transport-aware default (one unpipelined message per step).
   c.chunk_bytes = recorded_chunk_bytes(r);
   num("channels", c.channels);
-  // Files before --buffers (2026-12-06) and PyTorch-recorded ones: private buckets.
-  c.registered_buckets = r.has_attr("/", "buffers") && r.attr_string("/", "buffers") == "shared";
+  c.registered_buckets = recorded_shared_buffers(r);
   str("compress", c.compress);
   str("precision", c.precision);
   num("loader_workers", c.loader_workers);

@@ -36,6 +36,10 @@ namespace gradsync::netmodel {
 // write both): chunk_bytes_used where > 0, else chunk_bytes (0 for the transport-aware
 // default, or in files before 2026-12-02; 0 also for algorithms that do not pipeline).
 double recorded_chunk_bytes(const h5::Reader& r);
+// Whether a gradsync result file's buffers were registered shared buffers (`buffers` =
+// "shared", written by gradsync-train and gradsync-bench since 2026-12-06); files without
+// it (older ones, PyTorch-recorded runs) ran on private buffers.
+bool recorded_shared_buffers(const h5::Reader& r);
 
 // One parameter tensor from /model (forward order).
 struct TrainTensor {

@@ -15,8 +15,13 @@ namespace gradsync::bench {
 
 // ---- buffers ---------------------------------------------------------------------------------
 
+namespace {
+// Whole cache lines, at least one.
+std::size_t padded(std::size_t bytes) { return std::max<std::size_t>(64, (bytes + 63) / 64 * 64); }
+}  // namespace
+
 Buffer::Buffer(std::size_t bytes) : bytes_(bytes) {
-  const std::size_t alloc = std::max<std::size_t>(64, (bytes + 63) / 64 * 64);
+  const std::size_t alloc = padded(bytes);
   void* p = ::operator new[](alloc, std::align_val_t{64}, std::nothrow);
   if (!p)
     throw Error(where() + ": cannot allocate a benchmark buffer of " + format_bytes(static_cast<double>(bytes)) +
@@ -25,7 +30,7 @@ Buffer::Buffer(std::size_t bytes) : bytes_(bytes) {
 }
 
 Buffer::Buffer(Communicator& comm, std::size_t bytes) : bytes_(bytes) {
-  shared_ = SharedBuffer::allocate(comm, std::max<std::size_t>(64, (bytes + 63) / 64 * 64));
+  shared_ = SharedBuffer::allocate(comm, padded(bytes));
   GS_CHECK(shared_ != nullptr, "--buffers shared: the ranks do not share one node's memory");
 }
 
@@ -102,15 +107,12 @@ class Harness {
       send = std::max(send, l.send_count);
       recv = std::max(recv, l.recv_count);
     }
-    if (o.buffers == "shared") {  // main() chose it only for host buffers on one node
-      send_ = Buffer(comm, send * esz_);
-      recv_ = Buffer(comm, recv * esz_);
-      inplace_ = Buffer(comm, std::max(send, recv) * esz_);
-    } else {
-      send_ = Buffer(send * esz_);
-      recv_ = Buffer(recv * esz_);
-      inplace_ = Buffer(std::max(send, recv) * esz_);
-    }
+    // Shared: main() chose it only for host buffers on one node.
+    const bool shared = o.buffers == "shared";
+    auto buffer = [&](std::size_t bytes) { return shared ? Buffer(comm, bytes) : Buffer(bytes); };
+    send_ = buffer(send * esz_);
+    recv_ = buffer(recv * esz_);
+    inplace_ = buffer(std::max(send, recv) * esz_);
     if (dev_) {
       dsend_ = dev_->alloc(send * esz_);
       drecv_ = dev_->alloc(recv * esz_);

@@ -29,6 +29,7 @@
 #include "train/optimizer.hpp"
 #include "train/precision.hpp"
 #include "train/sampler.hpp"
+#include "plan/algos.hpp"
 #include "plan/buckets.hpp"
 
 namespace gradsync::train {
@@ -293,7 +294,7 @@ struct Trainer::Impl {
     ro.bucket_bytes = plan::bucket_limit_bytes(o.bucket_mb);
     ro.first_bucket_bytes = plan::bucket_limit_bytes(o.first_bucket_mb);
     ro.overlap = o.overlap;
-    ro.shared_buckets = o.buffers == "shared";
+    ro.shared_buckets = plan::parse_buffers(o.buffers);
     if (precision != DType::F32) {
       // Half precision communicates in half: "none" becomes the precision's cast
       // compressor, which carries the *scaled* gradients (unscaled after the all-reduce).
