@@ -96,9 +96,9 @@ constexpr std::size_t kGuard = 16;  // elements after the receive buffer that mu
 float input_value(int rank, std::size_t i) { return static_cast<float>(rank + 1 + static_cast<int>(i % 7)); }
 
 // Raw bits of element i (2 or 4 bytes).
-std::uint32_t bits_at(const std::vector<unsigned char>& buf, std::size_t i, std::size_t esz) {
+std::uint32_t bits_at(const unsigned char* buf, std::size_t i, std::size_t esz) {
   std::uint32_t b = 0;
-  std::memcpy(&b, buf.data() + i * esz, esz);
+  std::memcpy(&b, buf + i * esz, esz);
   return b;
 }
 
@@ -114,23 +114,23 @@ std::uint32_t expected_bits(std::size_t i, int p, gs::DType t, gs::RedOp op) {
   return b;
 }
 
-// Runs one all-reduce and returns a description of what went wrong ("" when right).
-std::string run_case(gs::AllreduceAlgorithm& algo, int rank, int p, gs::DType t, gs::RedOp op, std::size_t count,
-                     bool in_place) {
-  const std::size_t esz = gs::dtype_size(t);
-  std::vector<unsigned char> send((count + kGuard) * esz, 0xA5);
-  for (std::size_t i = 0; i < count; ++i) gs::store_from_f32(send.data(), i, t, input_value(rank, i));
-  std::vector<unsigned char> recv;
-  if (in_place) {
-    recv = send;
-  } else {
-    recv.assign((count + kGuard) * esz, 0xFF);  // all-ones: NaN in every type
-    std::memset(recv.data() + count * esz, 0xA5, kGuard * esz);
+// Runs one all-reduce on the caller's memory (send_mem, recv_mem: (count + kGuard)
+// elements each; recv_mem unused in place) and returns a description of what went wrong
+// ("" when right).
+std::string run_case_on(gs::AllreduceAlgorithm& algo, int rank, int p, gs::DType t, gs::RedOp op, std::size_t count,
+                        bool in_place, unsigned char* send_mem, unsigned char* recv_mem) {
+  const std::size_t esz = gs::dtype_size(t), bytes = (count + kGuard) * esz;
+  unsigned char* send = send_mem;
+  std::memset(send, 0xA5, bytes);
+  for (std::size_t i = 0; i < count; ++i) gs::store_from_f32(send, i, t, input_value(rank, i));
+  unsigned char* recv = in_place ? send : recv_mem;
+  if (!in_place) {
+    std::memset(recv, 0xFF, count * esz);  // all-ones: NaN in every type
+    std::memset(recv + count * esz, 0xA5, kGuard * esz);
   }
-  const std::vector<unsigned char> send_before = send;
+  const std::vector<unsigned char> send_before(send, send + bytes);
 
-  if (in_place) algo.run(recv.data(), recv.data(), count, t, op);
-  else algo.run(send.data(), recv.data(), count, t, op);
+  algo.run(in_place ? recv : send, recv, count, t, op);
 
   std::string err;
   std::size_t wrong = 0;
@@ -141,23 +141,30 @@ std::string run_case(gs::AllreduceAlgorithm& algo, int rank, int p, gs::DType t,
       std::memcpy(want_buf, &want, esz);
       char line[200];
       std::snprintf(line, sizeof line, "first wrong element %zu: got %g (0x%x), want %g (0x%x); ", i,
-                    static_cast<double>(gs::load_as_f32(recv.data(), i, t)), got,
+                    static_cast<double>(gs::load_as_f32(recv, i, t)), got,
                     static_cast<double>(gs::load_as_f32(want_buf, 0, t)), want);
       err += line;
     }
   }
   if (wrong) err += std::to_string(wrong) + " of " + std::to_string(count) + " elements wrong; ";
   for (std::size_t i = count; i < count + kGuard; ++i)
-    if (bits_at(recv, i, esz) != bits_at(send_before, i, esz)) {
+    if (bits_at(recv, i, esz) != bits_at(send_before.data(), i, esz)) {
       err += "guard element " + std::to_string(i - count) + " after the receive buffer was written; ";
       break;
     }
-  if (!in_place && send != send_before) err += "send buffer was modified; ";
+  if (!in_place && !std::equal(send_before.begin(), send_before.end(), send)) err += "send buffer was modified; ";
   if (!err.empty())
     err = algo.name() + " (" + algo.chosen(count * esz) + ") " + gs::dtype_name(t) + " " + gs::redop_name(op) +
           " count " + std::to_string(count) + (in_place ? " in place" : " out of place") + " on rank " +
           std::to_string(rank) + "/" + std::to_string(p) + ": " + err;
   return err;
+}
+
+// run_case_on in this process's own memory.
+std::string run_case(gs::AllreduceAlgorithm& algo, int rank, int p, gs::DType t, gs::RedOp op, std::size_t count,
+                     bool in_place) {
+  std::vector<unsigned char> send((count + kGuard) * gs::dtype_size(t)), recv(send.size());
+  return run_case_on(algo, rank, p, t, op, count, in_place, send.data(), recv.data());
 }
 
 struct Variant {
@@ -229,44 +236,19 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, AllreduceTest,
 
 // ---- registered (shared) buffers --------------------------------------------------------------
 
-// run_case on buffers in shared memory: `registered` says whether this rank's lie in a
+// run_case_on buffers in shared memory: `registered` says whether this rank's lie in a
 // SharedBuffer of `comm` (allocated on every rank either way: allocation is collective).
 std::string run_case_shared(gs::Communicator& comm, gs::AllreduceAlgorithm& algo, bool registered, gs::DType t,
                             gs::RedOp op, std::size_t count, bool in_place) {
-  const int rank = comm.rank(), p = comm.size();
-  const std::size_t esz = gs::dtype_size(t), bytes = (count + kGuard) * esz;
+  const std::size_t bytes = (count + kGuard) * gs::dtype_size(t);
   auto send_buf = gs::SharedBuffer::allocate(comm, bytes);
   auto recv_buf = gs::SharedBuffer::allocate(comm, bytes);
   if (!send_buf || !recv_buf) return "no shared buffer on one node";
   std::vector<unsigned char> send_own(bytes), recv_own(bytes);
   auto* send = registered ? static_cast<unsigned char*>(send_buf->data()) : send_own.data();
   auto* recv = registered ? static_cast<unsigned char*>(recv_buf->data()) : recv_own.data();
-  std::memset(send, 0xA5, bytes);
-  for (std::size_t i = 0; i < count; ++i) gs::store_from_f32(send, i, t, input_value(rank, i));
-  if (in_place) {
-    recv = send;
-  } else {
-    std::memset(recv, 0xFF, count * esz);
-    std::memset(recv + count * esz, 0xA5, kGuard * esz);
-  }
-  const std::vector<unsigned char> send_before(send, send + bytes);
-  algo.run(in_place ? recv : send, recv, count, t, op);
-  const std::vector<unsigned char> got(recv, recv + bytes);
-  std::size_t wrong = 0;
-  for (std::size_t i = 0; i < count; ++i) wrong += bits_at(got, i, esz) != expected_bits(i, p, t, op) ? 1 : 0;
-  std::string err;
-  if (wrong) err += std::to_string(wrong) + " of " + std::to_string(count) + " elements wrong; ";
-  for (std::size_t i = count; i < count + kGuard; ++i)
-    if (bits_at(got, i, esz) != bits_at(send_before, i, esz)) {
-      err += "guard element after the receive buffer was written; ";
-      break;
-    }
-  if (!in_place && !std::equal(send_before.begin(), send_before.end(), send)) err += "send buffer was modified; ";
-  if (!err.empty())
-    err = algo.name() + " " + gs::dtype_name(t) + " " + gs::redop_name(op) + " count " + std::to_string(count) +
-          (in_place ? " in place" : " out of place") + (registered ? " registered" : " private") + " on rank " +
-          std::to_string(rank) + "/" + std::to_string(p) + ": " + err;
-  return err;
+  const std::string err = run_case_on(algo, comm.rank(), comm.size(), t, op, count, in_place, send, recv);
+  return err.empty() ? err : (registered ? "registered " : "private ") + err;
 }
 
 TEST(SharedBuffers, ShmAndAutoExactOnRegisteredAndMixedBuffers) {
