@@ -135,6 +135,9 @@ StepResult Predictor::predict(const PredictConfig& c, bool keep_buckets) {
   const auto& bs = buckets(c, c.nodes * c.ranks_per_node);
   NetConfig net{c.nodes, c.ranks_per_node, c.algo, chunk_priced(c), c.channels, c.registered_buckets};
   StepConfig st{c.batch_per_rank, c.overlap, c.accumulate, c.loader_workers, c.data_time_s, c.compute_threads};
+  st.machine_ranks = c.machine_ranks;
+  st.machine_cores = c.machine_cores;
+  st.codec_beside_compute = c.codec_beside_compute;
   const int64_t samples = c.samples_per_epoch > 0 ? c.samples_per_epoch : w.samples_per_epoch;
   return simulate_step(w, bs, f, net, st, samples, keep_buckets);
 }

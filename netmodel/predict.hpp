@@ -53,6 +53,13 @@ struct PredictConfig {
   // The communication threads preempt compute (a real-time policy: a train file's
   // comm_sched rr or fifo; timeline.hpp StepConfig::comm_preempts_compute).
   bool comm_preempts = false;
+  // Ranks sharing one machine's CPUs and those CPUs (a train file's machine_ranks and
+  // machine_cores; timeline.hpp StepConfig::machine_ranks); 0: a node is a machine.
+  int machine_ranks = 0, machine_cores = 0;
+  // The codec runs beside compute on a thread of its own (gradsync-train); false for a
+  // PyTorch-recorded file (source = "pytorch": DDP calls hooks on the autograd thread).
+  // timeline.hpp StepConfig::codec_beside_compute.
+  bool codec_beside_compute = true;
   // predict --from-run: a recorded gradsync-train (or PyTorch-recorded) file whose steps are
   // replayed (replay.hpp) instead of a zoo model's modelled compute; the other fields are the
   // run's own but for the what-if's network side (fabric, shape, algorithm, chunk,

@@ -248,6 +248,9 @@ StepResult replay_recorded(const TrainRun& run, const PredictConfig& c, const Fa
   // A no-overlap reference timed backward with no communication beside it.
   st.compute_shares_cpu = ref && !ref->config.overlap;
   st.comm_preempts_compute = c.comm_preempts;
+  st.machine_ranks = c.machine_ranks;
+  st.machine_cores = c.machine_cores;
+  st.codec_beside_compute = c.codec_beside_compute;
   const int src_acc = std::max(1, src.config.accumulate);
   auto simulate = [&](MeasuredStep m) {
     if (ref) {

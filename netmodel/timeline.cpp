@@ -96,6 +96,12 @@ double backward_contention(const Fabric& fabric, const NetConfig& net, double co
   return fabric.cpu_share(g * (compute_threads + 1)) / fabric.cpu_share(g);
 }
 
+double codec_cpu_share(const Fabric& fabric, const NetConfig& net, const StepConfig& st) {
+  const double ranks = st.machine_ranks > 0 ? st.machine_ranks : std::max(1, net.ranks_per_node);
+  const int cores = st.machine_cores > 0 ? st.machine_cores : fabric.cores_per_node();
+  return cores > 0 && ranks > cores ? std::ceil(ranks / cores) : 1.0;
+}
+
 double backward_slowdown_in_flight(const Fabric& fabric, double g, double c, bool comm_preempts) {
   if (c <= 0) return 1.0;
   if (!comm_preempts) return fabric.cpu_share(g * (c + 1)) / fabric.cpu_share(g * c);
@@ -147,6 +153,14 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
                            ? backward_slowdown_in_flight(fabric, g_node, st.compute_threads, st.comm_preempts_compute)
                            : 1.0;
   std::vector<std::pair<double, double>> busy_iv;
+  const double codec_share = codec_cpu_share(fabric, net, st);
+  double codec_share_in = codec_share;
+  {
+    const double ranks = st.machine_ranks > 0 ? st.machine_ranks : std::max(1, net.ranks_per_node);
+    const int cores = st.machine_cores > 0 ? st.machine_cores : fabric.cores_per_node();
+    if (st.overlap && st.codec_beside_compute && cores > 0 && st.compute_threads > 0 && !st.comm_preempts_compute)
+      codec_share_in = std::max(codec_share, std::ceil(ranks * (1 + st.compute_threads) / cores));
+  }
   auto wall = [&](double x) {  // backward progress x (seconds alone) -> wall time
     double t = bwd_start, done = 0;
     for (auto [s, e] : busy_iv) {
@@ -214,10 +228,16 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
       if (busy || next >= nb || !ready[next]) continue;
       // Start bucket `next` now: its phases (local work, then a collective) in order.
       const Bucket& bk = buckets[next];
-      double comm = 0, codec = bk.plan.tail_s, t = e.t, extra = 0, waited = 0;
+      auto codec_time = [&](double t0, double d) {
+        if (t0 >= bwd_end || codec_share_in == codec_share) return d * codec_share;
+        const double busy = bwd_end - t0;
+        return d * codec_share_in <= busy ? d * codec_share_in : busy + (d - busy / codec_share_in) * codec_share;
+      };
+      double comm = 0, codec = 0, t = e.t, extra = 0, waited = 0;
       for (const Phase& ph : bk.plan.phases) {
-        codec += ph.compute_s;
-        t += ph.compute_s;
+        const double cd = codec_time(t, ph.compute_s);
+        codec += cd;
+        t += cd;
         const double priced = collective(ph, t, tok);
         const double alone = std::max(priced + ph.extra_s, ph.min_s);
         waited += alone - priced;
@@ -226,6 +246,7 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
         comm += c;
         t += c;
       }
+      codec += codec_time(t, bk.plan.tail_s);
       const double start = e.t, end = start + codec + comm;
       codec_jitter += bk.plan.codec_sigma * codec;
       r.comm_total_s += codec + comm;

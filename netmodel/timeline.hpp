@@ -125,6 +125,20 @@ struct StepConfig {
   // for a core while compute holds it). Communication itself is not slowed by compute
   // otherwise (backward_contention's CPU share is 1).
   bool comm_preempts_compute = false;
+  // The ranks that share one machine's CPUs and those CPUs (a train file's machine_ranks and
+  // machine_cores: the namespace testbed runs its hosts on one machine); 0: each node is a
+  // machine of its own, with ranks_per_node ranks and the fabric's cores_per_node.
+  // A codec runs on its rank's CPU at the same time as the other ranks' (every rank encodes
+  // the same bucket), so with more such ranks than cores each gets cores / ranks of a core
+  // and its codec takes ranks / cores times its time alone (codec_cpu_share).
+  int machine_ranks = 0, machine_cores = 0;
+  // The codec runs on a thread of its own beside backward's compute (gradsync-train's
+  // reducer encodes on its communication thread), not in the compute thread (PyTorch's DDP
+  // calls a hook on the autograd thread). With overlap, compute_threads and the cores known,
+  // the part of a bucket's codec that falls inside backward then takes
+  // ceil(ranks x (compute_threads + 1) / cores) times its time alone (the ranks' compute
+  // threads and codec threads on the machine's cores; at least codec_cpu_share).
+  bool codec_beside_compute = true;
 };
 
 struct BucketTiming {
@@ -172,6 +186,10 @@ double backward_contention(const Fabric& fabric, const NetConfig& net, double co
 // each, one communication thread per rank, sharing the fabric's cores_per_node (1 without
 // it); with comm_preempts the communication threads take their cores first. Infinite when
 // backward gets no core at all.
+// How much longer a bucket's codec takes than alone: the ranks of a machine
+// (StepConfig::machine_ranks, else ranks_per_node) over its cores (machine_cores, else the
+// fabric's cores_per_node) when they are more, else 1; 1 when the cores are not known.
+double codec_cpu_share(const Fabric& fabric, const NetConfig& net, const StepConfig& st);
 double backward_slowdown_in_flight(const Fabric& fabric, double ranks_per_node, double compute_threads,
                                    bool comm_preempts);
 

@@ -165,6 +165,8 @@ TrainRun read_train_file(const std::string& path) {
   num("samples_per_epoch", c.samples_per_epoch);
   num("warmup_steps", run.warmup_steps);
   if (r.has_attr("/", "compute_threads")) c.compute_threads = r.attr_double("/", "compute_threads");
+  // The PyTorch recorder's files: DDP runs a hook's codec on the autograd thread.
+  c.codec_beside_compute = !(r.has_attr("/", "source") && r.attr_string("/", "source") == "pytorch");
   // The PyTorch bridge's --comm-sched: gloo's threads under a real-time policy ("rr:1 (...)").
   if (r.has_attr("/", "comm_sched")) {
     const std::string s = r.attr_string("/", "comm_sched");
@@ -174,6 +176,9 @@ TrainRun read_train_file(const std::string& path) {
   if (r.has_attr("/", "machine_ranks") && r.has_attr("/", "machine_cores")) {
     run.machine_ranks = std::max(0, static_cast<int>(r.attr_double("/", "machine_ranks")));
     run.machine_cores = std::max(0, static_cast<int>(r.attr_double("/", "machine_cores")));
+    // What the model prices the codecs' CPU share by (timeline.hpp codec_cpu_share).
+    c.machine_ranks = run.machine_ranks;
+    c.machine_cores = run.machine_cores;
   }
   if (c.accumulate < 1) c.accumulate = 1;
   // PowerSGD runs plain all-reduces before step `start` (the hook's start_powerSGD_iter);

@@ -523,6 +523,58 @@ TEST(Straggler, TheSlowestRankLengthensTheStep) {
   }
 }
 
+TEST(CodecCpuShare, RanksBeyondTheCoresStretchTheCodec) {
+  // Each bucket's codec: 0.2 ms encode + 0.3 ms decode alone. Bucket 0 is ready 1 ms into
+  // backward (3 ms), bucket 1 at its end.
+  TwoBucketStep two;
+  for (auto& b : two.bs) {
+    b.plan.phases.at(0).compute_s = 2e-4;
+    b.plan.tail_s = 3e-4;
+  }
+  Fabric& f = two.f;
+  f.intra.cores_per_node = f.inter.cores_per_node = 2;
+  StepConfig st = two.st;
+  auto codecs = [&](const StepConfig& s) {
+    const StepResult r = simulate_step(two.w, two.bs, f, two.net, s, 0);
+    return std::make_pair(r.buckets.at(0).codec_s, r.buckets.at(1).codec_s);
+  };
+  // 2 ranks on 2 cores: alone.
+  EXPECT_DOUBLE_EQ(codec_cpu_share(f, two.net, st), 1.0);
+  EXPECT_NEAR(codecs(st).first, 5e-4, 1e-15);
+  // The run's 3 ranks shared one machine's 2 cores (3 testbed hosts on one machine): the
+  // ranks encode in lock step, two at a time, then the third: 2x, as a collective's steps.
+  st.machine_ranks = 3;
+  st.machine_cores = 2;
+  EXPECT_DOUBLE_EQ(codec_cpu_share(f, two.net, st), 2.0);
+  EXPECT_NEAR(codecs(st).first, 1e-3, 1e-15);
+  EXPECT_NEAR(codecs(st).second, 1e-3, 1e-15);
+  st.machine_ranks = 5;
+  EXPECT_DOUBLE_EQ(codec_cpu_share(f, two.net, st), 3.0);
+  st.machine_cores = 8;
+  EXPECT_DOUBLE_EQ(codec_cpu_share(f, two.net, st), 1.0);
+  // Without the machine's figures, a node's ranks and the fabric's cores; unknown cores: 1.
+  st.machine_ranks = st.machine_cores = 0;
+  EXPECT_DOUBLE_EQ(codec_cpu_share(f, NetConfig{1, 4, "ring", 0, 1}, st), 2.0);
+  Fabric open = f;
+  open.intra.cores_per_node = open.inter.cores_per_node = 0;
+  EXPECT_DOUBLE_EQ(codec_cpu_share(open, NetConfig{1, 4, "ring", 0, 1}, st), 1.0);
+  // Inside backward the codec thread shares the cores with the ranks' compute threads:
+  // 2 x (1 + 1) threads on 2 cores, bucket 0's codec at half speed; bucket 1, after
+  // backward, alone.
+  st.compute_threads = 1;
+  EXPECT_NEAR(codecs(st).first, 1e-3, 1e-15);
+  EXPECT_NEAR(codecs(st).second, 5e-4, 1e-15);
+  // Not when the codec runs in the compute thread (a PyTorch hook), without overlap, or
+  // with the communication thread preempting compute.
+  for (int k = 0; k < 3; ++k) {
+    StepConfig s = st;
+    if (k == 0) s.codec_beside_compute = false;
+    if (k == 1) s.overlap = false;
+    if (k == 2) s.comm_preempts_compute = true;
+    EXPECT_NEAR(codecs(s).first, 5e-4, 1e-15) << k;
+  }
+}
+
 TEST(Straggler, AJitteryCodecIsWaitedForOnTheSlowestRank) {
   // Two buckets whose codec (0.2 ms encode + 0.3 ms decode each) varies from step to step by
   // sigma 10% and 30% of it (BucketPlan::codec_sigma, a PyTorch hook's): the step waits

@@ -2348,6 +2348,16 @@ TEST(Compare, SaysWhenRanksSaturatedTheCoresTheyShared) {
   EXPECT_EQ(run.machine_cores, 2);
   EXPECT_NEAR(run.cpu_s, 0.64 * truth.step_time_s, 1e-12);
   EXPECT_NEAR(run.machine_cpu_busy(), 3 * 0.64 / 2, 1e-9);
+  // The prediction prices the codecs by the machine's share (timeline.hpp codec_cpu_share),
+  // run beside compute as gradsync-train runs them; a PyTorch-recorded file runs its hook
+  // in the autograd thread.
+  EXPECT_EQ(run.config.machine_ranks, 3);
+  EXPECT_EQ(run.config.machine_cores, 2);
+  EXPECT_TRUE(run.config.codec_beside_compute);
+  const std::string torch_file = train_file("cpu-torch.h5", c, "emulated", truth, 0.0, 65, [](h5::Writer& w) {
+    w.attr("/", "source", std::string("pytorch"));
+  });
+  EXPECT_FALSE(read_train_file(torch_file).config.codec_beside_compute);
   const auto rep = compare_runs({shared}, "shm-local", "", "");
   EXPECT_NE(compare_table(rep).find("1 run(s) CPU-bound: 3 ranks on one machine's 2 cores used 96% of them or more"),
             std::string::npos)
