@@ -96,10 +96,10 @@ double backward_contention(const Fabric& fabric, const NetConfig& net, double co
   return fabric.cpu_share(g * (compute_threads + 1)) / fabric.cpu_share(g);
 }
 
-double codec_cpu_share(const Fabric& fabric, const NetConfig& net, const StepConfig& st) {
-  const double ranks = st.machine_ranks > 0 ? st.machine_ranks : std::max(1, net.ranks_per_node);
+double codec_cpu_share(const Fabric& fabric, const NetConfig& net, const StepConfig& st, double threads_per_rank) {
+  const double busy = (st.machine_ranks > 0 ? st.machine_ranks : std::max(1, net.ranks_per_node)) * threads_per_rank;
   const int cores = st.machine_cores > 0 ? st.machine_cores : fabric.cores_per_node();
-  return cores > 0 && ranks > cores ? std::ceil(ranks / cores) : 1.0;
+  return cores > 0 && busy > cores ? std::ceil(busy / cores) : 1.0;
 }
 
 double backward_slowdown_in_flight(const Fabric& fabric, double g, double c, bool comm_preempts) {
@@ -153,14 +153,13 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
                            ? backward_slowdown_in_flight(fabric, g_node, st.compute_threads, st.comm_preempts_compute)
                            : 1.0;
   std::vector<std::pair<double, double>> busy_iv;
+  // The codecs' CPU share (StepConfig::machine_ranks, codec_beside_compute): alone, and for
+  // the part of a codec phase inside backward.
   const double codec_share = codec_cpu_share(fabric, net, st);
-  double codec_share_in = codec_share;
-  {
-    const double ranks = st.machine_ranks > 0 ? st.machine_ranks : std::max(1, net.ranks_per_node);
-    const int cores = st.machine_cores > 0 ? st.machine_cores : fabric.cores_per_node();
-    if (st.overlap && st.codec_beside_compute && cores > 0 && st.compute_threads > 0 && !st.comm_preempts_compute)
-      codec_share_in = std::max(codec_share, std::ceil(ranks * (1 + st.compute_threads) / cores));
-  }
+  const double codec_share_in =
+      st.overlap && st.codec_beside_compute && !st.comm_preempts_compute && st.compute_threads > 0
+          ? std::max(codec_share, codec_cpu_share(fabric, net, st, 1 + st.compute_threads))
+          : codec_share;
   auto wall = [&](double x) {  // backward progress x (seconds alone) -> wall time
     double t = bwd_start, done = 0;
     for (auto [s, e] : busy_iv) {

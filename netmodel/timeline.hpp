@@ -186,10 +186,11 @@ double backward_contention(const Fabric& fabric, const NetConfig& net, double co
 // each, one communication thread per rank, sharing the fabric's cores_per_node (1 without
 // it); with comm_preempts the communication threads take their cores first. Infinite when
 // backward gets no core at all.
-// How much longer a bucket's codec takes than alone: the ranks of a machine
-// (StepConfig::machine_ranks, else ranks_per_node) over its cores (machine_cores, else the
-// fabric's cores_per_node) when they are more, else 1; 1 when the cores are not known.
-double codec_cpu_share(const Fabric& fabric, const NetConfig& net, const StepConfig& st);
+// How much longer a bucket's codec takes than alone: ceil of the busy threads, the ranks of
+// a machine (StepConfig::machine_ranks, else ranks_per_node) x threads_per_rank, over its
+// cores (machine_cores, else the fabric's cores_per_node) when they are more, else 1; 1
+// when the cores are not known.
+double codec_cpu_share(const Fabric& fabric, const NetConfig& net, const StepConfig& st, double threads_per_rank = 1);
 double backward_slowdown_in_flight(const Fabric& fabric, double ranks_per_node, double compute_threads,
                                    bool comm_preempts);
 
