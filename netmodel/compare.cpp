@@ -202,8 +202,9 @@ std::string compare_table(const CompareReport& r) {
   if (saturated > 0) {
     std::snprintf(buf, sizeof buf,
                   "# %d run(s) CPU-bound: %d ranks on one machine's %d cores used %.0f%% of them or more "
-                  "(/steps/cpu_s, waiting included); the model prices a node's CPU share, not nodes (testbed hosts, "
-                  "containers) competing for one machine's cores, so such steps can run longer than predicted\n",
+                  "(/steps/cpu_s, waiting included); the model prices the codecs' share of the machine's cores, not "
+                  "the waits of exchanges for a rank the scheduler has not run yet, so such steps can run longer "
+                  "than predicted\n",
                   saturated, ranks, cores, 100 * least);
     os << buf;
   }

@@ -31,12 +31,14 @@
 // The AVX2 path (AMD EPYC Zen 3, no AVX-512) ran the float floor, one 8-byte store per 8
 // codes and no prefetch, and was compute-bound at 0.49-0.53x memcpy at 64 MiB. Since
 // 2026-12-06 it runs the AVX-512 path's shape: the integer floor and unsigned min
-// (codes8_avx2), four code vectors packed to one 32-byte store, the next group prefetched,
-// and the norms' lane sums into doubles in registers. Same command, 3 alternating runs of
-// both builds, medians of 3 repetitions (2026-12-06 14:10 UTC, memcpy 7.75-8.50 G/s at
-// 64 MiB): 4.13-4.38 -> 7.05-7.11 G/s at 64 MiB (0.49-0.53x -> 0.88-0.89x), 4.51-4.56 ->
-// 6.99-7.31 at 16 MiB. Without the prefetch the new path measured 3.8-4.5 G/s at 64 MiB
-// (two runs).
+// (codes8_avx2), four code vectors packed to one 32-byte store, the next group prefetched.
+// Same command, 3 alternating runs of both builds, medians of 3 repetitions, ratios to the
+// memcpy of the same run (2026-12-06 15:18 UTC; the VM's memcpy moved between 5.9 and 7.6
+// G/s at 64 MiB): 2.77-3.93 -> 6.64-6.91 G/s at 64 MiB (0.43-0.56x -> 0.89-1.12x),
+// 3.58-4.62 -> 6.42-6.81 at 16 MiB. Without the prefetch the new path measured 3.8-4.5 G/s
+// at 64 MiB (two runs). Summing the norms' lanes into doubles in registers instead of
+// through NormSums measured the same (6.0-6.4 against 5.9-6.6 G/s at 64 MiB, 3 alternating
+// runs) and was left out.
 
 #include <cmath>
 #include <cstring>
@@ -296,10 +298,7 @@ float norm_scalar(const float* p, std::size_t len) {
 }
 
 GS_TARGET_AVX2 float norm_avx2(const float* p, std::size_t len) {
-  // NormSums::add_lanes in registers: lanes 32h + k and 32h + k + 16 (k < 16) are a[4h + k/8]
-  // and a[4h + 2 + k/8]; d[8h + k] (k < 8) adds s[k] and s[k + 8] as doubles. The same adds
-  // in the same order, so the same bits; 12 vector operations per chunk instead of ~80 scalar.
-  __m256d d[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+  NormSums sums;
   const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (std::size_t i = 0; i < len;) {
     const std::size_t stop = std::min(len, i + kNormChunk);
@@ -317,19 +316,10 @@ GS_TARGET_AVX2 float norm_avx2(const float* p, std::size_t len) {
         const __m256 v = _mm256_maskload_ps(p + i + 8 * j, mask);
         a[j] = _mm256_fmadd_ps(v, v, a[j]);
       }
-    for (int h = 0; h < 2; ++h) {
-      const __m256 s0 = _mm256_add_ps(a[4 * h], a[4 * h + 2]);      // s[0..7]
-      const __m256 s8 = _mm256_add_ps(a[4 * h + 1], a[4 * h + 3]);  // s[8..15]
-      const __m256d lo = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(s0)),
-                                       _mm256_cvtps_pd(_mm256_castps256_ps128(s8)));
-      const __m256d hi = _mm256_add_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(s0, 1)),
-                                       _mm256_cvtps_pd(_mm256_extractf128_ps(s8, 1)));
-      d[2 * h] = _mm256_add_pd(d[2 * h], lo);
-      d[2 * h + 1] = _mm256_add_pd(d[2 * h + 1], hi);
-    }
+    alignas(32) float lanes[64];
+    for (int j = 0; j < 8; ++j) _mm256_store_ps(lanes + 8 * j, a[j]);
+    sums.add_lanes(lanes);
   }
-  NormSums sums;
-  for (int k = 0; k < 4; ++k) _mm256_storeu_pd(sums.d + 4 * k, d[k]);
   return sums.norm();
 }
 

@@ -151,7 +151,8 @@ def tune_verify(ctx):
             lines.append(f"In {int(over.sum())} of {len(busy)} runs the {int(cmp['machine_ranks'][i])} ranks used "
                          f"{100 * float(np.min(busy[over])):.0f}% or more of the {int(cmp['machine_cores'][i])} cores "
                          "of the one machine they shared (/steps/cpu_s, waiting included): they competed for the "
-                         "cores, which the model does not price, so their steps can run longer than predicted.")
+                         "cores; the model prices the codecs' share of them, not the exchanges' waits for a rank "
+                         "the scheduler has not run yet, so their steps can run longer than predicted.")
     comp = {}
     for k in keys:
         c = dict(k).get("compress", "none")

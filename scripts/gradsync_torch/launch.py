@@ -72,12 +72,19 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message):
-        if launcher_rank() == 0:
-            sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
-            sys.stderr.flush()
-        else:
-            time.sleep(2)
+        error_line(f"{self.prog}: error: {message} (see --help)")
         sys.exit(2)
+
+
+def error_line(text):
+    """An error every rank finds alike: rank 0 alone writes `text`; the other ranks wait 2 s
+    first, so that a launcher tearing the job down on the first failed process cannot lose
+    rank 0's line."""
+    if launcher_rank() == 0:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+    else:
+        time.sleep(2)
 
 
 def env_from_launcher(env=os.environ):
@@ -219,23 +226,21 @@ def init_distributed(prog, o):
     """The programs' common start: env:// variables from the launcher, torch's threads, the
     process group (o.backend, else nccl on cuda and gloo on cpu). Returns the backend, or
     None after printing the one-line error when no launcher started this process."""
-    import sys
-
-    import torch
-    import torch.distributed as dist
-
     env_from_launcher()
     if "RANK" not in os.environ:
         print(f"gradsync_torch.{prog}: error: not launched by torchrun, srun or mpirun (RANK unset); "
               f"run: scripts/torchrun --nproc-per-node 2 -m gradsync_torch.{prog} ...", file=sys.stderr)
         return None
     die_with_launcher()
+    # Every rank finds a bad value alike: rank 0's line, the others wait (error_line).
     try:
         timeout = collective_timeout_s()
     except ValueError as e:
-        if os.environ.get("RANK", "0") == "0":  # every rank finds it; one line
-            print(f"python -m gradsync_torch.{prog}: error: {e}", file=sys.stderr)
+        error_line(f"python -m gradsync_torch.{prog}: error: {e}")
         return None
+
+    import torch
+    import torch.distributed as dist
     torch.set_num_threads(o.threads)
     backend = o.backend or ("nccl" if o.device == "cuda" else "gloo")
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
