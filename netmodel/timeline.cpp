@@ -175,11 +175,16 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
     return t + (x - done);
   };
   double bwd_end = bwd_end_alone;
+  // Work of d seconds alone with `busy` seconds of backward left: `inside` times slower
+  // until backward ends, `outside` times after (the contention of collectives, the codecs'
+  // CPU share).
+  auto straddle = [](double busy, double d, double inside, double outside) {
+    if (busy <= 0 || inside == outside) return d * outside;
+    return d * inside <= busy ? d * inside : busy + (d - busy / inside) * outside;
+  };
   auto contended = [&](double t, double d) {
     if (!st.overlap || t >= bwd_end || d <= 0) return d;
-    const double busy = bwd_end - t - wake;
-    if (busy <= 0 || slow == 1) return wake + d;
-    return wake + (d * slow <= busy ? d * slow : busy + (d - busy / slow));
+    return wake + straddle(bwd_end - t - wake, d, slow, 1.0);
   };
   auto collective = [&](const Phase& ph, double t, Tokens& tok) {
     CollOptions copt = copt32;
@@ -227,11 +232,7 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
       if (busy || next >= nb || !ready[next]) continue;
       // Start bucket `next` now: its phases (local work, then a collective) in order.
       const Bucket& bk = buckets[next];
-      auto codec_time = [&](double t0, double d) {
-        if (t0 >= bwd_end || codec_share_in == codec_share) return d * codec_share;
-        const double busy = bwd_end - t0;
-        return d * codec_share_in <= busy ? d * codec_share_in : busy + (d - busy / codec_share_in) * codec_share;
-      };
+      auto codec_time = [&](double t0, double d) { return straddle(bwd_end - t0, d, codec_share_in, codec_share); };
       double comm = 0, codec = 0, t = e.t, extra = 0, waited = 0;
       for (const Phase& ph : bk.plan.phases) {
         const double cd = codec_time(t, ph.compute_s);

@@ -129,8 +129,8 @@ struct StepConfig {
   // machine_cores: the namespace testbed runs its hosts on one machine); 0: each node is a
   // machine of its own, with ranks_per_node ranks and the fabric's cores_per_node.
   // A codec runs on its rank's CPU at the same time as the other ranks' (every rank encodes
-  // the same bucket), so with more such ranks than cores each gets cores / ranks of a core
-  // and its codec takes ranks / cores times its time alone (codec_cpu_share).
+  // the same bucket, then they meet in a collective), so with more such ranks than cores its
+  // codec takes ceil(ranks / cores) times its time alone (codec_cpu_share).
   int machine_ranks = 0, machine_cores = 0;
   // The codec runs on a thread of its own beside backward's compute (gradsync-train's
   // reducer encodes on its communication thread), not in the compute thread (PyTorch's DDP
