@@ -109,6 +109,13 @@ void apply_axis(const Axis& a, std::size_t i, PredictConfig& c) {
       GS_USAGE_CHECK(v >= 0 && std::isfinite(v), "option --compute-threads: must be >= 0, got ", v);
       c.compute_threads = v;
     }
+    else if (n == "machine-ranks") {
+      GS_USAGE_CHECK(v >= 1, "option --machine-ranks: must be >= 1, got ", v);
+      c.machine_ranks = as_int(v, n);
+    } else if (n == "machine-cores") {
+      GS_USAGE_CHECK(v >= 1, "option --machine-cores: must be >= 1, got ", v);
+      c.machine_cores = as_int(v, n);
+    }
     else if (n == "samples-per-epoch") c.samples_per_epoch = static_cast<int64_t>(v);
     else if (n == "accumulate") c.accumulate = as_int(v, n);
     else if (n == "overlap") {

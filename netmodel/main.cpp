@@ -279,6 +279,8 @@ const std::vector<AxisOpt>& predict_axes() {
       {"loader-workers", "4", true, "data loader workers (0: loading is serial)"},
       {"data-time-us", "0", true, "data loading work per sample, us"},
       {"compute-threads", "0", true, "threads per rank busy computing during backward (with the fabric's cores_per_node: CPU-share contention; 0: none)"},
+      {"machine-ranks", nullptr, true, "ranks sharing one machine's cores when nodes share a machine (the namespace testbed: every host's rank; a train file's machine_ranks), with --machine-cores: the codecs take ceil(ranks/cores) their time alone (default: a node is a machine)"},
+      {"machine-cores", nullptr, true, "the cores those --machine-ranks share (a train file's machine_cores)"},
       {"optimizer", "sgd", false, "sgd|adam|adamw"},
       {"samples-per-epoch", nullptr, true, "samples per epoch (default: the model's data set)"},
       {"kernels", nullptr, false, "measured compression-kernel rates (TOML from calibrate --kernels; default: the compute profile's rates)"},
@@ -343,6 +345,11 @@ void print_prediction(const PredictConfig& c, const StepResult& r, Predictor& pr
   std::printf("  reducer: %zu buckets (first %g MiB, then %g MiB), overlap %s, algo %s, chunk %s, compress %s\n",
               r.buckets.size(), c.first_bucket_mb, c.bucket_mb, c.overlap ? "on" : "off", c.algo.c_str(),
               chunk_words(c).c_str(), c.compress.c_str());
+  if (c.machine_ranks > 0 && c.machine_ranks > c.machine_cores && c.compress != "none")
+    std::printf("  machine: %d ranks share %d cores: each codec takes %d x its time alone (ceil of ranks / cores; more inside backward with --compute-threads)\n",
+                c.machine_ranks, c.machine_cores, (c.machine_ranks + c.machine_cores - 1) / c.machine_cores);
+  else if (c.machine_ranks > 0)
+    std::printf("  machine: %d ranks share %d cores\n", c.machine_ranks, c.machine_cores);
   std::printf("  %6s %7s %12s %12s %10s %10s %10s %10s %10s %10s\n", "bucket", "tensors", "grad_bytes", "wire_bytes",
               "ready_ms", "start_ms", "end_ms", "comm_ms", "codec_ms", "contend_ms");
   for (std::size_t i = 0; i < r.buckets.size(); ++i) {
@@ -373,6 +380,7 @@ Json prediction_json(const PredictConfig& c, const StepResult& r) {
   j.set("batch_per_rank", static_cast<long long>(c.batch_per_rank)).set("algo", c.algo).set("compress", c.compress);
   j.set("precision", c.precision).set("bucket_mb", c.bucket_mb).set("first_bucket_mb", c.first_bucket_mb);
   j.set("overlap", c.overlap).set("accumulate", c.accumulate);
+  j.set("machine_ranks", c.machine_ranks).set("machine_cores", c.machine_cores);
   j.set("step_time_s", r.step_time_s).set("epoch_time_s", r.epoch_time_s).set("comm_exposed_s", r.comm_exposed_s);
   j.set("comm_total_s", r.comm_total_s).set("data_s", r.data_s).set("forward_s", r.forward_s);
   j.set("backward_s", r.backward_s).set("optimizer_s", r.optimizer_s).set("reducer_s", r.reducer_s);

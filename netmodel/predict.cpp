@@ -127,6 +127,8 @@ StepResult Predictor::predict(const PredictConfig& c, bool keep_buckets) {
   GS_USAGE_CHECK(c.nodes >= 1, "option --nodes must be >= 1, got ", c.nodes);
   GS_USAGE_CHECK(c.ranks_per_node >= 1, "option --ranks-per-node must be >= 1, got ", c.ranks_per_node);
   GS_USAGE_CHECK(c.channels >= 1, "option --channels must be >= 1, got ", c.channels);
+  GS_USAGE_CHECK((c.machine_ranks > 0) == (c.machine_cores > 0), "options --machine-ranks and --machine-cores go together (got ",
+                 c.machine_ranks > 0 ? "only --machine-ranks" : "only --machine-cores", ")");
   GS_USAGE_CHECK(c.chunk_bytes >= 0 || c.chunk_bytes == kAutoChunk, "option --chunk-bytes must be >= 0 bytes or auto");
   check_algo_name(c.algo);
   const Fabric& f = fabric(c.fabric, c.intra);

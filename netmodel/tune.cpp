@@ -276,6 +276,7 @@ Json tune_json(const TuneReport& r) {
   b.set("latency_s", r.bound.latency_s).set("bandwidth_s", r.bound.bandwidth_s).set("codec_s", r.bound.codec_s);
   b.set("comm_total_s", r.bound.comm_total_s).set("comm_exposed_s", r.bound.comm_exposed_s);
   j.set("bound", b);
+  j.set("machine_ranks", r.best.config.machine_ranks).set("machine_cores", r.best.config.machine_cores);
   j.set("fabrics_searched", static_cast<long long>(r.fabrics_searched));
   j.set("evaluated", static_cast<long long>(r.evaluated)).set("seconds", r.seconds);
   return j;
@@ -289,6 +290,11 @@ std::string tune_text(const TuneReport& r) {
                 c.model.c_str(), c.fabric.c_str(), c.nodes, c.ranks_per_node, static_cast<long long>(c.batch_per_rank),
                 r.evaluated, r.seconds);
   o << line;
+  if (c.machine_ranks > 0) {
+    std::snprintf(line, sizeof line, "  machine: %d ranks share %d cores (codecs priced at their share of them)\n",
+                  c.machine_ranks, c.machine_cores);
+    o << line;
+  }
   o << "recommended: " << train_args(c) << "\n";
   if (r.fabrics_searched > 1) o << "  interface (fabric): " << c.fabric << " of " << r.fabrics_searched << " offered\n";
   std::snprintf(line, sizeof line, "  predicted step %.3f ms, epoch %.2f s (default: step %.3f ms, epoch %.2f s; %+.1f%%)\n",

@@ -12,12 +12,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/mpi_comm.hpp"
 #include "comm/net_traffic.hpp"
+#include "core/cpus.hpp"
 #include "core/error.hpp"
 #include "core/h5io.hpp"
 #include "core/json.hpp"
@@ -129,6 +131,17 @@ int main(int argc, char** argv) {
       std::printf("%s", list_models_text(o.json).c_str());
       return 0;
     }
+    // "--tune X" as two words under Open MPI's mpirun: mpirun 4.x also took it as its own
+    // --tune (an MCA parameter file X) and each process printed "Unable to locate the variable
+    // file" before this one started. The run goes on; one line says what those messages were.
+    if (!o.tune.empty() && std::getenv("OMPI_COMM_WORLD_SIZE") && launcher_rank_zero())
+      for (int i = 1; i + 1 < argc; ++i)
+        if (std::string(argv[i]) == "--tune")
+          std::fprintf(stderr,
+                       "gradsync-train: note: Open MPI's mpirun also read '--tune %s' as its own option (an MCA "
+                       "parameter file; the 'Unable to locate the variable file' messages); gradsync-train tunes for "
+                       "fabric %s all the same. Write --tune=%s to keep mpirun out of it\n",
+                       argv[i + 1], o.tune.c_str(), o.tune.c_str());
     validate_params();  // first: a bad GRADSYNC_* default is named as the variable, not as its option
     validate_train_options(o);
 #ifndef GRADSYNC_HAVE_CUDA
@@ -160,7 +173,11 @@ int main(int argc, char** argv) {
     }
 #endif
     if (!dev) dev = device::make_host_device();
-    apply_tune(o, world.node_count(), world.local_size());  // --tune: the same choice on every rank
+    if (!o.tune.empty()) {  // --tune: the same choice on every rank (every rank has the same options)
+      const MachineShare m =
+          machine_share(world.allgather_strings(machine_id()), world.allgather_strings(cpu_list(affinity_cpus())));
+      apply_tune(o, world.node_count(), static_cast<int>(world.max_int64(world.local_size())), m.ranks, m.cores);
+    }
     GS_CHECK(mpi.thread_level() >= MPI_THREAD_MULTIPLE, "the MPI library provides thread level ", mpi.thread_level(),
              " but the reducer's communication thread needs MPI_THREAD_MULTIPLE (", MPI_THREAD_MULTIPLE, ")");
     // The result path is checked before any step runs (rank 0 writes it; every rank

@@ -61,7 +61,7 @@ po::options_description describe(TrainOptions& o) {
     ("warmup-steps", po::value(&o.warmup_steps), "steps left out of the summary statistics (default 2)")
     ("out", po::value(&o.out), "result file (default results/train-<model>-<UTC time>.h5)")
     ("list-models", po::bool_switch(&o.list_models), "list the models and exit")
-    ("tune", po::value(&o.tune), "FABRIC (name or TOML): let gradsync-model's tuner pick bucket sizes, algorithm, chunk, channels, compressor and precision (those not given) for this cluster; the choice and its predicted step are recorded")
+    ("tune", po::value(&o.tune), "FABRIC (name or TOML): let gradsync-model's tuner pick bucket sizes, algorithm, chunk, channels, compressor and precision (those not given) for this cluster; the choice and its predicted step are recorded. Under Open MPI 4's mpirun write --tune=FABRIC: mpirun also reads a separate '--tune X' anywhere on its command line as its own option (an MCA parameter file) and every process prints 'Unable to locate the variable file'")
     ("json", po::bool_switch(&o.json), "machine-readable output (--list-models, summary)")
     ("quiet", po::bool_switch(&o.quiet), "no progress and no summary (the output path is still printed)");
   // clang-format on
@@ -126,7 +126,7 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
   return o;
 }
 
-void apply_tune(TrainOptions& o, int nodes, int ranks_per_node) {
+void apply_tune(TrainOptions& o, int nodes, int ranks_per_node, int machine_ranks, int machine_cores) {
   if (o.tune.empty()) return;
   GS_USAGE_CHECK(o.compute == "emulated", "option --tune: the model predicts zoo models with --compute emulated, not '",
                  o.model, "' with --compute ", o.compute);
@@ -143,6 +143,10 @@ void apply_tune(TrainOptions& o, int nodes, int ranks_per_node) {
   base.data_time_s = o.data_time_us * 1e-6;
   base.optimizer = o.optimizer;
   base.samples_per_epoch = o.samples_per_epoch;
+  if (machine_ranks > 0 && machine_cores > 0) {  // the cores this run's ranks share (core/cpus.hpp)
+    base.machine_ranks = machine_ranks;
+    base.machine_cores = machine_cores;
+  }
   netmodel::TuneSpace space = netmodel::default_tune_space(nodes, ranks_per_node);
   auto given = [&](const char* k) { return std::find(o.knobs_given.begin(), o.knobs_given.end(), k) != o.knobs_given.end(); };
   if (given("bucket-mb")) space.bucket_mb = {o.bucket_mb};

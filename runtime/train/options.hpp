@@ -66,8 +66,11 @@ std::string train_usage();
 void validate_train_options(const TrainOptions& o);
 // --tune: applies the model's choice for a cluster of nodes x ranks_per_node (the knobs not
 // given on the command line). Deterministic, so every rank picks the same. UsageError when
-// the run is not one the model can predict (real compute, an unknown fabric).
-void apply_tune(TrainOptions& o, int nodes, int ranks_per_node);
+// the run is not one the model can predict (real compute, an unknown fabric). machine_ranks
+// and machine_cores: the ranks sharing one machine's cores and those cores (core/cpus.hpp
+// machine_share; 0: unknown), so the tuner prices the codecs at their share of the cores
+// (the namespace testbed's hosts, an oversubscribed node).
+void apply_tune(TrainOptions& o, int nodes, int ranks_per_node, int machine_ranks = 0, int machine_cores = 0);
 // The part of it that applies to --device cuda only (called by validate_train_options):
 // what the GPU path does not support yet (real compute of models other than mlp) is refused
 // with exit status 2. Every --compress spec and precision runs on cuda.

@@ -181,6 +181,66 @@ TEST(Tune, OptionsFixKnobsAndRefuseListsElsewhere) {
   EXPECT_THROW(apply_tune_axes(given, base, s), UsageError);
 }
 
+TEST(Tune, RanksSharingAMachinesCoresPriceTheCodecsAtTheirShare) {
+  // 3 hosts on one machine's 2 cores (the namespace testbed): predict --machine-ranks 3
+  // --machine-cores 2, and what gradsync-train --tune passes from its own placement.
+  std::vector<Axis> given(4);
+  given[0].name = "nodes";
+  given[0].numbers = {3};
+  given[1].name = "machine-ranks";
+  given[1].numbers = {3};
+  given[2].name = "machine-cores";
+  given[2].numbers = {2};
+  given[3].name = "compress";
+  given[3].strings = {"none", "powersgd:rank=4"};
+  PredictConfig shared;
+  TuneSpace s;
+  apply_tune_axes(given, shared, s);
+  EXPECT_EQ(shared.machine_ranks, 3);
+  EXPECT_EQ(shared.machine_cores, 2);
+  shared.fabric = "seed-tcp";
+  shared.model = "resnet50";
+  Predictor p;
+  PredictConfig alone = shared;
+  alone.machine_ranks = alone.machine_cores = 0;
+  // A compressed step's codecs take ceil(3 / 2) = 2x their time alone; a plain all-reduce
+  // has none, so it is priced the same.
+  shared.compress = alone.compress = "powersgd:rank=4";
+  const StepResult a = p.predict(alone), b = p.predict(shared);
+  double codec_a = 0, codec_b = 0;
+  for (const auto& k : a.buckets) codec_a += k.codec_s;
+  for (const auto& k : b.buckets) codec_b += k.codec_s;
+  ASSERT_GT(codec_a, 0);
+  EXPECT_NEAR(codec_b, 2 * codec_a, 1e-9 * codec_a);
+  EXPECT_GT(b.step_time_s, a.step_time_s);
+  shared.compress = alone.compress = "none";
+  EXPECT_DOUBLE_EQ(p.predict(shared).step_time_s, p.predict(alone).step_time_s);
+  // The tuner prices every candidate so, the default configuration included.
+  s.bucket_mb = {25};
+  s.first_bucket_mb = {1};
+  s.algo = {"ring"};
+  s.chunk_bytes = {32768};
+  s.channels = {1};
+  s.precision = {"fp32"};
+  shared.compress = "none";
+  const TuneReport r = tune(shared, s, p, 2);
+  EXPECT_EQ(r.best.config.machine_ranks, 3);
+  EXPECT_EQ(r.base.config.machine_cores, 2);
+  for (const auto& e : r.best_per_compressor) {
+    PredictConfig again = e.config;
+    EXPECT_DOUBLE_EQ(p.predict(again).step_time_s, e.step_time_s) << e.config.compress;
+  }
+  // One without the other is refused, naming both options.
+  PredictConfig half = shared;
+  half.machine_cores = 0;
+  try {
+    (void)p.predict(half);
+    ADD_FAILURE() << "predict accepted --machine-ranks without --machine-cores";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--machine-ranks and --machine-cores"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Tune, InterfaceIsAKnobWhenSeveralFabricsAreOffered) {
   Predictor p;
   TuneSpace s = small_space();
