@@ -539,6 +539,11 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
       if (cols[c].kind == Model::InvGamma && !(s.x[static_cast<int>(c)] > 0)) return false;
     return true;
   };
+  auto bandwidths_positive = [](const Model& m, const Solved& s) {
+    for (int j = 0; j < m.nreg(); ++j)
+      if (!(s.x[m.index(j, Model::InvBw)] > 0)) return false;
+    return true;
+  };
   auto search = [&](RegimeKey key, Model& best, Solved& sb) {
     std::set<double> keys, cands;
     for (const auto& p : pts) {
@@ -563,9 +568,7 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
       m.breaks = br;
       m.key = key;
       const Solved s = solve_duplex(pts, m);
-      if (s.rank < m.ncols()) return false;
-      for (int j = 0; j < m.nreg(); ++j)
-        if (!(s.x[m.index(j, Model::InvBw)] > 0)) return false;
+      if (s.rank < m.ncols() || !bandwidths_positive(m, s)) return false;
       // gamma was positive with one regime; a regime split must not turn it negative.
       if (!gamma_positive(m, s)) return false;
       m_out = m;
@@ -656,7 +659,10 @@ LevelFit fit_level_once(const std::string& level, const std::vector<BenchPoint>&
     Model m = by_ws;
     m.gamma_regimes = true;
     const Solved s = solve_duplex(pts, m);
-    if (s.rank == m.ncols() && gamma_positive(m, s) && s.wsse < 0.99 * s_ws.wsse) {
+    // Its own gamma must leave every regime a positive bandwidth, as a split must (a
+    // 3-rank shared-memory sweep, 2026-12-06: the last regime's sums took the whole of its
+    // time and its 1/bw came out at -2.5e-13, so calibrate refused the sweep).
+    if (s.rank == m.ncols() && gamma_positive(m, s) && bandwidths_positive(m, s) && s.wsse < 0.99 * s_ws.wsse) {
       by_ws = m;
       s_ws = s;
     }

@@ -1404,6 +1404,26 @@ TEST(Calibrate, AStepOfThreeRanksOnTwoCoresTakesTwiceItsTime) {
                             {"rd", 16 << 20, 0, {7974.4, 7951.3, 7783.1}}});
 }
 
+TEST(Calibrate, TheLastRegimesOwnGammaLeavesEveryRegimeABandwidth) {
+  // A 3-rank sweep of this project's 2-core host in its slow state (tests/data/shm-sweeps/
+  // fid2-*-3, 2026-12-06 17:37 UTC). Its last working-set regime's own gamma (the sums past
+  // the cache) took all of that regime's time and left its 1/bw at -2.5e-13, and calibrate
+  // refused the sweep ("fitted bandwidth is not positive"). The term is kept only when every
+  // regime keeps a positive bandwidth, as a regime split is.
+  FabricFit fit;
+  ASSERT_NO_THROW(fit = fit_kept_sweeps({"fid2-pingpong-3.h5", "fid2-sendrecv-3.h5", "fid2-ring-3.h5"}, "fid2-3"));
+  const Level& l = fit.fabric.intra;
+  ASSERT_GT(l.regimes.size(), 1u) << fit.levels.at(0).notes;
+  for (const Regime& r : l.regimes) EXPECT_GT(r.bw_Bps, 0) << r.up_to_bytes;
+  EXPECT_GT(l.gamma_Bps, 0);
+  // The fit still follows its own large ring points (4-32 MiB) within a quarter.
+  for (const PointFit& p : fit.levels.at(0).points) {
+    if (p.point.op == Op::Allreduce && p.point.bytes >= (4 << 20)) {
+      EXPECT_LT(std::abs(p.rel_residual), 0.25) << p.point.bytes;
+    }
+  }
+}
+
 TEST(Calibrate, WarnsWhenTheFitIsPoor) {
   // Times that do not follow alpha + n/bw at all (random in [1 us, 10 ms]).
   const Fabric f = simple_fabric(5e-6, 10e9);
