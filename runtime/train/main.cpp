@@ -138,9 +138,9 @@ int main(int argc, char** argv) {
       for (int i = 1; i + 1 < argc; ++i)
         if (std::string(argv[i]) == "--tune")
           std::fprintf(stderr,
-                       "gradsync-train: note: Open MPI's mpirun also read '--tune %s' as its own option (an MCA "
-                       "parameter file; the 'Unable to locate the variable file' messages); gradsync-train tunes for "
-                       "fabric %s all the same. Write --tune=%s to keep mpirun out of it\n",
+                       "gradsync-train: note: '--tune %s' as two words: Open MPI 4's mpirun also reads it as its own "
+                       "option (an MCA parameter file) and each process prints 'Unable to locate the variable file'; "
+                       "gradsync-train tunes for fabric %s all the same. Write --tune=%s to keep mpirun out of it\n",
                        argv[i + 1], o.tune.c_str(), o.tune.c_str());
     validate_params();  // first: a bad GRADSYNC_* default is named as the variable, not as its option
     validate_train_options(o);
