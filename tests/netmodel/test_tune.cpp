@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -26,6 +27,20 @@ PredictConfig base_config(const std::string& fabric, int nodes, int rpn, int64_t
   c.ranks_per_node = rpn;
   c.batch_per_rank = batch;
   return c;
+}
+
+// One command-line option as apply_tune_axes takes it: numbers, or strings.
+Axis number_axis(const std::string& name, std::vector<double> values) {
+  Axis a;
+  a.name = name;
+  a.numbers = std::move(values);
+  return a;
+}
+Axis string_axis(const std::string& name, std::vector<std::string> values) {
+  Axis a;
+  a.name = name;
+  a.strings = std::move(values);
+  return a;
 }
 
 TuneSpace small_space() {
@@ -162,13 +177,8 @@ TEST(Tune, DefaultSpaceFollowsThePlacement) {
 }
 
 TEST(Tune, OptionsFixKnobsAndRefuseListsElsewhere) {
-  std::vector<Axis> given(3);
-  given[0].name = "nodes";
-  given[0].numbers = {2};
-  given[1].name = "algo";
-  given[1].strings = {"ring", "rd"};
-  given[2].name = "fabric";
-  given[2].strings = {"seed-tcp", "seed-roce"};
+  std::vector<Axis> given = {number_axis("nodes", {2}), string_axis("algo", {"ring", "rd"}),
+                              string_axis("fabric", {"seed-tcp", "seed-roce"})};
   PredictConfig base;
   TuneSpace s;
   apply_tune_axes(given, base, s);
@@ -184,15 +194,9 @@ TEST(Tune, OptionsFixKnobsAndRefuseListsElsewhere) {
 TEST(Tune, RanksSharingAMachinesCoresPriceTheCodecsAtTheirShare) {
   // 3 hosts on one machine's 2 cores (the namespace testbed): predict --machine-ranks 3
   // --machine-cores 2, and what gradsync-train --tune passes from its own placement.
-  std::vector<Axis> given(4);
-  given[0].name = "nodes";
-  given[0].numbers = {3};
-  given[1].name = "machine-ranks";
-  given[1].numbers = {3};
-  given[2].name = "machine-cores";
-  given[2].numbers = {2};
-  given[3].name = "compress";
-  given[3].strings = {"none", "powersgd:rank=4"};
+  const std::vector<Axis> given = {number_axis("nodes", {3}), number_axis("machine-ranks", {3}),
+                                    number_axis("machine-cores", {2}),
+                                    string_axis("compress", {"none", "powersgd:rank=4"})};
   PredictConfig shared;
   TuneSpace s;
   apply_tune_axes(given, shared, s);
