@@ -345,11 +345,19 @@ void print_prediction(const PredictConfig& c, const StepResult& r, Predictor& pr
   std::printf("  reducer: %zu buckets (first %g MiB, then %g MiB), overlap %s, algo %s, chunk %s, compress %s\n",
               r.buckets.size(), c.first_bucket_mb, c.bucket_mb, c.overlap ? "on" : "off", c.algo.c_str(),
               chunk_words(c).c_str(), c.compress.c_str());
-  if (c.machine_ranks > 0 && c.machine_ranks > c.machine_cores && c.compress != "none")
-    std::printf("  machine: %d ranks share %d cores: each codec takes %d x its time alone (ceil of ranks / cores; more inside backward with --compute-threads)\n",
-                c.machine_ranks, c.machine_cores, (c.machine_ranks + c.machine_cores - 1) / c.machine_cores);
-  else if (c.machine_ranks > 0)
-    std::printf("  machine: %d ranks share %d cores\n", c.machine_ranks, c.machine_cores);
+  if (c.machine_ranks > 0) {
+    // The timeline's own factor (codec_cpu_share), outside backward.
+    StepConfig st;
+    st.machine_ranks = c.machine_ranks;
+    st.machine_cores = c.machine_cores;
+    const double share = codec_cpu_share(f, NetConfig{c.nodes, c.ranks_per_node, c.algo}, st);
+    if (share > 1)
+      std::printf("  machine: %d ranks share %d cores: each codec takes %g x its time alone (more inside backward "
+                  "with --compute-threads)\n",
+                  c.machine_ranks, c.machine_cores, share);
+    else
+      std::printf("  machine: %d ranks share %d cores\n", c.machine_ranks, c.machine_cores);
+  }
   std::printf("  %6s %7s %12s %12s %10s %10s %10s %10s %10s %10s\n", "bucket", "tensors", "grad_bytes", "wire_bytes",
               "ready_ms", "start_ms", "end_ms", "comm_ms", "codec_ms", "contend_ms");
   for (std::size_t i = 0; i < r.buckets.size(); ++i) {
