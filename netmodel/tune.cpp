@@ -156,7 +156,7 @@ PredictConfig runtime_default_config(const PredictConfig& base) {
   PredictConfig c = base;
   c.bucket_mb = 25;
   c.first_bucket_mb = 1;
-  c.algo = "ring";
+  c.algo = "auto";
   c.chunk_bytes = runtime_chunk(base.nodes);
   c.channels = 1;
   c.compress = "none";

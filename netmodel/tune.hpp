@@ -28,7 +28,7 @@ struct TuneSpace {
 // `ranks_per_node` (shm only on one node, hier only on several nodes of several ranks).
 TuneSpace default_tune_space(int nodes, int ranks_per_node);
 
-// gradsync-train's defaults for this run (bucket 25 MiB, first 1 MiB, ring, the runtime's
+// gradsync-train's defaults for this run (bucket 25 MiB, first 1 MiB, auto, the runtime's
 // transport-aware chunk: 32 KiB between nodes, 4 MiB on one node; 1 channel, no
 // compression, fp32), on the base's cluster and fabric.
 PredictConfig runtime_default_config(const PredictConfig& base);

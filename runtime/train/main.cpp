@@ -48,6 +48,24 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// "auto: shm (3 buckets), mpi (1 bucket)": the algorithms the buckets' all-reduces ran,
+// in first-use order with their bucket counts.
+std::string algorithm_line(const std::string& algo, const std::vector<std::string>& per_bucket) {
+  std::vector<std::pair<std::string, int>> counts;
+  for (const auto& a : per_bucket) {
+    const std::string name = a.empty() ? "no all-reduce" : a;
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == name; });
+    if (it == counts.end()) counts.emplace_back(name, 1);
+    else ++it->second;
+  }
+  if (counts.size() == 1 && counts[0].first == algo) return algo;
+  std::string s = algo + ":";
+  for (std::size_t i = 0; i < counts.size(); ++i)
+    s += (i ? ", " : " ") + counts[i].first + " (" + std::to_string(counts[i].second) +
+         (counts[i].second == 1 ? " bucket)" : " buckets)");
+  return s;
+}
+
 void print_summary(const TrainOptions& o, const RunResult& r, const std::string& path) {
   const std::size_t skip = std::min<std::size_t>(static_cast<std::size_t>(o.warmup_steps), r.steps.size() > 1 ? r.steps.size() - 1 : 0);
   std::vector<double> step, exposed, total, bytes, reducer_pct;
@@ -61,6 +79,8 @@ void print_summary(const TrainOptions& o, const RunResult& r, const std::string&
   }
   const double final_loss = r.steps.empty() ? std::nan("") : r.steps.back().loss;
   if (o.json) {
+    Json algos_json = Json::array();
+    for (const auto& a : r.bucket_algo_used) algos_json.push(a);
     Json j = Json::object();
     j.set("model", o.model)
         .set("compute", o.compute)
@@ -73,6 +93,8 @@ void print_summary(const TrainOptions& o, const RunResult& r, const std::string&
         .set("median_comm_total_s", median(total))
         .set("median_bytes_sent", median(bytes))
         .set("median_reducer_pct", median(reducer_pct))
+        .set("algo", r.backend == "nccl" ? std::string("nccl") : o.algo)
+        .set("bucket_algo_used", algos_json)
         .set("final_loss", std::isfinite(final_loss) ? Json(final_loss) : Json())
         .set("final_eval_accuracy", std::isfinite(r.final_eval_accuracy) ? Json(r.final_eval_accuracy) : Json())
         .set("final_param_norm", r.final_param_norm)
@@ -98,6 +120,8 @@ void print_summary(const TrainOptions& o, const RunResult& r, const std::string&
     std::printf("  exposed comm   %.3f ms (1 rank: nothing to communicate)\n", me * 1e3);
   std::printf("  sent per step  %s per rank in %zu bucket(s)\n", format_bytes(median(bytes)).c_str(),
               r.bucket_bytes.size());
+  if (r.nranks > 1 && !r.bucket_algo_used.empty())
+    std::printf("  algorithm      %s\n", algorithm_line(r.backend == "nccl" ? "nccl" : o.algo, r.bucket_algo_used).c_str());
   std::printf("  reducer        %.2f%% of step time (bookkeeping, median)\n", median(reducer_pct));
   // Which interfaces carried the run (those with traffic; the file has them all).
   for (const std::string& line : net_traffic_lines(r.net, r.hostnames))

@@ -45,7 +45,7 @@ po::options_description describe(TrainOptions& o) {
     ("first-bucket-mb", po::value(&o.first_bucket_mb), "limit of the first bucket formed (the last parameters) in MiB (default 1)")
     ("no-overlap", "launch all bucket all-reduces after backward instead of during it")
     ("accumulate", po::value(&o.accumulate), "micro-steps per optimizer step (gradient accumulation; sync on the last; default 1)")
-    ("algo", po::value(&o.algo), "all-reduce algorithm from the registry (default ring); top-k, QSGD and 1-bit all-gather on a ring in its chunk (mpi: MPI_Allgather)")
+    ("algo", po::value(&o.algo), "all-reduce algorithm from the registry (default auto: by size and placement, shm on one node, hier on several nodes of several ranks, ring for large buckets between nodes; runtime/plan/algos.hpp); top-k, QSGD and 1-bit all-gather on a ring in its chunk (mpi: MPI_Allgather)")
     ("buffers", po::value(&o.buffers), "shared (default) or private: host buckets in the node's shared memory, registered with the communicator when all ranks share one node, so --algo shm (and auto where it picks shm) sums and copies straight from the peers' buckets; private: each process's own memory")
     ("chunk-bytes", po::value<std::string>(), "ring pipelining chunk, e.g. 4M, or auto (default GRADSYNC_CHUNK_BYTES: auto, by transport)")
     ("channels", po::value(&o.channels), "concurrent rings (default GRADSYNC_CHANNELS)")

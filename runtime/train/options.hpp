@@ -24,7 +24,7 @@ struct TrainOptions {
   double first_bucket_mb = 1.0;
   bool overlap = true;
   std::int64_t accumulate = 1;
-  std::string algo = "ring";
+  std::string algo = "auto";
   // shared: host buckets in the node's shared memory, registered with the reducer's
   // communicator, when all ranks share one node (shm then reads peers' buckets in place);
   // private: each process's own memory.

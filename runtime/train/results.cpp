@@ -86,6 +86,7 @@ std::string write_train_results(const std::string& path, const TrainOptions& o, 
   w.attr("/", "warmup_steps", static_cast<I>(o.warmup_steps));
   w.attr("/", "num_buckets", static_cast<I>(r.bucket_bytes.size()));
   w.attr("/", "bucket_bytes", r.bucket_bytes);
+  w.attr("/", "bucket_algo_used", r.bucket_algo_used);
   w.attr("/", "final_param_norm", r.final_param_norm);
   w.attr("/", "final_eval_accuracy", r.final_eval_accuracy);
   w.attr("/", "compression_ratio", r.compression_ratio);

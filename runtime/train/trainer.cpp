@@ -31,6 +31,7 @@
 #include "train/sampler.hpp"
 #include "plan/algos.hpp"
 #include "plan/buckets.hpp"
+#include "plan/compress.hpp"
 
 namespace gradsync::train {
 
@@ -165,6 +166,35 @@ void combine_step_statistics(Communicator& world, const std::vector<StepRow>& mi
     }
     res.epochs.push_back(er);
   }
+}
+
+// The algorithm each bucket's all-reduces run with in a compressed step: the compressor's
+// wire plan (plan/compress.hpp) sized for p ranks, each all-reduce phase named by what the
+// algorithm picks at its size (auto's choice, or the given name), "+"-joined where they
+// differ (PowerSGD's rest, P and Q); "" for a bucket whose plan sends no all-reduce (top-k,
+// QSGD and 1-bit all-gather and all-to-all).
+std::vector<std::string> bucket_algorithms(const AllreduceAlgorithm& algo, const std::string& compress_effective,
+                                           const std::vector<models::TensorSpec>& tensors,
+                                           const std::vector<std::vector<std::size_t>>& assignment, int p) {
+  const plan::CompressorSpec spec = plan::parse_compressor(compress_effective);
+  std::vector<std::string> out;
+  out.reserve(assignment.size());
+  for (const auto& bucket : assignment) {
+    std::vector<plan::TensorShape> shapes;
+    shapes.reserve(bucket.size());
+    for (std::size_t i : bucket) {
+      const auto& t = tensors[i];
+      shapes.push_back({t.numel(), t.shape.empty() ? 1 : t.shape[0], static_cast<int>(t.shape.size())});
+    }
+    std::string names;
+    for (const auto& ph : plan::wire_plan(spec, shapes, 4, p).phases) {
+      if (ph.op != plan::Coll::Allreduce || ph.bytes == 0) continue;
+      const std::string a = algo.chosen(static_cast<std::size_t>(ph.bytes));
+      if (("+" + names + "+").find("+" + a + "+") == std::string::npos) names += (names.empty() ? "" : "+") + a;
+    }
+    out.push_back(names);
+  }
+  return out;
 }
 
 }  // namespace
@@ -345,6 +375,9 @@ struct Trainer::Impl {
     const ChunkChoice chunk = allreduce->chunk();
     res.chunk_bytes_used = static_cast<std::int64_t>(chunk.bytes);
     res.chunk_reason = chunk.reason;
+    res.bucket_algo_used = device_comm ? std::vector<std::string>(reducer->assignment().size(), "nccl")
+                                       : bucket_algorithms(*allreduce, compressor->spec(), tensors,
+                                                           reducer->assignment(), reducer_comm->size());
     res.buffers = reducer->shared_buckets() ? "shared" : "private";
     res.device = dev.name();
     res.gpu_name = dev.gpu_name();

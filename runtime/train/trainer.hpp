@@ -113,6 +113,10 @@ struct RunResult {
   // pipeline), as gradsync-bench records it.
   std::int64_t chunk_bytes_used = 0;
   std::string chunk_reason;
+  // Per bucket (launch order): the algorithm of its all-reduces in a compressed step, as the
+  // all-reduce algorithm picked it at their sizes ("+"-joined where they differ; "" where the
+  // compressor sends none; "nccl" on the NCCL backend).
+  std::vector<std::string> bucket_algo_used;
   std::string buffers;  // the buckets: "shared" (registered in the node's shared memory) or "private"
   std::string gpu_name;
   std::int64_t gpu_memory_used_bytes = -1;

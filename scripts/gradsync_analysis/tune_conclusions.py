@@ -4,7 +4,7 @@ Over the study's gradsync-train grid it compares the model's ranking of the conf
 (gradsync-model compare, the calibrated fabric and compute profile) with the measured one:
 Spearman rank correlation, whether the configuration the model ranks first is within 5% of
 the measured best, and the tuned configuration's gain over gradsync-train's default
-(bucket 25 MiB, ring, no compression) measured against predicted."""
+(bucket 25 MiB, auto, no compression) measured against predicted."""
 from __future__ import annotations
 
 import math
@@ -15,7 +15,7 @@ import numpy as np
 from .conclusions import grid_of, ms, writer
 
 KNOBS = ("bucket-mb", "first-bucket-mb", "algo", "chunk-bytes", "channels", "compress", "precision")
-DEFAULT = {"bucket-mb": 25, "algo": "ring", "compress": "none"}
+DEFAULT = {"bucket-mb": 25, "algo": "auto", "compress": "none"}
 
 
 def ranks(v):

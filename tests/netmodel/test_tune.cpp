@@ -145,7 +145,7 @@ TEST(Tune, DefaultIsTheTrainDefaultAndNeverBeatsTheWinner) {
   Predictor p;
   const PredictConfig base = base_config("seed-tcp", 4, 1, 32);
   const PredictConfig d = runtime_default_config(base);
-  EXPECT_EQ(d.algo, "ring");
+  EXPECT_EQ(d.algo, "auto");
   EXPECT_EQ(d.bucket_mb, 25);
   EXPECT_EQ(d.first_bucket_mb, 1);
   EXPECT_EQ(d.chunk_bytes, 32768);  // between nodes: below the 64 KiB TCP eager limit

@@ -448,6 +448,29 @@ def case_schema(r):
     check(int(e.attrs["chunk_bytes"]) == 65536 and int(e.attrs["chunk_bytes_used"]) == 65536,
           f"--chunk-bytes 64K: chunk_bytes {e.attrs['chunk_bytes']}, used {e.attrs['chunk_bytes_used']}")
     check(e.attrs["compute_profile"] == "h200", "emulated default profile")
+    # bucket_algo_used: what each bucket's all-reduce ran. The default (--algo auto) on one
+    # node: mpi up to 64 KiB, shm above (the mlp's buckets are 10,280, 263,168 and 66,560
+    # bytes), as the model resolves auto for the same sizes (gradsync-model collective,
+    # whose "mpi" is Open MPI's own choice: rd or ring); a given algorithm names itself.
+    want = ["mpi" if int(b) <= 65536 else "shm" for b in f.attrs["bucket_bytes"]]
+    check(f.attrs["algo"] == "auto" and list(f.attrs["bucket_algo_used"]) == want and "mpi" in want and "shm" in want,
+          f"default algo {f.attrs['algo']!r}, used {list(f.attrs['bucket_algo_used'])} for {list(f.attrs['bucket_bytes'])}")
+    check(list(e.attrs["bucket_algo_used"]) == ["ring"] * int(e.attrs["num_buckets"]),
+          f"--algo ring: used {list(e.attrs['bucket_algo_used'])}")
+    a = r.train_file(2, "auto", ["--model", "resnet18-cifar", "--compute", "emulated", "--steps", "2",
+                                 "--first-bucket-mb", "0.03"])
+    used, sizes = list(a.attrs["bucket_algo_used"]), [int(x) for x in a.attrs["bucket_bytes"]]
+    check(len(used) == len(sizes) and "shm" in used, f"auto on resnet18-cifar: {used} for {sizes}")
+    model_bin = os.path.join(os.path.dirname(r.train), "gradsync-model")
+    if os.path.exists(model_bin):
+        for u, b in zip(used, sizes):
+            q = subprocess.run([model_bin, "collective", "--op", "allreduce", "--algo", "auto", "--ranks", "2",
+                                "--bytes", str(b), "--fabric", "shm-local", "--json"], capture_output=True, text=True)
+            m = json.loads(q.stdout)["algo_used"]
+            check(u == m or (u == "mpi" and m in ("rd", "ring")), f"bucket of {b} bytes: ran {u}, the model prices {m}")
+    p = r.run(2, ["--model", "resnet18-cifar", "--compute", "emulated", "--steps", "2", "--bucket-mb", "2",
+                  "--out", os.path.join(r.workdir, "line.h5")])
+    check(re.search(r"^  algorithm      auto: shm \(\d+ buckets\)", p.stdout, re.M), f"summary: {p.stdout!r}")
     # --buffers: the buckets registered in the node's shared memory by default (one node),
     # each process's own with --buffers private; shm averages both right.
     check(f.attrs["buffers"] == "shared" and e.attrs["buffers"] == "shared",
