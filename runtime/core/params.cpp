@@ -18,6 +18,9 @@ const std::vector<ParamInfo>& param_registry() {
       {"GRADSYNC_CHUNK_BYTES", "auto",
        "default ring pipelining chunk (the NCCL_BUFFSIZE analog); auto: by transport (32K over TCP, 4M on one node)"},
       {"GRADSYNC_CHANNELS", "1", "default number of concurrent rings (the NCCL_NSOCKS_PERTHREAD analog)"},
+      {"GRADSYNC_SWEEP_SHM", "1",
+       "1: at start-up one rank per node removes the Open MPI shared-memory segment files (/dev/shm/vader_segment.*) "
+       "of this host and user that killed jobs left and no process maps (core/stale_shm.hpp); 0: leave them"},
   };
   return registry;
 }
@@ -61,10 +64,20 @@ void validate_params() {
   GS_USAGE_CHECK(channels >= 1 && channels <= kMaxParamChannels,
                  "environment GRADSYNC_CHANNELS: must be between 1 and ", kMaxParamChannels, " (got ",
                  param_string("GRADSYNC_CHANNELS"), ")");
+  const std::string sweep = param_string("GRADSYNC_SWEEP_SHM");
+  GS_USAGE_CHECK(sweep == "0" || sweep == "1", "environment GRADSYNC_SWEEP_SHM: must be 0 or 1 (got ", sweep, ")");
 }
 
 bool launcher_rank_zero() {
   for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    const char* v = std::getenv(var);
+    if (v && *v) return std::atoi(v) == 0;
+  }
+  return true;
+}
+
+bool launcher_local_rank_zero() {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
     const char* v = std::getenv(var);
     if (v && *v) return std::atoi(v) == 0;
   }

@@ -36,6 +36,9 @@ void validate_params();
 // (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID); true without a launcher.
 // Usage errors found then are printed by rank 0 only: every rank finds the same ones.
 bool launcher_rank_zero();
+// The first rank on this node by the launcher's environment (OMPI_COMM_WORLD_LOCAL_RANK,
+// MPI_LOCALRANKID, SLURM_LOCALID); true without one.
+bool launcher_local_rank_zero();
 
 // The exit status of a usage error found before MPI_Init, after rank 0 printed it. The
 // other ranks return only after a grace period (2 s): a launcher tears the job down when

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -576,6 +577,56 @@ def case_slurm_time_expiry(c):
 
 CASES = [(n[5:], f) for n, f in sorted(globals().items()) if n.startswith("case_")]
 
+# Open MPI's shared-memory segment files of this host and user (core/stale_shm.hpp): a
+# killed rank or mpirun never unlinks its own; gradsync's next program start removes those
+# at least SEGMENT_AGE_S old that no process maps.
+SEGMENT_PREFIX = f"/dev/shm/vader_segment.{socket.gethostname().split('.')[0]}."
+SEGMENT_AGE_S = 10
+
+
+def segment_files():
+    out = set()
+    for f in glob.glob(SEGMENT_PREFIX + "*"):
+        try:
+            if os.stat(f).st_uid == os.geteuid():
+                out.add(f)
+        except OSError:
+            pass
+    return out
+
+
+def mapped_files():
+    out = set()
+    for maps in glob.glob("/proc/[0-9]*/maps"):
+        try:
+            with open(maps) as fh:
+                out.update(ln.split(None, 5)[5].strip() for ln in fh if "/dev/shm/" in ln and len(ln.split(None, 5)) == 6)
+        except OSError:
+            pass
+    return out
+
+
+def segments_left(c, before):
+    """The segment files the suite's killed jobs left (new since `before`, mapped by no
+    process) must be gone after the next gradsync program starts. Returns an error or None."""
+    left = sorted(segment_files() - before - mapped_files())
+    if not left:
+        return None
+    newest = max(os.stat(f).st_mtime for f in left if os.path.exists(f))
+    time.sleep(max(0.0, newest + SEGMENT_AGE_S + 1 - time.time()))
+    c.tag, c.dir = uuid.uuid4().hex, c.root
+    rc, _, err, _ = c.finish(c.start(c.mpirun(1, "gradsync-bench", ["-b", "8", "-e", "8", "-n", "1", "-w", "0",
+                                                                   "--out", os.path.join(c.root, "sweep.h5")])),
+                             time.monotonic(), record=False)
+    if rc != 0:
+        return f"gradsync-bench after the cases: exit {rc}: {err[-300:]}"
+    still = [f for f in left if os.path.exists(f) and f not in mapped_files()]
+    if still:
+        return f"{len(still)} of the {len(left)} segment files killed jobs left are still there: {still}"
+    print(f"ok   segments: the {len(left)} Open MPI segment file(s) the killed jobs left were removed by the "
+          "next program start", flush=True)
+    return None
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -601,6 +652,7 @@ def main():
     c = Ctx(a.bin, root)
     failed = skipped = 0
     t_all = time.monotonic()
+    segments_before = segment_files()
     try:
         for name, fn in cases:
             c.tag = uuid.uuid4().hex
@@ -623,6 +675,10 @@ def main():
                         os.kill(pid, signal.SIGKILL)
                     except OSError:
                         pass
+        err = segments_left(c, segments_before)
+        if err:
+            failed += 1
+            print(f"FAIL segments: {err}", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"fault suite: {len(cases) - failed - skipped}/{len(cases)} cases pass ({skipped} skipped), "
