@@ -87,13 +87,30 @@ double expected_max_std_normal(int p) {
   return known[p] = s * h / 3;
 }
 
-double backward_contention(const Fabric& fabric, const NetConfig& net, double compute_threads, bool comm_preempts) {
+namespace {
+
+// `threads` busy threads per rank: how much longer each takes than on a core of its own. The
+// machine's ranks on its cores when both are given, else g ranks on the fabric's
+// cores_per_node (Level::cpu_share).
+double share_of(const Fabric& fabric, double g, int machine_ranks, int machine_cores, double threads) {
+  if (machine_ranks > 0 && machine_cores > 0) {
+    const double busy = machine_ranks * threads;
+    return busy > machine_cores ? busy / machine_cores : 1.0;
+  }
+  return fabric.cpu_share(g * threads);
+}
+
+}  // namespace
+
+double backward_contention(const Fabric& fabric, const NetConfig& net, double compute_threads, bool comm_preempts,
+                           int machine_ranks, int machine_cores) {
   const Level& l = net.nodes > 1 ? fabric.inter : fabric.intra;
   if (l.contention != 1 || l.contention_alpha_s > 0 || compute_threads <= 0 || comm_preempts) return l.contention;
-  // Not fitted: the CPU share. Inside backward each rank of a node runs its compute threads
-  // and one communication thread; alone, the communication thread only.
+  // Not fitted: the CPU share. Inside backward each rank runs its compute threads and one
+  // communication thread; alone, the communication thread only.
   const double g = std::max(1, net.ranks_per_node);
-  return fabric.cpu_share(g * (compute_threads + 1)) / fabric.cpu_share(g);
+  return share_of(fabric, g, machine_ranks, machine_cores, compute_threads + 1) /
+         share_of(fabric, g, machine_ranks, machine_cores, 1);
 }
 
 double codec_cpu_share(const Fabric& fabric, const NetConfig& net, const StepConfig& st, double threads_per_rank) {
@@ -102,10 +119,14 @@ double codec_cpu_share(const Fabric& fabric, const NetConfig& net, const StepCon
   return cores > 0 && busy > cores ? std::ceil(busy / cores) : 1.0;
 }
 
-double backward_slowdown_in_flight(const Fabric& fabric, double g, double c, bool comm_preempts) {
+double backward_slowdown_in_flight(const Fabric& fabric, double g, double c, bool comm_preempts, int machine_ranks,
+                                   int machine_cores) {
   if (c <= 0) return 1.0;
-  if (!comm_preempts) return fabric.cpu_share(g * (c + 1)) / fabric.cpu_share(g * c);
-  const int cores = fabric.cores_per_node();
+  if (!comm_preempts)
+    return share_of(fabric, g, machine_ranks, machine_cores, c + 1) / share_of(fabric, g, machine_ranks, machine_cores, c);
+  const bool machine = machine_ranks > 0 && machine_cores > 0;
+  const int cores = machine ? machine_cores : fabric.cores_per_node();
+  if (machine) g = machine_ranks;
   if (cores <= 0) return 1.0;
   const double alone = std::min(1.0, cores / (g * c));
   const double beside = std::min(1.0, std::max(0.0, cores - g) / (g * c));
@@ -143,14 +164,16 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
   // level's contention_us first; the part of its d seconds alone that falls inside backward
   // runs `slow` times slower: (bwd_end - t) / slow of its work before backward ends, the
   // rest at full speed.
-  const double slow = backward_contention(fabric, net, st.compute_threads, st.comm_preempts_compute);
+  const double slow =
+      backward_contention(fabric, net, st.compute_threads, st.comm_preempts_compute, st.machine_ranks, st.machine_cores);
   const double wake = (net.nodes > 1 ? fabric.inter : fabric.intra).contention_alpha_s;
   // Backward slowed by the buckets in flight (StepConfig::compute_shares_cpu): `cslow` times
   // its time alone while one is. bwd_end and the ready times below are the wall times of
   // backward's progress given the previous pass's communication intervals (`busy_iv`).
   const double g_node = std::max(1, net.ranks_per_node);
   const double cslow = st.compute_shares_cpu && st.overlap
-                           ? backward_slowdown_in_flight(fabric, g_node, st.compute_threads, st.comm_preempts_compute)
+                           ? backward_slowdown_in_flight(fabric, g_node, st.compute_threads, st.comm_preempts_compute,
+                                                         st.machine_ranks, st.machine_cores)
                            : 1.0;
   std::vector<std::pair<double, double>> busy_iv;
   // The codecs' CPU share (StepConfig::machine_ranks, codec_beside_compute): alone, and for

@@ -174,25 +174,29 @@ struct StepResult {
 
 // Runs the event simulation of one step.
 // How much longer communication takes inside backward: the level's fitted `contention`
-// when it has one (!= 1, or a contention_us); else, with compute_threads > 0 and the fabric's cores_per_node,
-// the CPU share: (ranks_per_node x (compute_threads + 1)) busy threads against the
-// ranks_per_node of communication alone (fabric.hpp, Level::cpu_share); else 1.
-// With comm_preempts (StepConfig::comm_preempts_compute) the unfitted share is 1.
+// when it has one (!= 1, or a contention_us); else, with compute_threads > 0 and the cores
+// known, the CPU share: each rank's compute threads and one communication thread against
+// the communication thread alone. The ranks and cores are the machine's when given
+// (machine_ranks on machine_cores: StepConfig::machine_ranks, the namespace testbed's hosts
+// on one machine), else the node's (ranks_per_node on the fabric's cores_per_node;
+// fabric.hpp, Level::cpu_share); else 1. With comm_preempts
+// (StepConfig::comm_preempts_compute) the unfitted share is 1.
 double backward_contention(const Fabric& fabric, const NetConfig& net, double compute_threads,
-                           bool comm_preempts = false);
+                           bool comm_preempts = false, int machine_ranks = 0, int machine_cores = 0);
 
 // How much longer backward takes while a bucket is in flight beside it, its compute
 // measured alone (StepConfig::compute_shares_cpu): g ranks per node with compute_threads
 // each, one communication thread per rank, sharing the fabric's cores_per_node (1 without
-// it); with comm_preempts the communication threads take their cores first. Infinite when
-// backward gets no core at all.
+// it), or machine_ranks sharing machine_cores when given; with comm_preempts the
+// communication threads take their cores first. Infinite when backward gets no core at all.
+double backward_slowdown_in_flight(const Fabric& fabric, double ranks_per_node, double compute_threads,
+                                   bool comm_preempts, int machine_ranks = 0, int machine_cores = 0);
+
 // How much longer a bucket's codec takes than alone: ceil of the busy threads, the ranks of
 // a machine (StepConfig::machine_ranks, else ranks_per_node) x threads_per_rank, over its
 // cores (machine_cores, else the fabric's cores_per_node) when they are more, else 1; 1
 // when the cores are not known.
 double codec_cpu_share(const Fabric& fabric, const NetConfig& net, const StepConfig& st, double threads_per_rank = 1);
-double backward_slowdown_in_flight(const Fabric& fabric, double ranks_per_node, double compute_threads,
-                                   bool comm_preempts);
 
 StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, const Fabric& fabric,
                          const NetConfig& net, const StepConfig& step, int64_t samples_per_epoch,

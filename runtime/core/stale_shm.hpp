@@ -1,11 +1,11 @@
 // gradsync/core/stale_shm.hpp — removes the shared-memory segment files killed jobs left.
 //
 // Purpose: Open MPI 4's shared-memory transport (the vader BTL) backs each rank's mailbox
-//   with a file, /dev/shm/vader_segment.<host>.<job ids>.<local rank> (4 MiB; the ids
-//   after <host> differ between releases), and
-//   unlinks it in MPI_Finalize. A rank or an mpirun killed by a signal (kill -9, a
-//   scheduler's time limit, the fault suite) never finalizes, and the file stays until the
-//   machine reboots (open-mpi/ompi issues 6322 and 6547): memory the next jobs cannot use.
+//   with a file, /dev/shm/vader_segment.<host>.<ids>.<local rank> (4 MiB; the ids after
+//   <host> differ between releases), and unlinks it in MPI_Finalize. A rank or an mpirun
+//   killed by a signal (kill -9, a scheduler's time limit, the fault suite) never
+//   finalizes, and the file stays until the machine reboots (open-mpi/ompi issues 6322 and
+//   6547): memory the next jobs cannot use.
 //   gradsync's programs remove such files at start-up (comm/mpi_comm.cpp, one rank per node;
 //   GRADSYNC_SWEEP_SHM=0 turns it off).
 // Approach: a file is stale when its name starts with the prefix, this user owns it, it is

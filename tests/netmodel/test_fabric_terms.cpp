@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <random>
 #include <string>
@@ -368,6 +369,29 @@ TEST(Contention, FromTheCpuShareWhenNotFitted) {
   // A fitted contention wins.
   f.intra.contention = 1.3;
   EXPECT_DOUBLE_EQ(backward_contention(f, two, 8), 1.3);
+}
+
+TEST(Contention, RanksSharingOneMachineShareItsCores) {
+  // The namespace testbed: 3 nodes of 1 rank on one machine of 2 cores (train files'
+  // machine_ranks, machine_cores). Each node alone has cores to spare; the machine does not.
+  Fabric f = simple_fabric(1e-6, 1e9);
+  f.intra.cores_per_node = f.inter.cores_per_node = 2;
+  const NetConfig h3{3, 1, "ring", 0, 1};
+  EXPECT_DOUBLE_EQ(backward_contention(f, h3, 0.5), 1.0);  // 1.5 threads, 2 cores
+  // 3 x (0.5 + 1) = 4.5 busy threads against the 3 communication threads alone: 2.25 / 1.5.
+  EXPECT_DOUBLE_EQ(backward_contention(f, h3, 0.5, false, 3, 2), 1.5);
+  EXPECT_DOUBLE_EQ(backward_contention(f, h3, 0.5, false, 3, 8), 1.0);  // a machine of 8 cores
+  EXPECT_DOUBLE_EQ(backward_contention(f, h3, 0.5, true, 3, 2), 1.0);   // comm preempts compute
+  // Backward beside a bucket in flight: 4.5 threads against its 1.5 alone (2 cores: 1x).
+  EXPECT_DOUBLE_EQ(backward_slowdown_in_flight(f, 1, 0.5, false), 1.0);
+  EXPECT_DOUBLE_EQ(backward_slowdown_in_flight(f, 1, 0.5, false, 3, 2), 2.25);
+  // With preemption the 3 communication threads leave none of the 2 cores to compute.
+  EXPECT_EQ(backward_slowdown_in_flight(f, 1, 0.5, true, 3, 2), std::numeric_limits<double>::infinity());
+  // A fitted contention (a busy sweep's) wins over the share.
+  f.inter.contention_alpha_s = 1e-3;
+  EXPECT_DOUBLE_EQ(backward_contention(f, h3, 0.5, false, 3, 2), 1.0);
+  f.inter.contention = 1.2;
+  EXPECT_DOUBLE_EQ(backward_contention(f, h3, 0.5, false, 3, 2), 1.2);
 }
 
 TEST(Contention, CommunicationThatPreemptsComputePausesBackward) {

@@ -163,6 +163,15 @@ def case_spec(tmp):
             k("ring", "qsgd:levels=15"): [60.0], k("rabenseifner", "qsgd:levels=15"): [61.0],
             k("ring", "topk:ratio=0.01", 25): [75.0]}
     check(pm == want and set(pp) == set(want), f"pool_algorithm_ties: {pm}")
+    # each run priced with its own compute threads: medians apart by less than one
+    # configuration's own runs spread are alike; apart by more, not
+    meas2 = {k("ring", "topk:ratio=0.01"): [70.0, 72.0], k("rabenseifner", "topk:ratio=0.01"): [68.0, 69.0],
+             k("ring", "onebit"): [60.0], k("rabenseifner", "onebit"): [61.0]}
+    pred2 = {k("ring", "topk:ratio=0.01"): [40.00, 40.02], k("rabenseifner", "topk:ratio=0.01"): [40.015, 40.016],
+             k("ring", "onebit"): [30.0, 30.01], k("rabenseifner", "onebit"): [30.05, 30.06]}
+    pm2, _ = tc.pool_algorithm_ties(meas2, pred2)
+    check(set(pm2) == {k("ring|rabenseifner", "topk:ratio=0.01"), k("ring", "onebit"), k("rabenseifner", "onebit")},
+          f"pool_algorithm_ties with spread: {pm2}")
     # dry run: one line per point with its command, nothing written
     out = os.path.join(tmp, "dry")
     p = study("run", os.path.join(REPO, "experiments", "seed-bucketing.toml"), "--out", out, "--dry-run", expect=0)
