@@ -224,12 +224,16 @@ MpiRuntime::MpiRuntime(int* argc, char*** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   set_process_identity(rank, size);
   GS_LOG(INFO) << "MPI initialised, thread level " << provided_ << " (MULTIPLE=" << MPI_THREAD_MULTIPLE << ")";
-  // Segment files of killed jobs on this node (core/stale_shm.hpp): at least 10 s old (Open
-  // MPI creates, sizes and maps its file in one call at start-up) and mapped by no process.
-  // Only logged: which run finds them is chance, and a run's stderr stays its own.
-  if (param_string("GRADSYNC_SWEEP_SHM") == "1" && launcher_local_rank_zero()) {
+  // What killed jobs left on this node (core/stale_shm.hpp): segment files at least 10 s old
+  // (Open MPI creates, sizes and maps its file in one call at start-up) and mapped by no
+  // process, and session directories of mpiruns that are gone. Only logged: which run finds
+  // them is chance, and a run's stderr stays its own.
+  if (param_string("GRADSYNC_SWEEP_STALE") == "1" && launcher_local_rank_zero()) {
     for (const auto& path : remove_stale_segments(vader_backing_directory(), vader_segment_prefix(), 10)) {
       GS_LOG(INFO) << "removed " << path << ": an Open MPI shared-memory segment no process maps (a killed job's)";
+    }
+    for (const auto& path : remove_stale_session_dirs(ompi_session_top_dir(), 10)) {
+      GS_LOG(INFO) << "removed " << path << ": the session directory of an mpirun that is gone";
     }
   }
 }

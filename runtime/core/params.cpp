@@ -18,9 +18,10 @@ const std::vector<ParamInfo>& param_registry() {
       {"GRADSYNC_CHUNK_BYTES", "auto",
        "default ring pipelining chunk (the NCCL_BUFFSIZE analog); auto: by transport (32K over TCP, 4M on one node)"},
       {"GRADSYNC_CHANNELS", "1", "default number of concurrent rings (the NCCL_NSOCKS_PERTHREAD analog)"},
-      {"GRADSYNC_SWEEP_SHM", "1",
-       "1: at start-up one rank per node removes the Open MPI shared-memory segment files (/dev/shm/vader_segment.*) "
-       "of this host and user that killed jobs left and no process maps (core/stale_shm.hpp); 0: leave them"},
+      {"GRADSYNC_SWEEP_STALE", "1",
+       "1: at start-up one rank per node removes what killed Open MPI jobs of this host and user left: shared-memory "
+       "segment files (/dev/shm/vader_segment.*) no process maps and session directories (/tmp/ompi.*/pid.N) of "
+       "mpiruns that are gone (core/stale_shm.hpp); 0: leave them"},
   };
   return registry;
 }
@@ -64,8 +65,8 @@ void validate_params() {
   GS_USAGE_CHECK(channels >= 1 && channels <= kMaxParamChannels,
                  "environment GRADSYNC_CHANNELS: must be between 1 and ", kMaxParamChannels, " (got ",
                  param_string("GRADSYNC_CHANNELS"), ")");
-  const std::string sweep = param_string("GRADSYNC_SWEEP_SHM");
-  GS_USAGE_CHECK(sweep == "0" || sweep == "1", "environment GRADSYNC_SWEEP_SHM: must be 0 or 1 (got ", sweep, ")");
+  const std::string sweep = param_string("GRADSYNC_SWEEP_STALE");
+  GS_USAGE_CHECK(sweep == "0" || sweep == "1", "environment GRADSYNC_SWEEP_STALE: must be 0 or 1 (got ", sweep, ")");
 }
 
 bool launcher_rank_zero() {

@@ -193,7 +193,7 @@ def run_case(c, bindir, fixtures, root):
         argv = [os.path.join(bindir, PROGRAMS[c["program"]])] + args
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1", GRADSYNC_BIN=bindir)
-    for k in ("GRADSYNC_TIMEOUT_S", "GRADSYNC_CHUNK_BYTES", "GRADSYNC_CHANNELS", "GRADSYNC_SWEEP_SHM", "GRADSYNC_DEBUG"):
+    for k in ("GRADSYNC_TIMEOUT_S", "GRADSYNC_CHUNK_BYTES", "GRADSYNC_CHANNELS", "GRADSYNC_SWEEP_STALE", "GRADSYNC_DEBUG"):
         env.pop(k, None)
     if c["env"] != "-":
         for kv in shlex.split(expand(c["env"], fixtures, d)):

@@ -1,8 +1,10 @@
-// gradsync/tests/core/test_stale_shm.cpp — removing killed jobs' segment files (core/stale_shm.hpp).
+// gradsync/tests/core/test_stale_shm.cpp — removing killed jobs' segment files and session
+// directories (core/stale_shm.hpp).
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -79,4 +81,59 @@ TEST(StaleShm, PrefixNamesThisHost) {
   std::string h(host);
   h = h.substr(0, h.find('.'));
   EXPECT_EQ(vader_segment_prefix(), "vader_segment." + h + ".");
+}
+
+TEST(StaleShm, RemovesSessionDirsOfMpirunsThatAreGone) {
+  char tmpl[] = "/tmp/gradsync-stale-session-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string top = tmpl;
+  // A pid that is gone: a child that exited and was reaped.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  auto session = [&](const std::string& name, long age_s) {
+    const std::string d = top + "/" + name;
+    EXPECT_EQ(::mkdir(d.c_str(), 0700), 0) << d;
+    EXPECT_EQ(::mkdir((d + "/1").c_str(), 0700), 0);
+    make_file(d + "/1/smseg-0", 0);
+    make_file(d + "/contact.txt", 0);
+    EXPECT_EQ(::symlink("/etc", (d + "/link").c_str()), 0);  // followed, it would reach /etc
+    const timespec t[2] = {{std::time(nullptr) - age_s, 0}, {std::time(nullptr) - age_s, 0}};
+    EXPECT_EQ(::utimensat(AT_FDCWD, d.c_str(), t, 0), 0);
+    return d;
+  };
+  const std::string gone = session("pid." + std::to_string(child), 120);
+  const std::string alive = session("pid." + std::to_string(::getpid()), 120);       // this process
+  const std::string young = session("pid." + std::to_string(child) + "0", 0);          // gone or not: too young
+  const std::string other = session("jobfam.12", 120);                                  // not a pid.<N>
+  const std::string mapped = session("pid.999999999", 120);                             // no such pid
+  const int fd = ::open((mapped + "/1/smseg-0").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  void* m = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  ::close(fd);
+
+  EXPECT_EQ(remove_stale_session_dirs(top, 60), (std::vector<std::string>{gone}));
+  EXPECT_FALSE(exists(gone));
+  EXPECT_TRUE(exists(alive) && exists(young) && exists(other) && exists(mapped));
+  EXPECT_TRUE(exists("/etc/hostname") || exists("/etc/passwd"));  // the link's target stays
+  ASSERT_EQ(::munmap(m, 4096), 0);
+  EXPECT_EQ(remove_stale_session_dirs(top, 60), (std::vector<std::string>{mapped}));
+  EXPECT_TRUE(remove_stale_session_dirs(top + "/missing", 0).empty());
+  for (const auto& d : {alive, young, other}) {
+    ::unlink((d + "/1/smseg-0").c_str());
+    ::unlink((d + "/contact.txt").c_str());
+    ::unlink((d + "/link").c_str());
+    ::rmdir((d + "/1").c_str());
+    ::rmdir(d.c_str());
+  }
+  EXPECT_EQ(::rmdir(top.c_str()), 0);
+}
+
+TEST(StaleShm, SessionTopDirNamesThisHostAndUser) {
+  const std::string top = ompi_session_top_dir();
+  EXPECT_NE(top.find("/ompi."), std::string::npos) << top;
+  EXPECT_EQ(top.substr(top.rfind('.') + 1), std::to_string(::geteuid())) << top;
 }

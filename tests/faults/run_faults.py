@@ -577,14 +577,29 @@ def case_slurm_time_expiry(c):
 
 CASES = [(n[5:], f) for n, f in sorted(globals().items()) if n.startswith("case_")]
 
-# Open MPI's shared-memory segment files of this host and user (core/stale_shm.hpp): a
-# killed rank or mpirun never unlinks its own; gradsync's next program start removes those
-# at least SEGMENT_AGE_S old that no process maps.
-SEGMENT_PREFIX = f"/dev/shm/vader_segment.{socket.gethostname().split('.')[0]}."
+# What killed Open MPI jobs leave (core/stale_shm.hpp): a killed rank or mpirun never
+# unlinks its shared-memory segment file, and a killed mpirun never removes its session
+# directory; gradsync's next program start removes those at least SEGMENT_AGE_S old that no
+# process maps (segments) or whose mpirun is gone (session directories).
+HOST = socket.gethostname().split('.')[0]
+SEGMENT_PREFIX = f"/dev/shm/vader_segment.{HOST}."
+SESSION_TOP = os.path.join(os.environ.get("OMPI_MCA_orte_tmpdir_base") or os.environ.get("TMPDIR") or "/tmp",
+                           f"ompi.{HOST}.{os.geteuid()}")
 SEGMENT_AGE_S = 10
 
 
+def pid_gone(pid):
+    try:
+        os.kill(pid, 0)
+        return False
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+
+
 def segment_files():
+    """This user's segment files and the session directories of mpiruns that are gone."""
     out = set()
     for f in glob.glob(SEGMENT_PREFIX + "*"):
         try:
@@ -592,6 +607,9 @@ def segment_files():
                 out.add(f)
         except OSError:
             pass
+    for d in glob.glob(os.path.join(SESSION_TOP, "pid.*")):
+        if re.fullmatch(r"pid\.\d+", os.path.basename(d)) and pid_gone(int(os.path.basename(d)[4:])):
+            out.add(d)
     return out
 
 
@@ -607,10 +625,12 @@ def mapped_files():
 
 
 def segments_left(c, before):
-    """The segment files the suite's killed jobs left (new since `before`, mapped by no
-    process) must be gone after the next gradsync program starts. Returns an error or None."""
+    """The segment files and session directories the suite's killed jobs left (new since
+    `before`; files mapped by no process, directories of mpiruns that are gone) must be gone
+    after the next gradsync program starts. Returns an error or None."""
     left = sorted(segment_files() - before - mapped_files())
     if not left:
+        print("ok   segments: none of the killed jobs' segment files or session directories is left", flush=True)
         return None
     newest = max(os.stat(f).st_mtime for f in left if os.path.exists(f))
     time.sleep(max(0.0, newest + SEGMENT_AGE_S + 1 - time.time()))
@@ -623,8 +643,8 @@ def segments_left(c, before):
     still = [f for f in left if os.path.exists(f) and f not in mapped_files()]
     if still:
         return f"{len(still)} of the {len(left)} segment files killed jobs left are still there: {still}"
-    print(f"ok   segments: the {len(left)} Open MPI segment file(s) the killed jobs left were removed by the "
-          "next program start", flush=True)
+    print(f"ok   segments: the {len(left)} Open MPI segment file(s) and session director(ies) the killed jobs "
+          "left were removed by the next program start", flush=True)
     return None
 
 
