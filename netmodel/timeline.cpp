@@ -89,15 +89,22 @@ double expected_max_std_normal(int p) {
 
 namespace {
 
-// `threads` busy threads per rank: how much longer each takes than on a core of its own. The
-// machine's ranks on its cores when both are given, else g ranks on the fabric's
-// cores_per_node (Level::cpu_share).
-double share_of(const Fabric& fabric, double g, int machine_ranks, int machine_cores, double threads) {
-  if (machine_ranks > 0 && machine_cores > 0) {
-    const double busy = machine_ranks * threads;
-    return busy > machine_cores ? busy / machine_cores : 1.0;
+// The ranks that share a set of cores, and those cores: the machine's (StepConfig::
+// machine_ranks, machine_cores) where given, else the node's g ranks on the fabric's
+// cores_per_node. share(): how much longer `threads` busy threads per rank take than on a
+// core each (Level::cpu_share); 1 when the cores are unknown.
+struct CoreShare {
+  double ranks;
+  int cores;
+  double share(double threads) const {
+    const double busy = ranks * threads;
+    return cores > 0 && busy > cores ? busy / cores : 1.0;
   }
-  return fabric.cpu_share(g * threads);
+};
+
+CoreShare core_share(const Fabric& fabric, double g, int machine_ranks, int machine_cores) {
+  return {machine_ranks > 0 ? static_cast<double>(machine_ranks) : g,
+          machine_cores > 0 ? machine_cores : fabric.cores_per_node()};
 }
 
 }  // namespace
@@ -108,28 +115,23 @@ double backward_contention(const Fabric& fabric, const NetConfig& net, double co
   if (l.contention != 1 || l.contention_alpha_s > 0 || compute_threads <= 0 || comm_preempts) return l.contention;
   // Not fitted: the CPU share. Inside backward each rank runs its compute threads and one
   // communication thread; alone, the communication thread only.
-  const double g = std::max(1, net.ranks_per_node);
-  return share_of(fabric, g, machine_ranks, machine_cores, compute_threads + 1) /
-         share_of(fabric, g, machine_ranks, machine_cores, 1);
+  const CoreShare c = core_share(fabric, std::max(1, net.ranks_per_node), machine_ranks, machine_cores);
+  return c.share(compute_threads + 1) / c.share(1);
 }
 
 double codec_cpu_share(const Fabric& fabric, const NetConfig& net, const StepConfig& st, double threads_per_rank) {
-  const double busy = (st.machine_ranks > 0 ? st.machine_ranks : std::max(1, net.ranks_per_node)) * threads_per_rank;
-  const int cores = st.machine_cores > 0 ? st.machine_cores : fabric.cores_per_node();
-  return cores > 0 && busy > cores ? std::ceil(busy / cores) : 1.0;
+  return std::ceil(core_share(fabric, std::max(1, net.ranks_per_node), st.machine_ranks, st.machine_cores)
+                       .share(threads_per_rank));
 }
 
 double backward_slowdown_in_flight(const Fabric& fabric, double g, double c, bool comm_preempts, int machine_ranks,
                                    int machine_cores) {
   if (c <= 0) return 1.0;
-  if (!comm_preempts)
-    return share_of(fabric, g, machine_ranks, machine_cores, c + 1) / share_of(fabric, g, machine_ranks, machine_cores, c);
-  const bool machine = machine_ranks > 0 && machine_cores > 0;
-  const int cores = machine ? machine_cores : fabric.cores_per_node();
-  if (machine) g = machine_ranks;
-  if (cores <= 0) return 1.0;
-  const double alone = std::min(1.0, cores / (g * c));
-  const double beside = std::min(1.0, std::max(0.0, cores - g) / (g * c));
+  const CoreShare cs = core_share(fabric, g, machine_ranks, machine_cores);
+  if (!comm_preempts) return cs.share(c + 1) / cs.share(c);
+  if (cs.cores <= 0) return 1.0;
+  const double alone = std::min(1.0, cs.cores / (cs.ranks * c));
+  const double beside = std::min(1.0, std::max(0.0, cs.cores - cs.ranks) / (cs.ranks * c));
   return beside > 0 ? alone / beside : std::numeric_limits<double>::infinity();
 }
 
