@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <initializer_list>
 #include <thread>
 
 #include "core/error.hpp"
@@ -69,20 +70,25 @@ void validate_params() {
   GS_USAGE_CHECK(sweep == "0" || sweep == "1", "environment GRADSYNC_SWEEP_STALE: must be 0 or 1 (got ", sweep, ")");
 }
 
-bool launcher_rank_zero() {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+namespace {
+
+// The first of the launcher's variables that is set, as an index (0 when none is).
+int launcher_index(std::initializer_list<const char*> vars) {
+  for (const char* var : vars) {
     const char* v = std::getenv(var);
-    if (v && *v) return std::atoi(v) == 0;
+    if (v && *v) return std::atoi(v);
   }
-  return true;
+  return 0;
+}
+
+}  // namespace
+
+bool launcher_rank_zero() {
+  return launcher_index({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) == 0;
 }
 
 bool launcher_local_rank_zero() {
-  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
-    const char* v = std::getenv(var);
-    if (v && *v) return std::atoi(v) == 0;
-  }
-  return true;
+  return launcher_index({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) == 0;
 }
 
 int usage_exit_status(int status) {

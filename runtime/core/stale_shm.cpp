@@ -69,14 +69,13 @@ std::vector<std::string> remove_stale_segments(const std::string& dir_in, const 
   std::vector<std::string> candidates;
   DIR* d = ::opendir(dir.c_str());
   if (!d) return removed;
-  const std::time_t now = std::time(nullptr);
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     if (name.compare(0, prefix.size(), prefix) != 0) continue;
     const std::string path = dir + "/" + name;
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) continue;
-    if (static_cast<double>(now - st.st_mtime) < min_age_s) continue;  // set when the job sized it
+    if (age_s(st) < min_age_s) continue;  // mtime: set when the job sized it
     candidates.push_back(path);
   }
   ::closedir(d);

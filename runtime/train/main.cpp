@@ -93,7 +93,7 @@ void print_summary(const TrainOptions& o, const RunResult& r, const std::string&
         .set("median_comm_total_s", median(total))
         .set("median_bytes_sent", median(bytes))
         .set("median_reducer_pct", median(reducer_pct))
-        .set("algo", r.backend == "nccl" ? std::string("nccl") : o.algo)
+        .set("algo", run_algo(o, r))
         .set("bucket_algo_used", algos_json)
         .set("final_loss", std::isfinite(final_loss) ? Json(final_loss) : Json())
         .set("final_eval_accuracy", std::isfinite(r.final_eval_accuracy) ? Json(r.final_eval_accuracy) : Json())
@@ -121,7 +121,7 @@ void print_summary(const TrainOptions& o, const RunResult& r, const std::string&
   std::printf("  sent per step  %s per rank in %zu bucket(s)\n", format_bytes(median(bytes)).c_str(),
               r.bucket_bytes.size());
   if (r.nranks > 1 && !r.bucket_algo_used.empty())
-    std::printf("  algorithm      %s\n", algorithm_line(r.backend == "nccl" ? "nccl" : o.algo, r.bucket_algo_used).c_str());
+    std::printf("  algorithm      %s\n", algorithm_line(run_algo(o, r), r.bucket_algo_used).c_str());
   std::printf("  reducer        %.2f%% of step time (bookkeeping, median)\n", median(reducer_pct));
   // Which interfaces carried the run (those with traffic; the file has them all).
   for (const std::string& line : net_traffic_lines(r.net, r.hostnames))

@@ -11,6 +11,8 @@
 
 namespace gradsync::train {
 
+std::string run_algo(const TrainOptions& o, const RunResult& r) { return r.backend == "nccl" ? "nccl" : o.algo; }
+
 std::string default_result_path(const std::string& model) {
   std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -54,7 +56,7 @@ std::string write_train_results(const std::string& path, const TrainOptions& o, 
   w.attr("/", "first_bucket_mb", o.first_bucket_mb);
   w.attr("/", "overlap", static_cast<I>(o.overlap ? 1 : 0));
   w.attr("/", "accumulate", static_cast<I>(o.accumulate));
-  w.attr("/", "algo", r.backend == "nccl" ? std::string("nccl") : o.algo);  // NCCL picks its own algorithm
+  w.attr("/", "algo", run_algo(o, r));
   w.attr("/", "chunk_bytes", static_cast<I>(o.chunk_bytes));  // 0: auto, by transport
   w.attr("/", "chunk_bytes_used", static_cast<I>(r.chunk_bytes_used));  // what the all-reduce ran with
   w.attr("/", "chunk_reason", r.chunk_reason);

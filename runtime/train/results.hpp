@@ -92,4 +92,8 @@ std::string write_train_results(const std::string& path, const TrainOptions& o, 
 // results/train-<model>-<UTC yyyymmddThhmmssZ>.h5 (the folder is created if missing).
 std::string default_result_path(const std::string& model);
 
+// The algorithm the run records and reports: "nccl" on the NCCL backend (NCCL picks its
+// own), else --algo as given.
+std::string run_algo(const TrainOptions& o, const RunResult& r);
+
 }  // namespace gradsync::train

@@ -186,13 +186,15 @@ std::vector<std::string> bucket_algorithms(const AllreduceAlgorithm& algo, const
       const auto& t = tensors[i];
       shapes.push_back({t.numel(), t.shape.empty() ? 1 : t.shape[0], static_cast<int>(t.shape.size())});
     }
-    std::string names;
+    std::vector<std::string> names;  // distinct, in phase order
     for (const auto& ph : plan::wire_plan(spec, shapes, 4, p).phases) {
       if (ph.op != plan::Coll::Allreduce || ph.bytes == 0) continue;
       const std::string a = algo.chosen(static_cast<std::size_t>(ph.bytes));
-      if (("+" + names + "+").find("+" + a + "+") == std::string::npos) names += (names.empty() ? "" : "+") + a;
+      if (std::find(names.begin(), names.end(), a) == names.end()) names.push_back(a);
     }
-    out.push_back(names);
+    std::string joined;
+    for (const auto& a : names) joined += (joined.empty() ? "" : "+") + a;
+    out.push_back(joined);
   }
   return out;
 }
