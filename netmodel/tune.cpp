@@ -13,7 +13,8 @@
 //   so a candidate costs one event loop over the buckets). Candidates are ranked by step
 //   time; ties keep the order of the space (the simpler setting first: the space lists
 //   defaults first). The list of alternatives shows a configuration once where only its
-//   chunk, channels or algorithm differ and the prediction does not (same_algos).
+//   chunk, channels, algorithm or first-bucket cap differ and the prediction does not
+//   (same_algos, same_first_bucket_mb).
 //   What bounds the winner: its step is split into compute (forward + backward +
 //   optimizer), data loading, and exposed communication; the exposed part is divided into
 //   latency, bandwidth and codec in the proportion of the winner's communication time
@@ -50,7 +51,7 @@ bool takes_chunk(const std::string& algo) { return pipelined(algo) || algo == "s
 double runtime_chunk(int nodes) { return static_cast<double>(plan::chunk_used("ring", nodes, 0)); }
 
 TuneEntry entry(const PredictConfig& c, const StepResult& r) {
-  return TuneEntry{c, r.step_time_s, r.epoch_time_s, r.comm_exposed_s, {}};
+  return TuneEntry{c, r.step_time_s, r.epoch_time_s, r.comm_exposed_s, {}, {}};
 }
 
 TuneBound explain(const PredictConfig& c, Predictor& predictor) {
@@ -101,6 +102,9 @@ Json entry_json(const TuneEntry& e) {
   Json same = Json::array();
   for (const auto& a : e.same_algos) same.push(a);
   j.set("same_algos", same);
+  Json first = Json::array();
+  for (double f : e.same_first_bucket_mb) first.push(f);
+  j.set("same_first_bucket_mb", first);
   return j;
 }
 
@@ -215,28 +219,35 @@ TuneReport tune(const PredictConfig& base, const TuneSpace& space, Predictor& pr
                    [](const TuneEntry& a, const TuneEntry& b) { return a.step_time_s < b.step_time_s; });
   rep.best = all.front();
   // Alternatives that differ only in knobs that change nothing (a chunk or channel count,
-  // or the algorithm, the model predicts no difference for) are one alternative: keep the
-  // first of them; another algorithm among them is listed with it (same_algos). Without
-  // this, a compressor that sends no all-reduce filled the list with one configuration
-  // under each algorithm (topk on 3 hosts: five lines of 35.443 ms).
-  auto same_but_collective_knobs = [](const TuneEntry& a, const TuneEntry& b) {
+  // the algorithm, or the first bucket's cap, the model predicts no difference for) are one
+  // alternative: keep the first of them; another algorithm or first-bucket cap among them
+  // that alone makes the difference is listed with it (same_algos, same_first_bucket_mb).
+  // Without this, a compressor that sends no all-reduce filled the list with one
+  // configuration under each algorithm (topk on 3 hosts: five lines of 35.443 ms), and
+  // ResNet-50 on 4 nodes with PowerSGD with one per first-bucket cap (five of 11.040 ms).
+  auto same_but_inert_knobs = [](const TuneEntry& a, const TuneEntry& b) {
     const PredictConfig &x = a.config, &y = b.config;
-    return x.fabric == y.fabric && x.bucket_mb == y.bucket_mb && x.first_bucket_mb == y.first_bucket_mb &&
-           x.compress == y.compress && x.precision == y.precision &&
-           std::abs(a.step_time_s - b.step_time_s) <= 1e-9 * std::max(a.step_time_s, 1e-12);
+    return x.fabric == y.fabric && x.bucket_mb == y.bucket_mb && x.compress == y.compress &&
+           x.precision == y.precision && std::abs(a.step_time_s - b.step_time_s) <= 1e-9 * std::max(a.step_time_s, 1e-12);
+  };
+  auto add_once = [](auto& list, const auto& v) {
+    if (std::find(list.begin(), list.end(), v) == list.end()) list.push_back(v);
   };
   for (const auto& e : all) {
     TuneEntry* same = nullptr;
     for (auto& t : rep.top)
-      if (same_but_collective_knobs(t, e)) same = &t;
+      if (same_but_inert_knobs(t, e)) same = &t;
     if (same == nullptr) {
       if (rep.top.size() >= top_n) break;
       rep.top.push_back(e);
-    } else if (e.config.algo != same->config.algo &&
-               std::find(same->same_algos.begin(), same->same_algos.end(), e.config.algo) == same->same_algos.end()) {
-      same->same_algos.push_back(e.config.algo);
+      continue;
     }
+    const bool other_algo = e.config.algo != same->config.algo;
+    const bool other_first = e.config.first_bucket_mb != same->config.first_bucket_mb;
+    if (other_algo && !other_first) add_once(same->same_algos, e.config.algo);
+    if (other_first && !other_algo) add_once(same->same_first_bucket_mb, e.config.first_bucket_mb);
   }
+  for (auto& t : rep.top) std::sort(t.same_first_bucket_mb.begin(), t.same_first_bucket_mb.end());
   for (const auto& comp : space.compress) {
     for (const auto& e : all)
       if (e.config.compress == comp) {
@@ -314,9 +325,16 @@ std::string tune_text(const TuneReport& r) {
     std::snprintf(line, sizeof line, "  %10.3f ms  %s%s%s", e.step_time_s * 1e3, train_args(e.config).c_str(),
                   e.config.fabric != c.fabric ? "  on " : "", e.config.fabric != c.fabric ? e.config.fabric.c_str() : "");
     o << line;
-    if (!e.same_algos.empty()) {
-      o << "  (predicted the same with --algo";
-      for (std::size_t i = 0; i < e.same_algos.size(); ++i) o << (i ? ", " : " ") << e.same_algos[i];
+    if (!e.same_algos.empty() || !e.same_first_bucket_mb.empty()) {
+      o << "  (predicted the same with";
+      if (!e.same_algos.empty()) {
+        o << " --algo";
+        for (std::size_t i = 0; i < e.same_algos.size(); ++i) o << (i ? ", " : " ") << e.same_algos[i];
+      }
+      if (!e.same_first_bucket_mb.empty()) {
+        o << (e.same_algos.empty() ? "" : ";") << " --first-bucket-mb";
+        for (std::size_t i = 0; i < e.same_first_bucket_mb.size(); ++i) o << (i ? ", " : " ") << e.same_first_bucket_mb[i];
+      }
       o << ")";
     }
     o << "\n";

@@ -47,6 +47,10 @@ struct TuneEntry {
   // other knob equal (e.g. topk, qsgd and onebit send no all-reduce, and ring, rd and
   // rabenseifner run their all-gathers alike), listed instead of repeated.
   std::vector<std::string> same_algos;
+  // Likewise other first-bucket caps (e.g. where every cap from 0.25 to 5 MiB leaves the
+  // first bucket's all-reduce hidden behind backward). Each value listed, here and in
+  // same_algos, predicts the same with only that knob changed.
+  std::vector<double> same_first_bucket_mb;
 };
 
 struct TuneReport {
