@@ -359,25 +359,31 @@ double shm_allreduce(const Fabric& f, const Topology& t, double n, const CollOpt
   return 2 * rounds * f.intra.alpha(key) + traffic;
 }
 
+// hier (runtime/algos/hier.cpp) on nn nodes of g ranks: the node's shm engine with the
+// inter-node ring as its hook. One shm round of the whole vector (with a hook the engine
+// runs one round; the buckets are registered with the world's communicator, not the node's,
+// so it copies in): copy-in, each rank sums its part, the hook all-reduces that part (n/g)
+// on a ring over the nodes (the g local ranks' rings at once, sharing the NIC; the inter
+// chunk), copy-out. So the intra part is shm_allreduce's with one round (two syncs), and the
+// inter chunk, which small chunks between nodes need, never prices a node-local step:
+// before 2026-12-06 the model ran node-local rings in it (32 KiB chunks over TCP: ResNet-50
+// on 2 nodes of 8 ranks over tcp-10g was predicted 160.2 ms a step by default, 133.3 ms with
+// 4 MiB chunks).
 double hier_allreduce(const Fabric& f, const Topology& t, double n, const CollOptions& o) {
   const int g = t.ranks_per_node, nn = t.nodes;
   if (nn == 1 || g == 1) return ring_allreduce(f, t, n, o);
-  const double shard = n / g;
-  Shape intra;  // ring steps: both ways
-  intra.intra = true;
-  intra.both_ways = true;
-  intra.active = g;
+  CollOptions one_round = o;
+  one_round.chunk_bytes = n;
+  one_round.registered = false;
+  const double node = shm_allreduce(f, Topology{1, g}, n, one_round);
   Shape inter;
   inter.inter = true;
   inter.both_ways = true;
   inter.active = g;
   inter.share = g;  // the G local ranks run their inter-node rings at once
-  double total = 0;
-  total += (g - 1) * step(f, intra, shard, 1, o.channels, o.chunk_bytes);  // reduce-scatter
-  const double m = shard / nn;
-  total += (nn - 1) * (step(f, inter, m, 1, o.channels, o.chunk_bytes) + step(f, inter, m, 0, o.channels, o.chunk_bytes));
-  total += (g - 1) * step(f, intra, shard, 0, o.channels, o.chunk_bytes);  // all-gather
-  return total;
+  const double m = n / g / nn;
+  return node +
+         (nn - 1) * (step(f, inter, m, 1, o.channels, o.chunk_bytes) + step(f, inter, m, 0, o.channels, o.chunk_bytes));
 }
 
 double allreduce(const Fabric& f, const std::string& algo, const Topology& t, double n, const CollOptions& o) {

@@ -339,12 +339,40 @@ TEST(Collectives, FlatRingAcrossNodesIsInterLimited) {
   const double p = 8, m = n / p;
   const double step = std::max(f.intra.alpha_s + m / f.intra.bw_Bps, f.inter.alpha_s + m / f.inter.bw_Bps);
   EXPECT_NEAR(collective_time(f, Op::Allreduce, "ring", Topology{2, 4}, n), 2 * (p - 1) * step, 1e-12);
-  // hier: intra RS + inter ring of n/4 among 2 nodes with 4 flows per NIC + intra AG.
+  // hier (runtime/algos/hier.cpp): the node's shm engine in one round (copy-in of (g-1)/g,
+  // sums, copy-out of (g-1)/g, two syncs) with, between its sums and its copy-out, an inter
+  // ring of each rank's part n/4 among 2 nodes, 4 flows per NIC.
   const double g = 4, shard = n / g;
-  const double hier = (g - 1) * (f.intra.alpha_s + shard / f.intra.bw_Bps) * 2 +
+  const double hier = 2 * f.intra.alpha_s + 2 * (g - 1) / g * n / f.intra.bw_Bps +
                       2 * (f.inter.alpha_s + shard / 2 * g / f.inter.bw_Bps);
   EXPECT_NEAR(collective_time(f, Op::Allreduce, "hier", Topology{2, 4}, n), hier, 1e-12);
   EXPECT_LT(hier, 2 * (p - 1) * step);
+}
+
+TEST(Collectives, HierNodeStepIgnoresTheInterNodeChunk) {
+  // The runtime's hier sums on the node through shm, one round of the whole vector; the
+  // chunk (32 KiB between nodes over TCP by default) is the inter ring's only. A node level
+  // whose alpha is 300 us (what a 2-core host's sweep fitted past the cache) must not be paid
+  // per 32 KiB of the node's steps: 16 MiB on 2 nodes of 2 ranks once cost 159 ms so (the
+  // namespace testbed measured 29 ms; 2026-12-06, netmodel/README.md).
+  Fabric f = two_level();
+  f.intra.alpha_s = 300e-6;
+  const double n = 16.0 * (1 << 20);
+  CollOptions small, whole;
+  small.chunk_bytes = 32 * 1024;
+  whole.chunk_bytes = 4 << 20;
+  const double t_small = collective_time(f, Op::Allreduce, "hier", Topology{2, 2}, n, small);
+  const double t_whole = collective_time(f, Op::Allreduce, "hier", Topology{2, 2}, n, whole);
+  EXPECT_LT(t_small, 1.1 * t_whole);
+  EXPECT_LT(t_small, 2 * (n / 2 / (32 * 1024)) * f.intra.alpha_s) << "node-local steps priced per chunk";
+  // Its node part is shm's on one node in one round, private buffers.
+  CollOptions one;
+  one.chunk_bytes = n;
+  one.registered = false;
+  const double node = collective_time(f, Op::Allreduce, "shm", Topology{1, 2}, n, one);
+  // ... and the inter ring all-reduces each rank's part n/2 across the 2 nodes (steps of n/4,
+  // 2 flows per NIC; a 4 MiB chunk is the whole step).
+  EXPECT_NEAR(t_whole, node + 2 * (f.inter.alpha_s + n / 4 * 2 / f.inter.bw_Bps), 1e-12);
 }
 
 // ---- collective formulas against brute-force schedules -------------------------------------
