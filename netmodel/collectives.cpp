@@ -437,7 +437,7 @@ double node_working_set(Op op, const std::string& algo, const Topology& t, doubl
     case Op::Allreduce: {
       double scratch = 0;
       if (algo == "rd" || algo == "rabenseifner") scratch = n;
-      else if (algo == "hier") scratch = n / g;
+      else if (algo == "hier") scratch = n;  // its shm round is the whole vector (hier_allreduce)
       else if (algo == "shm" && shm_in_place(n, o)) scratch = 0;
       else if (algo == "shm") scratch = std::min(n, o.chunk_bytes > 0 ? o.chunk_bytes : kShmRoundBytes);
       else if (algo != "tree" && algo != "dbtree") scratch = n / p;  // ring, nccl, mpi (ring-like)
