@@ -1,6 +1,7 @@
 // gradsync/train/results.cpp — see results.hpp.
 #include "train/results.hpp"
 
+#include <algorithm>
 #include <ctime>
 #include <filesystem>
 #include <utility>
@@ -167,6 +168,27 @@ std::string write_train_results(const std::string& path, const TrainOptions& o, 
   w.write("/buckets/end_s", end);
   w.write("/buckets/codec_s", codec);
   w.attr("/buckets", "timeline", std::string("rank 0; seconds from the start of the step"));
+  // Every rank's timeline of the same rows, [rows, nranks]: which rank's codec or exchange a
+  // bucket waited for. Ranks run the same steps and buckets; a mismatch writes nothing here.
+  const bool aligned = !r.rank_buckets.empty() && std::all_of(r.rank_buckets.begin(), r.rank_buckets.end(), [&](const auto& v) {
+    if (v.size() != r.buckets.size()) return false;
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (v[i].step != r.buckets[i].step || v[i].bucket != r.buckets[i].bucket) return false;
+    return true;
+  });
+  if (aligned && !r.buckets.empty()) {
+    const std::size_t rows = r.buckets.size(), p = r.rank_buckets.size();
+    const std::pair<const char*, double BucketRecord::*> per_rank[] = {
+        {"ready_s", &BucketRecord::ready_s}, {"start_s", &BucketRecord::start_s},
+        {"end_s", &BucketRecord::end_s}, {"codec_s", &BucketRecord::codec_s}};
+    w.group("/buckets/by_rank");
+    for (const auto& [name, field] : per_rank) {
+      std::vector<double> v(rows * p);
+      for (std::size_t i = 0; i < rows; ++i)
+        for (std::size_t k = 0; k < p; ++k) v[i * p + k] = r.rank_buckets[k][i].rec.*field;
+      w.write(std::string("/buckets/by_rank/") + name, v, {rows, p});
+    }
+  }
 
   // ---- /model: the parameter tensors, forward (registration) order --------------------------
   {

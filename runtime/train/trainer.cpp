@@ -11,6 +11,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <type_traits>
 
 #include "algos/allreduce.hpp"
 #include "compress/compressor.hpp"
@@ -95,14 +96,17 @@ std::set<std::int64_t> inject_inf_steps() {
 }
 
 // Rows as raw bytes, for allgather_strings (binary-safe).
-std::string pack(const std::vector<StepRow>& rows) {
-  std::string s(rows.size() * sizeof(StepRow), '\0');
+template <typename Row>
+std::string pack(const std::vector<Row>& rows) {
+  static_assert(std::is_trivially_copyable_v<Row>);
+  std::string s(rows.size() * sizeof(Row), '\0');
   if (!rows.empty()) std::memcpy(s.data(), rows.data(), s.size());
   return s;
 }
-std::vector<StepRow> unpack(const std::string& s) {
-  std::vector<StepRow> rows(s.size() / sizeof(StepRow));
-  if (!rows.empty()) std::memcpy(rows.data(), s.data(), rows.size() * sizeof(StepRow));
+template <typename Row>
+std::vector<Row> unpack(const std::string& s) {
+  std::vector<Row> rows(s.size() / sizeof(Row));
+  if (!rows.empty()) std::memcpy(rows.data(), s.data(), rows.size() * sizeof(Row));
   return rows;
 }
 
@@ -129,7 +133,7 @@ void combine_step_statistics(Communicator& world, const std::vector<StepRow>& mi
   res.steps.assign(mine.size(), StepRow{});
   res.rank_steps.clear();
   for (const auto& blob : all) {
-    const std::vector<StepRow>& r = res.rank_steps.emplace_back(unpack(blob));
+    const std::vector<StepRow>& r = res.rank_steps.emplace_back(unpack<StepRow>(blob));
     GS_CHECK(r.size() == mine.size(), "ranks ran different numbers of steps");
     for (std::size_t i = 0; i < r.size(); ++i) {
       StepRow& a = res.steps[i];
@@ -230,6 +234,10 @@ void finish_run(Communicator& world, const std::vector<StepRow>& mine, const std
                 std::uint64_t compressed, const ReplayStats& replay, const std::function<double()>& evaluate,
                 RunResult& res) {
   combine_step_statistics(world, mine, epoch_eval, steps_per_epoch, res);
+  // Every rank's bucket timeline (/buckets/by_rank); /buckets stays rank 0's.
+  res.rank_buckets.clear();
+  for (const auto& blob : world.allgather_strings(pack(res.buckets))) res.rank_buckets.push_back(unpack<BucketRow>(blob));
+  res.buckets = res.rank_buckets.front();
   res.skipped_steps = scaler ? scaler->skipped_steps() : 0;
   res.steps_run = steps;
   res.epochs_done = static_cast<std::int64_t>(epoch_eval.size());
@@ -446,9 +454,8 @@ struct Trainer::Impl {
             uncompressed += sc.stats.uncompressed_bytes;
             compressed += sc.stats.compressed_bytes;
           }
-          if (rank == 0)
-            for (std::size_t b = 0; b < sc.buckets.size(); ++b)
-              res.buckets.push_back(BucketRow{s, static_cast<std::int64_t>(b), sc.buckets[b]});
+          for (std::size_t b = 0; b < sc.buckets.size(); ++b)  // this rank's; finish_run gathers
+            res.buckets.push_back(BucketRow{s, static_cast<std::int64_t>(b), sc.buckets[b]});
         }
       }
       double t = now_s();

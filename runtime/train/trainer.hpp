@@ -66,7 +66,7 @@ struct EpochRow {
   double epoch_time_s = 0, loss = 0, eval_accuracy = 0;
 };
 
-// Rank 0's bucket timeline: one row per bucket per step.
+// A rank's bucket timeline: one row per bucket per synchronized step.
 struct BucketRow {
   std::int64_t step = 0, bucket = 0;
   BucketRecord rec;
@@ -78,7 +78,8 @@ struct RunResult {
   // local means = the global-batch loss).
   std::vector<StepRow> steps;
   std::vector<std::vector<StepRow>> rank_steps;  // every rank's own rows, rank order (/ranks)
-  std::vector<BucketRow> buckets;
+  std::vector<BucketRow> buckets;                     // rank 0's timeline (/buckets)
+  std::vector<std::vector<BucketRow>> rank_buckets;  // every rank's, rank order (/buckets/by_rank)
   std::vector<EpochRow> epochs;
   double final_param_norm = 0;
   double final_eval_accuracy = 0;  // NaN for emulated compute

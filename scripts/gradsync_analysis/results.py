@@ -113,7 +113,9 @@ class Train:
         with h5py.File(path, "r") as f:
             self.attrs = attrs(f)
             self.steps = {k: f["steps"][k][:] for k in f["steps"]} if "steps" in f else {}
-            self.buckets = {k: f["buckets"][k][:] for k in f["buckets"]} if "buckets" in f else {}
+            # Rank 0's columns (/buckets/by_rank, every rank's, is a group of [rows, ranks]).
+            self.buckets = ({k: v[:] for k, v in f["buckets"].items() if isinstance(v, h5py.Dataset)}
+                            if "buckets" in f else {})
             self.epochs = {k: f["epochs"][k][:] for k in f["epochs"]} if "epochs" in f else {}
         self.warmup = int(self.attrs.get("warmup_steps", 0))
         # PowerSGD sends plain all-reduces before step `start` (start_powerSGD_iter): like

@@ -353,6 +353,12 @@ def check_schema(f, real):
     nb = int(f.attrs["num_buckets"])
     for c in BUCKET_COLS:
         check(f[f"buckets/{c}"].shape == (steps * nb,), f"/buckets/{c} should have steps x buckets rows")
+    # Every rank's timeline of the same rows; its column 0 is /buckets' own (rank 0).
+    nranks = int(f.attrs["nranks"])
+    for c in ("ready_s", "start_s", "end_s", "codec_s"):
+        check(f[f"buckets/by_rank/{c}"].shape == (steps * nb, nranks), f"/buckets/by_rank/{c} should be [rows, ranks]")
+        check(np.array_equal(f[f"buckets/by_rank/{c}"][:, 0], f[f"buckets/{c}"][:]),
+              f"/buckets/by_rank/{c}[:, 0] should be rank 0's /buckets/{c}")
     for c in EPOCH_COLS:
         check(f"epochs/{c}" in f and f[f"epochs/{c}"].shape == (int(f.attrs["epochs"]),), f"/epochs/{c}")
     check(len(f.attrs["bucket_bytes"]) == nb, "bucket_bytes length")
@@ -495,6 +501,14 @@ def case_schema(r):
     per_step = np.array([codec[step == s].sum() for s in range(int(c.attrs["steps"]))])
     check(np.allclose(per_step, rank0, rtol=1e-9, atol=0), f"codec_s per step {per_step} != rank 0's encode+decode {rank0}")
     check(np.all(codec[step >= 2] > 0), f"powersgd: every compressed bucket has codec time ({codec[step >= 2]})")
+    # ... and every rank's rows split that rank's own.
+    for k in range(int(c.attrs["nranks"])):
+        mine = c["buckets/by_rank/codec_s"][:, k]
+        own = c["ranks/encode_s"][:, k] + c["ranks/decode_s"][:, k]
+        per_step = np.array([mine[step == s].sum() for s in range(int(c.attrs["steps"]))])
+        check(np.allclose(per_step, own, rtol=1e-9, atol=0), f"rank {k}: codec_s per step {per_step} != its encode+decode {own}")
+        ends = c["buckets/by_rank/end_s"][:, k]
+        check(np.all(ends >= c["buckets/by_rank/start_s"][:, k]), f"rank {k}: a bucket ends before it starts")
     # --json summary.
     p = r.run(1, ["--model", "cnn", "--steps", "3", "--json", "--out", os.path.join(r.workdir, "j.h5")])
     j = json.loads(p.stdout)
