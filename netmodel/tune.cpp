@@ -321,6 +321,9 @@ std::string tune_text(const TuneReport& r) {
                 b.bandwidth_s * 1e3, b.codec_s * 1e3, b.comm_total_s * 1e3);
   o << line;
   o << "top alternatives:\n";
+  auto list = [&o](const auto& v) {
+    for (std::size_t i = 0; i < v.size(); ++i) o << (i ? ", " : " ") << v[i];
+  };
   for (const auto& e : r.top) {
     std::snprintf(line, sizeof line, "  %10.3f ms  %s%s%s", e.step_time_s * 1e3, train_args(e.config).c_str(),
                   e.config.fabric != c.fabric ? "  on " : "", e.config.fabric != c.fabric ? e.config.fabric.c_str() : "");
@@ -329,11 +332,11 @@ std::string tune_text(const TuneReport& r) {
       o << "  (predicted the same with";
       if (!e.same_algos.empty()) {
         o << " --algo";
-        for (std::size_t i = 0; i < e.same_algos.size(); ++i) o << (i ? ", " : " ") << e.same_algos[i];
+        list(e.same_algos);
       }
       if (!e.same_first_bucket_mb.empty()) {
         o << (e.same_algos.empty() ? "" : ";") << " --first-bucket-mb";
-        for (std::size_t i = 0; i < e.same_first_bucket_mb.size(); ++i) o << (i ? ", " : " ") << e.same_first_bucket_mb[i];
+        list(e.same_first_bucket_mb);
       }
       o << ")";
     }

@@ -33,6 +33,28 @@ std::string host_name() {
 
 double age_s(const struct stat& st) { return static_cast<double>(std::time(nullptr) - st.st_mtime); }
 
+// The entries of dir whose name `name_ok` accepts, of file type `type` (S_IFREG, S_IFDIR;
+// links are not followed), owned by this user and at least min_age_s old (mtime): the
+// candidates both sweeps then check for mappings.
+template <typename NameOk>
+std::vector<std::string> old_own_entries(const std::string& dir, NameOk&& name_ok, mode_t type, double min_age_s) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return out;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (!name_ok(name)) continue;
+    const std::string path = dir + "/" + name;
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0 || (st.st_mode & S_IFMT) != type || st.st_uid != ::geteuid() ||
+        age_s(st) < min_age_s)
+      continue;
+    out.push_back(path);
+  }
+  ::closedir(d);
+  return out;
+}
+
 // The files under dir/prefix* that some process maps (the path field of /proc/<pid>/maps;
 // a mapping of a file unlinked since reads "<path> (deleted)" and names no file here).
 std::set<std::string> mapped_paths(const std::string& dir, const std::string& prefix) {
@@ -66,19 +88,9 @@ std::vector<std::string> remove_stale_segments(const std::string& dir_in, const 
   std::vector<std::string> removed;
   if (prefix.empty()) return removed;
   const std::string dir = real_dir(dir_in);
-  std::vector<std::string> candidates;
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return removed;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string path = dir + "/" + name;
-    struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) continue;
-    if (age_s(st) < min_age_s) continue;  // mtime: set when the job sized it
-    candidates.push_back(path);
-  }
-  ::closedir(d);
+  // A segment's mtime is set when its job sizes it, at start-up.
+  const std::vector<std::string> candidates = old_own_entries(
+      dir, [&](const std::string& name) { return name.compare(0, prefix.size(), prefix) == 0; }, S_IFREG, min_age_s);
   if (candidates.empty()) return removed;
   const std::set<std::string> mapped = mapped_paths(dir, prefix);
   for (const auto& path : candidates)
@@ -101,25 +113,15 @@ std::string ompi_session_top_dir() {
 std::vector<std::string> remove_stale_session_dirs(const std::string& top_in, double min_age_s) {
   std::vector<std::string> removed;
   const std::string top = real_dir(top_in);
-  std::vector<std::string> candidates;
-  DIR* d = ::opendir(top.c_str());
-  if (!d) return removed;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
+  auto mpirun_gone = [](const std::string& name) {  // pid.<N> of no such process
     if (name.compare(0, 4, "pid.") != 0 || name.size() == 4 ||
         name.find_first_not_of("0123456789", 4) != std::string::npos || name.size() > 14)
-      continue;
+      return false;
     const long pid = std::stol(name.substr(4));
     // Gone: no such process (EPERM means alive under another user).
-    const bool gone = pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
-    if (!gone) continue;
-    const std::string path = top + "/" + name;
-    struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || age_s(st) < min_age_s)
-      continue;
-    candidates.push_back(path);
-  }
-  ::closedir(d);
+    return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+  };
+  const std::vector<std::string> candidates = old_own_entries(top, mpirun_gone, S_IFDIR, min_age_s);
   if (candidates.empty()) return removed;
   const std::set<std::string> mapped = mapped_paths(top, "pid.");
   for (const auto& path : candidates) {

@@ -14,6 +14,20 @@ namespace gradsync::train {
 
 std::string run_algo(const TrainOptions& o, const RunResult& r) { return r.backend == "nccl" ? "nccl" : o.algo; }
 
+namespace {
+
+// A [rows, ranks] table, row-major, of value(i, k) for row i of rank k (/ranks,
+// /buckets/by_rank).
+template <typename F>
+std::vector<double> rows_by_rank(std::size_t rows, std::size_t ranks, F&& value) {
+  std::vector<double> v(rows * ranks);
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t k = 0; k < ranks; ++k) v[i * ranks + k] = value(i, k);
+  return v;
+}
+
+}  // namespace
+
 std::string default_result_path(const std::string& model) {
   std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -139,18 +153,17 @@ std::string write_train_results(const std::string& path, const TrainOptions& o, 
         {"decode_s", &StepRow::decode_s},       {"backward_sync_s", &StepRow::backward_sync_s},
         {"cpu_s", &StepRow::cpu_s}};
     w.group("/ranks");
-    for (const auto& [name, field] : per_rank) {
-      std::vector<double> v(n * p);
-      for (std::size_t i = 0; i < n; ++i)
-        for (std::size_t k = 0; k < p; ++k) v[i * p + k] = r.rank_steps[k].at(i).*field;
-      w.write(std::string("/ranks/") + name, v, {n, p});
-    }
+    for (const auto& [name, field] : per_rank)
+      w.write(std::string("/ranks/") + name,
+              rows_by_rank(n, p, [&, f = field](std::size_t i, std::size_t k) { return r.rank_steps[k].at(i).*f; }), {n, p});
   }
 
-  // ---- /buckets -----------------------------------------------------------------------------
+  // ---- /buckets: rank 0's timeline -----------------------------------------------------------
+  static const std::vector<BucketRow> kNone;
+  const std::vector<BucketRow>& rank0 = r.rank_buckets.empty() ? kNone : r.rank_buckets.front();
   std::vector<I> bstep, bidx, bbytes;
   std::vector<double> ready, start, end, codec;
-  for (const auto& b : r.buckets) {
+  for (const auto& b : rank0) {
     bstep.push_back(b.step);
     bidx.push_back(b.bucket);
     bbytes.push_back(b.rec.bytes);
@@ -170,24 +183,22 @@ std::string write_train_results(const std::string& path, const TrainOptions& o, 
   w.attr("/buckets", "timeline", std::string("rank 0; seconds from the start of the step"));
   // Every rank's timeline of the same rows, [rows, nranks]: which rank's codec or exchange a
   // bucket waited for. Ranks run the same steps and buckets; a mismatch writes nothing here.
-  const bool aligned = !r.rank_buckets.empty() && std::all_of(r.rank_buckets.begin(), r.rank_buckets.end(), [&](const auto& v) {
-    if (v.size() != r.buckets.size()) return false;
+  const bool aligned = std::all_of(r.rank_buckets.begin(), r.rank_buckets.end(), [&](const auto& v) {
+    if (v.size() != rank0.size()) return false;
     for (std::size_t i = 0; i < v.size(); ++i)
-      if (v[i].step != r.buckets[i].step || v[i].bucket != r.buckets[i].bucket) return false;
+      if (v[i].step != rank0[i].step || v[i].bucket != rank0[i].bucket) return false;
     return true;
   });
-  if (aligned && !r.buckets.empty()) {
-    const std::size_t rows = r.buckets.size(), p = r.rank_buckets.size();
+  if (aligned && !rank0.empty()) {
+    const std::size_t rows = rank0.size(), p = r.rank_buckets.size();
     const std::pair<const char*, double BucketRecord::*> per_rank[] = {
         {"ready_s", &BucketRecord::ready_s}, {"start_s", &BucketRecord::start_s},
         {"end_s", &BucketRecord::end_s}, {"codec_s", &BucketRecord::codec_s}};
     w.group("/buckets/by_rank");
-    for (const auto& [name, field] : per_rank) {
-      std::vector<double> v(rows * p);
-      for (std::size_t i = 0; i < rows; ++i)
-        for (std::size_t k = 0; k < p; ++k) v[i * p + k] = r.rank_buckets[k][i].rec.*field;
-      w.write(std::string("/buckets/by_rank/") + name, v, {rows, p});
-    }
+    for (const auto& [name, field] : per_rank)
+      w.write(std::string("/buckets/by_rank/") + name,
+              rows_by_rank(rows, p, [&, f = field](std::size_t i, std::size_t k) { return r.rank_buckets[k][i].rec.*f; }),
+              {rows, p});
   }
 
   // ---- /model: the parameter tensors, forward (registration) order --------------------------

@@ -229,15 +229,13 @@ void describe_run(Communicator& world, const std::vector<models::TensorSpec>& te
   }
 }
 
-void finish_run(Communicator& world, const std::vector<StepRow>& mine, const std::vector<double>& epoch_eval,
-                std::int64_t steps, std::int64_t steps_per_epoch, const LossScaler* scaler, std::uint64_t uncompressed,
+void finish_run(Communicator& world, const std::vector<StepRow>& mine, const std::vector<BucketRow>& my_buckets,
+                const std::vector<double>& epoch_eval, std::int64_t steps, std::int64_t steps_per_epoch, const LossScaler* scaler, std::uint64_t uncompressed,
                 std::uint64_t compressed, const ReplayStats& replay, const std::function<double()>& evaluate,
                 RunResult& res) {
   combine_step_statistics(world, mine, epoch_eval, steps_per_epoch, res);
-  // Every rank's bucket timeline (/buckets/by_rank); /buckets stays rank 0's.
   res.rank_buckets.clear();
-  for (const auto& blob : world.allgather_strings(pack(res.buckets))) res.rank_buckets.push_back(unpack<BucketRow>(blob));
-  res.buckets = res.rank_buckets.front();
+  for (const auto& blob : world.allgather_strings(pack(my_buckets))) res.rank_buckets.push_back(unpack<BucketRow>(blob));
   res.skipped_steps = scaler ? scaler->skipped_steps() : 0;
   res.steps_run = steps;
   res.epochs_done = static_cast<std::int64_t>(epoch_eval.size());
@@ -394,6 +392,7 @@ struct Trainer::Impl {
 
     std::vector<StepRow> mine;
     mine.reserve(static_cast<std::size_t>(steps));
+    std::vector<BucketRow> my_buckets;  // this rank's bucket timeline
     std::vector<double> epoch_eval;
     std::uint64_t uncompressed = 0, compressed = 0;
     Progress progress(rank == 0 && !o.quiet, steps);
@@ -454,8 +453,8 @@ struct Trainer::Impl {
             uncompressed += sc.stats.uncompressed_bytes;
             compressed += sc.stats.compressed_bytes;
           }
-          for (std::size_t b = 0; b < sc.buckets.size(); ++b)  // this rank's; finish_run gathers
-            res.buckets.push_back(BucketRow{s, static_cast<std::int64_t>(b), sc.buckets[b]});
+          for (std::size_t b = 0; b < sc.buckets.size(); ++b)
+            my_buckets.push_back(BucketRow{s, static_cast<std::int64_t>(b), sc.buckets[b]});
         }
       }
       double t = now_s();
@@ -472,7 +471,7 @@ struct Trainer::Impl {
     }
 
     // ---- statistics over ranks ---------------------------------------------------------------
-    finish_run(world, mine, epoch_eval, steps, steps_per_epoch, scaler ? &*scaler : nullptr, uncompressed, compressed,
+    finish_run(world, mine, my_buckets, epoch_eval, steps, steps_per_epoch, scaler ? &*scaler : nullptr, uncompressed, compressed,
                workload->replay_stats(), [this] { return evaluate(); }, res);
     res.gpu_memory_used_bytes = dev.memory_used_bytes();
     if (res.device == "cpu")

@@ -78,8 +78,8 @@ struct RunResult {
   // local means = the global-batch loss).
   std::vector<StepRow> steps;
   std::vector<std::vector<StepRow>> rank_steps;  // every rank's own rows, rank order (/ranks)
-  std::vector<BucketRow> buckets;                     // rank 0's timeline (/buckets)
-  std::vector<std::vector<BucketRow>> rank_buckets;  // every rank's, rank order (/buckets/by_rank)
+  // Every rank's bucket timeline, rank order: rank 0's is /buckets, all are /buckets/by_rank.
+  std::vector<std::vector<BucketRow>> rank_buckets;
   std::vector<EpochRow> epochs;
   double final_param_norm = 0;
   double final_eval_accuracy = 0;  // NaN for emulated compute
@@ -136,12 +136,13 @@ void describe_run(Communicator& world, const std::vector<models::TensorSpec>& te
 // What a run measured, at its end (collective). res.steps from
 // every rank's rows (step_time_s the max over ranks; loss_scale and skipped this rank's,
 // which all ranks agreed on; every other column the mean over ranks), res.epochs from those
-// steps and the per-epoch evaluations, and the run totals: steps and epochs done, skipped
+// steps and the per-epoch evaluations, res.rank_buckets from every rank's my_buckets, and the
+// run totals: steps and epochs done, skipped
 // steps, final accuracy (the last epoch's, or evaluate() when the run did not end on an
 // epoch), compression ratio, replay overruns summed over ranks. final_param_norm is the
 // caller's (its parameters live on its device).
-void finish_run(Communicator& world, const std::vector<StepRow>& mine, const std::vector<double>& epoch_eval,
-                std::int64_t steps, std::int64_t steps_per_epoch, const LossScaler* scaler, std::uint64_t uncompressed,
+void finish_run(Communicator& world, const std::vector<StepRow>& mine, const std::vector<BucketRow>& my_buckets,
+                const std::vector<double>& epoch_eval, std::int64_t steps, std::int64_t steps_per_epoch, const LossScaler* scaler, std::uint64_t uncompressed,
                 std::uint64_t compressed, const ReplayStats& replay, const std::function<double()>& evaluate,
                 RunResult& res);
 
