@@ -134,7 +134,8 @@ std::optional<Problem> first_problem(const ComputeProfile& p) {
   if (!std::isfinite(p.backward_efficiency) || p.backward_efficiency < 0 || p.backward_efficiency > 1)
     return Problem{"backward_efficiency", "must be in [0, 1] (0 or absent: as efficiency), got " + num(p.backward_efficiency)};
   for (const Field& f : {Field{"reducer_per_step_s", p.reducer_per_step_s},
-                         Field{"reducer_per_bucket_s", p.reducer_per_bucket_s}, Field{"rank_jitter", p.rank_jitter}})
+                         Field{"reducer_per_bucket_s", p.reducer_per_bucket_s}, Field{"rank_jitter", p.rank_jitter},
+                         Field{"codec_wait_s", p.codec_wait_s}, Field{"codec_wait_frac", p.codec_wait_frac}})
     if (!std::isfinite(f.value) || f.value < 0)
       return Problem{f.key, "must be a finite number >= 0, got " + num(f.value)};
   if (!std::isfinite(p.per_layer_overhead_s) || p.per_layer_overhead_s < 0)
@@ -162,6 +163,8 @@ constexpr const char* kKnownKeys[] = {"name",
                                       "reducer_per_step_s",
                                       "reducer_per_bucket_s",
                                       "rank_jitter",
+                                      "codec_wait_s",
+                                      "codec_wait_frac",
                                       "measured"};
 
 class ProfileReader {
@@ -192,7 +195,9 @@ class ProfileReader {
     for (auto [key, dst] : {std::pair{"backward_efficiency", &p.backward_efficiency},
                             std::pair{"reducer_per_step_s", &p.reducer_per_step_s},
                             std::pair{"reducer_per_bucket_s", &p.reducer_per_bucket_s},
-                            std::pair{"rank_jitter", &p.rank_jitter}})
+                            std::pair{"rank_jitter", &p.rank_jitter},
+                            std::pair{"codec_wait_s", &p.codec_wait_s},
+                            std::pair{"codec_wait_frac", &p.codec_wait_frac}})
       if (const toml::node* n = tbl.get(key)) *dst = number(*n, key);
     if (const toml::node* m = tbl.get("measured")) read_measured(*m, p);
     if (auto problem = first_problem(p)) {
@@ -396,6 +401,9 @@ void save_profile(const ComputeProfile& p, const std::string& path) {
        << "reducer_per_bucket_s = " << toml_float(p.reducer_per_bucket_s) << "\n";
   if (p.rank_jitter > 0)
     os << "rank_jitter = " << toml_float(p.rank_jitter) << "  # sigma of a rank's step / its compute\n";
+  if (p.codec_wait_s > 0 || p.codec_wait_frac > 0)
+    os << "codec_wait_s = " << toml_float(p.codec_wait_s) << "  # the slowest rank's codec per bucket, beyond the median,\n"
+       << "codec_wait_frac = " << toml_float(p.codec_wait_frac) << "  # over E[max of p]: codec_wait_s + codec_wait_frac x codec\n";
   if (!p.measured.empty()) {
     os << "\n[measured]  # layer = [fwd_s, bwd_s], seconds per sample\n";
     for (const auto& [layer, t] : p.measured)

@@ -66,6 +66,14 @@ struct ComputeProfile {
   // (0 for one rank; 0.56x for 2, 1.03x for 4, 1.42x for 8). Optional (default 0); fitted by
   // gradsync-model calibrate --compute from the runs' /ranks/step_time_s.
   double rank_jitter = 0;
+  // Each bucket's collective starts when the slowest rank has encoded it: on a machine whose
+  // ranks share cores, one of them gets its core later than the others for every bucket.
+  // The wait per bucket with a codec, beyond the ranks' median codec, is E[max of p standard
+  // normals] x (codec_wait_s + codec_wait_frac x the bucket's codec time): a fixed part (a
+  // time slice of the scheduler) and a part that grows with the codec. Optional (default 0);
+  // fitted by gradsync-model calibrate --compute from the runs' /buckets/by_rank/codec_s.
+  double codec_wait_s = 0;
+  double codec_wait_frac = 0;
   // Optional measured per-layer (fwd_s, bwd_s), in seconds PER SAMPLE (the overhead is
   // added on top), keyed by LayerSpec::name. Replaces the FLOP estimate for that layer.
   std::map<std::string, std::pair<double, double>> measured;

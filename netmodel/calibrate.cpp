@@ -1282,6 +1282,7 @@ ComputeFit calibrate_compute(const std::vector<std::string>& files, const std::s
   std::vector<double> opt_rates;
   std::vector<std::pair<double, double>> reducer_rows;  // (buckets, reducer_s) per run
   std::vector<double> jitters;                          // per run with /ranks/step_time_s
+  std::vector<std::pair<double, double>> waits;         // (median codec, normalised wait) per bucket
   for (const auto& path : files) {
     const TrainRun run = read_train_file(path);
     models::ModelSpec m;
@@ -1309,6 +1310,9 @@ ComputeFit calibrate_compute(const std::vector<std::string>& files, const std::s
     const int p = run.config.nodes * run.config.ranks_per_node;
     if (p >= 2 && std::isfinite(run.rank_spread_s) && compute > 0)
       jitters.push_back(run.rank_spread_s / expected_max_std_normal(p) / compute);
+    for (std::size_t b = 0; p >= 2 && b < run.bucket_codec_wait_s.size(); ++b)
+      if (run.bucket_codec_mid_s[b] > 0 && std::isfinite(run.bucket_codec_wait_s[b]))
+        waits.emplace_back(run.bucket_codec_mid_s[b], run.bucket_codec_wait_s[b] / expected_max_std_normal(p));
     out.used.push_back(path);
   }
   if (rows.size() < 2) {
@@ -1408,6 +1412,36 @@ ComputeFit calibrate_compute(const std::vector<std::string>& files, const std::s
   out.jitter_runs = static_cast<int>(jitters.size());
   out.rank_jitter = jitters.empty() ? 0.0 : std::max(0.0, median(jitters));
   p.rank_jitter = out.rank_jitter;
+  // The slowest rank's codec per bucket: wait = a + f x codec, both >= 0 (the candidate with
+  // the smaller squared error among both terms, a alone, f alone).
+  out.wait_buckets = static_cast<int>(waits.size());
+  if (!waits.empty()) {
+    double best = std::numeric_limits<double>::infinity();
+    auto consider = [&](double a, double f) {
+      if (!(a >= 0 && f >= 0)) return;
+      double e = 0;
+      for (const auto& [c, w] : waits) e += (a + f * c - w) * (a + f * c - w);
+      if (e < best) {
+        best = e;
+        out.codec_wait_s = a;
+        out.codec_wait_frac = f;
+      }
+    };
+    double sc = 0, sw = 0, scc = 0, scw = 0;
+    const double n = static_cast<double>(waits.size());
+    for (const auto& [c, w] : waits) {
+      sc += c;
+      sw += w;
+      scc += c * c;
+      scw += c * w;
+    }
+    const double det = n * scc - sc * sc;
+    if (det > 0) consider((scc * sw - sc * scw) / det, (n * scw - sc * sw) / det);
+    consider(std::max(0.0, sw / n), 0);
+    if (scc > 0) consider(0, std::max(0.0, scw / scc));
+    p.codec_wait_s = out.codec_wait_s;
+    p.codec_wait_frac = out.codec_wait_frac;
+  }
   models::validate_profile(p);
   out.profile = p;
   return out;

@@ -196,6 +196,12 @@ struct ComputeFit {
   // the median over those runs (0 and jitter_runs = 0 when none has the column).
   double rank_jitter = 0;
   int jitter_runs = 0;
+  // profile.codec_wait_s / codec_wait_frac: over the buckets with a codec of every run with
+  // /buckets/by_rank and >= 2 ranks, (the slowest rank's codec - the ranks' median) / E[max of
+  // p std normals] = wait_s + frac x the median codec (medians over steps), least squares
+  // with both terms >= 0; wait_buckets = those buckets (0: not fitted).
+  double codec_wait_s = 0, codec_wait_frac = 0;
+  int wait_buckets = 0;
   double r2 = 0, max_abs_rel_residual = 0;
   std::vector<std::string> used, skipped;
 };

@@ -70,6 +70,26 @@ CompareReport compare_runs(const std::vector<std::string>& files, const std::str
 
 namespace {
 Json num_or_null(double v) { return std::isnan(v) ? Json(nullptr) : Json(v); }
+
+// Per step, summed over buckets: the codec time (measured from /buckets/codec_s, NaN when
+// absent or not attributed; predicted from the compressor's plan and kernel rates) and the
+// buckets' waits for the slowest rank's codec beyond the ranks' median (measured from
+// /buckets/by_rank/codec_s, NaN without it; predicted from the compute profile's codec_wait).
+struct CodecSums {
+  double measured = 0, predicted = 0, measured_wait = 0, predicted_wait = 0;
+};
+CodecSums codec_sums(const CompareRow& row) {
+  CodecSums s;
+  if (row.run.bucket_codec_s.empty()) s.measured = std::nan("");
+  if (row.run.bucket_codec_wait_s.empty()) s.measured_wait = std::nan("");
+  for (double c : row.run.bucket_codec_s) s.measured += c;
+  for (double c : row.run.bucket_codec_wait_s) s.measured_wait += c;
+  for (const auto& b : row.predicted.buckets) {
+    s.predicted += b.codec_s;
+    s.predicted_wait += b.codec_wait_s;
+  }
+  return s;
+}
 }  // namespace
 
 Json bucket_timings_json(const std::vector<BucketTiming>& buckets) {
@@ -78,7 +98,7 @@ Json bucket_timings_json(const std::vector<BucketTiming>& buckets) {
     Json x = Json::object();
     x.set("grad_bytes", static_cast<long long>(b.grad_bytes)).set("wire_bytes", b.wire_bytes).set("tensors", b.ntensors);
     x.set("ready_s", b.ready_s).set("start_s", b.start_s).set("end_s", b.end_s).set("comm_s", b.comm_s).set("codec_s", b.codec_s);
-    x.set("contention_s", b.contention_s);
+    x.set("contention_s", b.contention_s).set("codec_wait_s", b.codec_wait_s);
     bs.push(x);
   }
   return bs;
@@ -125,12 +145,9 @@ Json compare_json(const CompareReport& r) {
         .set("measured_bytes_sent", num_or_null(row.run.bytes_sent))
         .set("predicted_bytes_sent", row.predicted.bytes_sent)
         .set("steps_used", static_cast<long long>(row.run.steps_used));
-    // Codec time per step, summed over buckets: measured from /buckets/codec_s (null when
-    // absent or not attributed), predicted from the compressor's plan and kernel rates.
-    double measured_codec = row.run.bucket_codec_s.empty() ? std::nan("") : 0.0, predicted_codec = 0;
-    for (double c : row.run.bucket_codec_s) measured_codec += c;
-    for (const auto& b : row.predicted.buckets) predicted_codec += b.codec_s;
-    j.set("measured_codec_s", num_or_null(measured_codec)).set("predicted_codec_s", predicted_codec);
+    const CodecSums codec = codec_sums(row);
+    j.set("measured_codec_s", num_or_null(codec.measured)).set("predicted_codec_s", codec.predicted);
+    j.set("measured_codec_wait_s", num_or_null(codec.measured_wait)).set("predicted_codec_wait_s", codec.predicted_wait);
     // A rank's process CPU per step (/steps/cpu_s), the ranks that shared one machine's
     // CPUs, and the share of those CPUs they kept busy (TrainRun::machine_cpu_busy).
     j.set("measured_cpu_s", num_or_null(row.run.cpu_s));
@@ -202,8 +219,9 @@ std::string compare_table(const CompareReport& r) {
   if (saturated > 0) {
     std::snprintf(buf, sizeof buf,
                   "# %d run(s) CPU-bound: %d ranks on one machine's %d cores used %.0f%% of them or more "
-                  "(/steps/cpu_s, waiting included); the model prices the codecs' share of the machine's cores, not "
-                  "the waits of exchanges for a rank the scheduler has not run yet, so such steps can run longer "
+                  "(/steps/cpu_s, waiting included); the model prices the codecs' share of the machine's cores and, "
+                  "with a compute profile's codec_wait, each bucket's wait for the slowest rank's codec, not other "
+                  "waits of exchanges for a rank the scheduler has not run yet, so such steps can run longer "
                   "than predicted\n",
                   saturated, ranks, cores, 100 * least);
     os << buf;
@@ -224,7 +242,7 @@ void write_compare(const CompareReport& r, const std::string& path, const std::v
   write_provenance(w, model_provenance(argv));
   std::vector<std::string> file, model, algo, compress, precision, compute;
   std::vector<std::int64_t> nodes, rpn, modelled, inside;
-  std::vector<double> ms, ps, es, me, pe, ee, mc, pc, p10, p90, busy;
+  std::vector<double> ms, ps, es, me, pe, ee, mc, pc, p10, p90, busy, mcodec, pcodec, mwait, pwait;
   std::vector<std::int64_t> mranks, mcores, saturated;
   for (const auto& row : r.rows) {
     const auto& c = row.run.config;
@@ -252,6 +270,11 @@ void write_compare(const CompareReport& r, const std::string& path, const std::v
     p10.push_back(row.measured_p10_s);
     p90.push_back(row.measured_p90_s);
     inside.push_back(row.inside_spread() ? 1 : 0);
+    const CodecSums codec = codec_sums(row);
+    mcodec.push_back(codec.measured);
+    pcodec.push_back(codec.predicted);
+    mwait.push_back(codec.measured_wait);
+    pwait.push_back(codec.predicted_wait);
   }
   w.group("/compare");
   w.attr("/compare", "fabric", r.fabric);
@@ -286,6 +309,12 @@ void write_compare(const CompareReport& r, const std::string& path, const std::v
   w.write("/compare/epoch_error_pct", ee);
   w.write("/compare/measured_comm_exposed_s", mc);
   w.write("/compare/predicted_comm_exposed_s", pc);
+  // Per step, summed over buckets (NaN: not recorded): the codec, and the buckets' waits for
+  // the slowest rank's codec beyond the ranks' median (compare --json's same keys).
+  w.write("/compare/measured_codec_s", mcodec);
+  w.write("/compare/predicted_codec_s", pcodec);
+  w.write("/compare/measured_codec_wait_s", mwait);
+  w.write("/compare/predicted_codec_wait_s", pwait);
   w.commit();
 }
 

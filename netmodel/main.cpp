@@ -358,13 +358,15 @@ void print_prediction(const PredictConfig& c, const StepResult& r, Predictor& pr
     else
       std::printf("  machine: %d ranks share %d cores\n", c.machine_ranks, c.machine_cores);
   }
-  std::printf("  %6s %7s %12s %12s %10s %10s %10s %10s %10s %10s\n", "bucket", "tensors", "grad_bytes", "wire_bytes",
-              "ready_ms", "start_ms", "end_ms", "comm_ms", "codec_ms", "contend_ms");
+  // comm_ms holds contend_ms (collectives inside backward, slower) and wait_ms (the wait for
+  // the slowest rank's codec, compute profile's codec_wait).
+  std::printf("  %6s %7s %12s %12s %10s %10s %10s %10s %10s %10s %10s\n", "bucket", "tensors", "grad_bytes",
+              "wire_bytes", "ready_ms", "start_ms", "end_ms", "comm_ms", "codec_ms", "contend_ms", "wait_ms");
   for (std::size_t i = 0; i < r.buckets.size(); ++i) {
     const auto& b = r.buckets[i];
-    std::printf("  %6zu %7d %12lld %12.0f %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f\n", i, b.ntensors,
+    std::printf("  %6zu %7d %12lld %12.0f %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f\n", i, b.ntensors,
                 static_cast<long long>(b.grad_bytes), b.wire_bytes, b.ready_s * 1e3, b.start_s * 1e3, b.end_s * 1e3,
-                b.comm_s * 1e3, b.codec_s * 1e3, b.contention_s * 1e3);
+                b.comm_s * 1e3, b.codec_s * 1e3, b.contention_s * 1e3, b.codec_wait_s * 1e3);
   }
   const double hidden = r.comm_total_s - r.comm_exposed_s;
   std::printf("  step: data %.3f + forward %.3f + backward %.3f + exposed comm %.3f + optimizer %.3f + reducer %.3f"
@@ -708,6 +710,8 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       j.set("r2", fit.r2).set("max_abs_rel_residual", fit.max_abs_rel_residual).set("runs", static_cast<long long>(fit.used.size()));
       j.set("reducer_per_step_s", fit.reducer_per_step_s).set("reducer_per_bucket_s", fit.reducer_per_bucket_s);
       j.set("rank_jitter", fit.rank_jitter).set("jitter_runs", static_cast<long long>(fit.jitter_runs));
+      j.set("codec_wait_s", fit.codec_wait_s).set("codec_wait_frac", fit.codec_wait_frac);
+      j.set("codec_wait_buckets", static_cast<long long>(fit.wait_buckets));
       Json sk = Json::array();
       for (const auto& s : fit.skipped) sk.push(s);
       j.set("skipped", sk);
@@ -730,6 +734,13 @@ int cmd_calibrate(const std::vector<std::string>& args) {
                     100 * fit.rank_jitter, fit.jitter_runs);
       else
         std::printf("ranks' step-time jitter: not fitted (no run with /ranks/step_time_s and >= 2 ranks)\n");
+      if (fit.wait_buckets > 0)
+        std::printf("slowest rank's codec per bucket: %.3f ms + %.1f%% of the bucket's codec beyond the ranks' median, "
+                    "per E[max of p std normals] (from %d buckets' /buckets/by_rank/codec_s); each bucket's "
+                    "collective waits for it\n",
+                    fit.codec_wait_s * 1e3, 100 * fit.codec_wait_frac, fit.wait_buckets);
+      else
+        std::printf("slowest rank's codec per bucket: not fitted (no run with /buckets/by_rank, a codec and >= 2 ranks)\n");
       for (const auto& s : fit.skipped) std::printf("  skipped %s\n", s.c_str());
       std::printf("wrote %s\n", out.c_str());
     }

@@ -83,6 +83,8 @@ const Workload& Predictor::workload(const PredictConfig& c) {
   w.reducer_per_step_s = prof.reducer_per_step_s;
   w.reducer_per_bucket_s = prof.reducer_per_bucket_s;
   w.rank_jitter = prof.rank_jitter;
+  w.codec_wait_s = prof.codec_wait_s;
+  w.codec_wait_frac = prof.codec_wait_frac;
   return workloads_.emplace(key, std::move(w)).first->second;
 }
 

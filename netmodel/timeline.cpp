@@ -272,6 +272,11 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
         t += c;
       }
       codec += codec_time(t, bk.plan.tail_s);
+      // The bucket's collective waits for the rank that encoded it last (Workload::codec_wait_s).
+      const double codec_wait = codec > 0 && topo.ranks() > 1 ? expected_max_std_normal(topo.ranks()) *
+                                                                       (w.codec_wait_s + w.codec_wait_frac * codec)
+                                                                 : 0.0;
+      comm += codec_wait;
       const double start = e.t, end = start + codec + comm;
       codec_jitter += bk.plan.codec_sigma * codec;
       r.comm_total_s += codec + comm;
@@ -287,6 +292,7 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
         bt.comm_s = comm;
         bt.codec_s = codec;
         bt.contention_s = extra;
+        bt.codec_wait_s = codec_wait;
       }
       // With the communication thread preempting compute, its contention (the wait for a
       // core, and the slower progress beside backward) is time in which compute holds the

@@ -68,6 +68,10 @@ struct Workload {
   // Sigma of one rank's step time around the ranks' mean, as a fraction of its compute
   // (compute profile's rank_jitter): the step waits for the slowest rank (StepResult::straggler_s).
   double rank_jitter = 0;
+  // The slowest rank's codec per bucket (compute profile's codec_wait_s, codec_wait_frac): a
+  // bucket with a codec waits E[max of p std normals] x (codec_wait_s + codec_wait_frac x its
+  // codec time) in its collective for the rank that encoded last (BucketTiming::comm_s).
+  double codec_wait_s = 0, codec_wait_frac = 0;
   // A replayed run's wait for the slowest rank beyond what its recorded steps hold, added to
   // straggler_s: positive for more ranks than recorded, negative for fewer (replay.hpp).
   double rank_wait_s = 0;
@@ -146,8 +150,9 @@ struct BucketTiming {
   double wire_bytes = 0;
   int ntensors = 0;
   double ready_s = 0, start_s = 0, end_s = 0;  // relative to the step start
-  double comm_s = 0;   // collectives only
+  double comm_s = 0;   // collectives only, with the wait for the slowest rank's codec (Workload::codec_wait_s)
   double codec_s = 0;  // encode + decode + casts
+  double codec_wait_s = 0;  // of comm_s: the wait for the slowest rank's codec (Workload::codec_wait_s)
   double contention_s = 0;  // of comm_s: extra time of collectives that ran during backward (fabric contention)
 };
 

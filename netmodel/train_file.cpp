@@ -271,7 +271,28 @@ TrainRun read_train_file(const std::string& path) {
       to.bucket_ready_s[index[bucket[i]]] = rd[i];
       to.codec_s += cd[i];  // a NaN bucket makes the step's NaN
     }
+    // Every rank's codec per bucket row: the ranks' median, and the slowest's excess over it.
+    std::map<int64_t, std::vector<double>> mid, wait;
+    if (r.exists("/buckets/by_rank/codec_s")) {
+      const auto dims = r.dims("/buckets/by_rank/codec_s");
+      GS_USAGE_CHECK(dims.size() == 2 && dims[0] == bucket.size(), path, ": /buckets/by_rank/codec_s is not [",
+                     bucket.size(), " rows, ranks]");
+      const std::size_t p = static_cast<std::size_t>(dims[1]);
+      const auto all = r.read_double("/buckets/by_rank/codec_s");
+      for (std::size_t i = 0; p >= 2 && i < bucket.size(); ++i) {
+        if (step[i] < first_step) continue;
+        std::vector<double> c(all.begin() + static_cast<std::ptrdiff_t>(i * p),
+                              all.begin() + static_cast<std::ptrdiff_t>((i + 1) * p));
+        const double m = median(c);
+        mid[bucket[i]].push_back(m);
+        wait[bucket[i]].push_back(*std::max_element(c.begin(), c.end()) - m);
+      }
+    }
     for (auto& [k, v] : bytes) {
+      if (!mid.empty()) {
+        run.bucket_codec_mid_s.push_back(median(mid[k]));
+        run.bucket_codec_wait_s.push_back(median(wait[k]));
+      }
       run.bucket_bytes.push_back(median(v));
       run.bucket_ready_s.push_back(median(ready[k]));
       run.bucket_start_s.push_back(median(start[k]));

@@ -123,6 +123,11 @@ struct TrainRun {
   // compressor's encode + decode; 0 for none). NaN per bucket when absent (older files) or
   // not measured (a PyTorch hook whose collectives the recorder could not attribute).
   std::vector<double> bucket_codec_s;
+  // Per bucket index, from every rank's codec time (/buckets/by_rank/codec_s, two or more
+  // ranks): the median over steps of the ranks' median codec, and of how much longer the
+  // slowest rank's took than that median (the bucket's collective waits for it). Empty when
+  // the file has no by_rank group or one rank.
+  std::vector<double> bucket_codec_mid_s, bucket_codec_wait_s;
   // /model (files written since the group was added; empty for older files): the model's
   // parameter tensors in forward order, with the bucket each went to.
   std::vector<TrainTensor> tensors;

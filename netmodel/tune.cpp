@@ -18,8 +18,8 @@
 //   What bounds the winner: its step is split into compute (forward + backward +
 //   optimizer), data loading, and exposed communication; the exposed part is divided into
 //   latency, bandwidth and codec in the proportion of the winner's communication time
-//   (latency: the same collectives at 4 bytes; codec: encode/decode/casts; bandwidth: the
-//   rest). The largest of the five is the bound.
+//   (latency: the same collectives at 4 bytes; codec: encode/decode/casts and the buckets'
+//   waits for the slowest rank's codec; bandwidth: the rest). The largest of the five is the bound.
 //
 // Cost: (candidates) x (one step simulation, ~buckets events); 1e5 candidates of ResNet-50
 //   in about a second on one core (gradsync-model tune prints its own count and time).
@@ -69,9 +69,10 @@ TuneBound explain(const PredictConfig& c, Predictor& predictor) {
   co.channels = c.channels;
   const double alpha_only = collective_time(f, Op::Allreduce, c.algo, topo, 4, co);
   for (const auto& bt : r.buckets) {
-    codec += bt.codec_s;
-    comm += bt.comm_s;
-    latency += std::min(bt.comm_s, alpha_only);
+    const double collectives = bt.comm_s - bt.codec_wait_s;  // the wait is the codec's
+    codec += bt.codec_s + bt.codec_wait_s;
+    comm += collectives;
+    latency += std::min(collectives, alpha_only);
   }
   const double total = codec + comm;
   if (total > 0) {

@@ -155,8 +155,21 @@ def tune_verify(ctx):
             lines.append(f"In {int(over.sum())} of {len(busy)} runs the {int(cmp['machine_ranks'][i])} ranks used "
                          f"{100 * float(np.min(busy[over])):.0f}% or more of the {int(cmp['machine_cores'][i])} cores "
                          "of the one machine they shared (/steps/cpu_s, waiting included): they competed for the "
-                         "cores; the model prices the codecs' share of them, not the exchanges' waits for a rank "
-                         "the scheduler has not run yet, so their steps can run longer than predicted.")
+                         "cores; the model prices the codecs' share of them and, with the compute profile's "
+                         "codec_wait, each bucket's wait for the slowest rank's codec, not other waits of the "
+                         "exchanges for a rank the scheduler has not run yet, so their steps can run longer than "
+                         "predicted.")
+    # The buckets' waits for the slowest rank's codec (compare's measured/predicted_codec_wait_s).
+    if cmp and "measured_codec_wait_s" in cmp:
+        mw = np.asarray(cmp["measured_codec_wait_s"], dtype=float)
+        pw = np.asarray(cmp["predicted_codec_wait_s"], dtype=float)
+        pc = np.asarray(cmp["predicted_codec_s"], dtype=float)
+        sel = np.isfinite(mw) & (pc > 0)
+        if sel.any():
+            lines.append(f"Each bucket's collective waits for the rank that encoded it last: over the {int(sel.sum())} "
+                         f"runs with a codec, {1e3 * float(np.median(mw[sel])):.1f} ms a step measured "
+                         f"(/buckets/by_rank/codec_s, the slowest rank's codec beyond the ranks' median, summed over "
+                         f"buckets; median over runs) vs {1e3 * float(np.median(pw[sel])):.1f} ms predicted.")
     comp = {}
     for k in keys:
         c = dict(k).get("compress", "none")

@@ -395,6 +395,29 @@ TEST(ComputeProfile, ReducerCostIsOptionalAndRoundTrips) {
   EXPECT_THROW(gradsync::models::validate_profile(p), gradsync::UsageError);
 }
 
+TEST(ComputeProfile, CodecWaitIsOptionalAndRoundTrips) {
+  auto p = gradsync::models::builtin_profile("cpu");
+  EXPECT_EQ(p.codec_wait_s, 0.0);
+  EXPECT_EQ(p.codec_wait_frac, 0.0);
+  p.codec_wait_s = 1.5e-3;
+  p.codec_wait_frac = 0.25;
+  const std::string path = ::testing::TempDir() + "/codec_wait_profile.toml";
+  gradsync::models::save_profile(p, path);
+  const auto q = gradsync::models::load_profile(path);
+  EXPECT_DOUBLE_EQ(q.codec_wait_s, 1.5e-3);
+  EXPECT_DOUBLE_EQ(q.codec_wait_frac, 0.25);
+  for (int k = 0; k < 2; ++k) {
+    auto bad = p;
+    (k == 0 ? bad.codec_wait_s : bad.codec_wait_frac) = -0.1;
+    try {
+      gradsync::models::validate_profile(bad);
+      ADD_FAILURE() << "a negative codec wait was accepted";
+    } catch (const gradsync::UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(k == 0 ? "codec_wait_s" : "codec_wait_frac"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(ComputeProfile, RankJitterIsOptionalAndRoundTrips) {
   auto p = gradsync::models::builtin_profile("cpu");
   EXPECT_EQ(p.rank_jitter, 0.0);

@@ -547,6 +547,47 @@ TEST(Straggler, TheSlowestRankLengthensTheStep) {
   }
 }
 
+TEST(Straggler, EachCodecBucketWaitsForTheSlowestRanksCodec) {
+  // Each bucket's codec: 0.2 ms encode + 0.3 ms decode. With the compute profile's
+  // codec_wait (1 ms + 40% of the codec, per E[max of p]), every bucket's collective waits
+  // E[max of p std normals] x (1 ms + 0.4 x 0.5 ms) for the rank that encoded last; the
+  // wait is communication time, so it delays the next bucket too. One rank, or a bucket
+  // without a codec, waits for nobody.
+  TwoBucketStep two;
+  for (auto& b : two.bs) {
+    b.plan.phases.at(0).compute_s = 2e-4;
+    b.plan.tail_s = 3e-4;
+  }
+  Workload wj = two.w;
+  wj.codec_wait_s = 1e-3;
+  wj.codec_wait_frac = 0.4;
+  for (int p : {1, 2, 3, 8}) {
+    const NetConfig net{1, p, "ring", 0, 1};
+    const StepResult base = simulate_step(two.w, two.bs, two.f, net, two.st, 0);
+    const StepResult with = simulate_step(wj, two.bs, two.f, net, two.st, 0);
+    const double want = expected_max_std_normal(p) * (1e-3 + 0.4 * 5e-4);
+    for (std::size_t b = 0; b < 2; ++b) {
+      EXPECT_NEAR(with.buckets[b].codec_s, base.buckets[b].codec_s, 1e-15) << p;
+      EXPECT_NEAR(with.buckets[b].comm_s - base.buckets[b].comm_s, want, 1e-12) << p << " ranks, bucket " << b;
+    }
+    // The step grows by bucket 1's wait and by how much later bucket 1 could start: at
+    // backward's end (3 ms) while bucket 0 (ready at 1 ms) ends before it, later on 8 ranks,
+    // where bucket 0's wait runs past it.
+    const double later = with.buckets[1].start_s - base.buckets[1].start_s;
+    EXPECT_NEAR(with.step_time_s - base.step_time_s, want + later, 1e-12) << p << " ranks";
+    if (p <= 3) EXPECT_NEAR(later, 0.0, 1e-15) << p << " ranks";
+    else EXPECT_NEAR(later, with.buckets[0].end_s - base.buckets[1].start_s, 1e-12) << "bucket 0's wait delays bucket 1";
+    EXPECT_DOUBLE_EQ(with.straggler_s, base.straggler_s);
+  }
+  for (auto& b : two.bs) {
+    b.plan.phases.at(0).compute_s = 0;
+    b.plan.tail_s = 0;
+  }
+  const NetConfig net{1, 3, "ring", 0, 1};
+  EXPECT_DOUBLE_EQ(simulate_step(wj, two.bs, two.f, net, two.st, 0).step_time_s,
+                   simulate_step(two.w, two.bs, two.f, net, two.st, 0).step_time_s);
+}
+
 TEST(CodecCpuShare, RanksBeyondTheCoresStretchTheCodec) {
   // Each bucket's codec: 0.2 ms encode + 0.3 ms decode alone. Bucket 0 is ready 1 ms into
   // backward (3 ms), bucket 1 at its end.

@@ -2375,6 +2375,78 @@ TEST(Calibrate, ComputeFitsTheRanksJitterFromTheirStepTimes) {
   EXPECT_EQ(none.profile.rank_jitter, 0.0);
 }
 
+TEST(Calibrate, ComputeFitsTheSlowestRanksCodecPerBucket) {
+  // Three ranks; per bucket b the ranks' median codec is m_b = (b + 1) ms and one rank (a
+  // different one each step) takes E[max of 3] x (0.5 ms + 0.3 m_b) longer. The fit gives
+  // back 0.5 ms and 0.3 from /buckets/by_rank/codec_s; runs without the group, or of one
+  // rank, fit nothing.
+  PredictConfig c = two_local_ranks();
+  c.ranks_per_node = 3;
+  Predictor p;
+  const StepResult truth = p.predict(c);
+  const std::size_t nb = truth.buckets.size();
+  ASSERT_GE(nb, 2u) << "two bucket sizes are needed to tell the fixed wait from the share";
+  const double e3 = expected_max_std_normal(3);
+  auto by_rank = [&](h5::Writer& w) {
+    std::vector<double> codec;
+    for (int i = 0; i < 30; ++i)
+      for (std::size_t b = 0; b < nb; ++b) {
+        const double m = 1e-3 * static_cast<double>(b + 1);
+        for (int r = 0; r < 3; ++r) codec.push_back(r == i % 3 ? m + e3 * (0.5e-3 + 0.3 * m) : m);
+      }
+    w.write("/buckets/by_rank/codec_s", codec, {30 * nb, 3});
+  };
+  const std::string file = train_file("wait-a.h5", c, "emulated", truth, 0.0, 51, by_rank);
+  const ComputeFit fit = calibrate_compute({file}, "waits");
+  EXPECT_EQ(fit.wait_buckets, static_cast<int>(nb));
+  EXPECT_NEAR(fit.codec_wait_s, 0.5e-3, 1e-9);
+  EXPECT_NEAR(fit.codec_wait_frac, 0.3, 1e-6);
+  EXPECT_DOUBLE_EQ(fit.profile.codec_wait_s, fit.codec_wait_s);
+  EXPECT_DOUBLE_EQ(fit.profile.codec_wait_frac, fit.codec_wait_frac);
+  // The file reads back each bucket's median codec and wait, and compare reports their sum.
+  const TrainRun run = read_train_file(file);
+  ASSERT_EQ(run.bucket_codec_wait_s.size(), nb);
+  double sum = 0;
+  for (std::size_t b = 0; b < nb; ++b) {
+    const double m = 1e-3 * static_cast<double>(b + 1);
+    EXPECT_NEAR(run.bucket_codec_mid_s[b], m, 1e-15);
+    EXPECT_NEAR(run.bucket_codec_wait_s[b], e3 * (0.5e-3 + 0.3 * m), 1e-15);
+    sum += run.bucket_codec_wait_s[b];
+  }
+  const std::string js = compare_json(compare_runs({file}, "shm-local", "", "")).dump();
+  const std::string key = "\"measured_codec_wait_s\":";
+  const auto at = js.find(key);
+  ASSERT_NE(at, std::string::npos) << js;
+  EXPECT_NEAR(std::strtod(js.c_str() + at + key.size(), nullptr), sum, 1e-12) << js;
+  // A wait that shrinks with the codec is no share of it: the fixed part alone (>= 0).
+  auto shrinking = [&](h5::Writer& w) {
+    std::vector<double> codec;
+    for (int i = 0; i < 30; ++i)
+      for (std::size_t b = 0; b < nb; ++b) {
+        const double m = 1e-3 * static_cast<double>(b + 1);
+        for (int r = 0; r < 3; ++r) codec.push_back(r == 0 ? m + e3 * 2e-3 / static_cast<double>(b + 1) : m);
+      }
+    w.write("/buckets/by_rank/codec_s", codec, {30 * nb, 3});
+  };
+  const ComputeFit s = calibrate_compute({train_file("wait-b.h5", c, "emulated", truth, 0.0, 52, shrinking)}, "fixed");
+  EXPECT_GT(s.codec_wait_s, 0.0);
+  EXPECT_EQ(s.codec_wait_frac, 0.0);
+  // A by_rank table whose rows are not /buckets' is refused, naming the file and dataset.
+  const std::string bad = train_file("wait-bad.h5", c, "emulated", truth, 0.0, 54, [](h5::Writer& w) {
+    w.write("/buckets/by_rank/codec_s", std::vector<double>(15, 1e-3), {5, 3});
+  });
+  try {
+    read_train_file(bad);
+    ADD_FAILURE() << "a by_rank table of the wrong shape was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("wait-bad.h5: /buckets/by_rank/codec_s is not"), std::string::npos) << e.what();
+  }
+  const ComputeFit none = calibrate_compute({train_file("wait-none.h5", c, "emulated", truth, 0.0, 53)}, "plain");
+  EXPECT_EQ(none.wait_buckets, 0);
+  EXPECT_EQ(none.profile.codec_wait_s, 0.0);
+  EXPECT_EQ(none.profile.codec_wait_frac, 0.0);
+}
+
 TEST(Compare, SaysWhenRanksSaturatedTheCoresTheyShared) {
   // Three ranks on one machine's two cores (the testbed's hosts), each using 0.64 of a core
   // per step (/steps/cpu_s): 96% of the two cores. The run reads back its machine share and
