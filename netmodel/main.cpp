@@ -588,7 +588,8 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       "compute",
       "fit a compute profile from gradsync-train files instead: FLOP rate(s) and per-layer overhead, the "
       "optimizer rate, the reducer's cost per step and bucket, the ranks' step-time jitter (the wait for the "
-      "slowest rank, from /ranks/step_time_s)")(
+      "slowest rank, from /ranks/step_time_s) and each bucket's wait for the slowest rank's codec (from "
+      "/buckets/by_rank/codec_s)")(
       "kernels", "fit compression-kernel rates from Google Benchmark JSON instead: gradsync-kernels-bench "
                  "--benchmark_format=json output, or gradsync_torch.codecs --out (PyTorch's DDP hooks)")(
       "contention", "fit the contention factor (communication during backward) from overlap-on gradsync-train files "
