@@ -151,8 +151,11 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
   const double bwd_start = (k - 1) * (w.forward_s + bwd_nosync) + w.forward_s;
   const double bwd_end_alone = bwd_start + w.backward_s;
   const int nb = static_cast<int>(buckets.size());
+  // E[max of p std normals]: how far the slowest of the ranks lies beyond their mean, per
+  // sigma (0 for one rank); the step's, the codecs' and each bucket's waits scale with it.
+  const double slowest = expected_max_std_normal(topo.ranks());
   // The slowest of the ranks ends the synchronous step (compute profile's rank_jitter).
-  const double straggler = (w.rank_jitter > 0 ? expected_max_std_normal(topo.ranks()) * w.rank_jitter *
+  const double straggler = (w.rank_jitter > 0 ? slowest * w.rank_jitter *
                                                    (k * w.forward_s + (k - 1) * bwd_nosync + w.backward_s + w.optimizer_s)
                                              : 0.0) +
                            w.rank_wait_s;
@@ -273,9 +276,7 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
       }
       codec += codec_time(t, bk.plan.tail_s);
       // The bucket's collective waits for the rank that encoded it last (Workload::codec_wait_s).
-      const double codec_wait = codec > 0 && topo.ranks() > 1 ? expected_max_std_normal(topo.ranks()) *
-                                                                       (w.codec_wait_s + w.codec_wait_frac * codec)
-                                                                 : 0.0;
+      const double codec_wait = codec > 0 ? slowest * (w.codec_wait_s + w.codec_wait_frac * codec) : 0.0;
       comm += codec_wait;
       const double start = e.t, end = start + codec + comm;
       codec_jitter += bk.plan.codec_sigma * codec;
@@ -311,7 +312,7 @@ StepResult simulate_step(const Workload& w, const std::vector<Bucket>& buckets, 
     r.comm_exposed_s = std::max(0.0, last_end - bwd_end);
     r.reducer_s = w.reducer_per_step_s + w.reducer_per_bucket_s * nb;
     // The wait for the slowest rank's codec (StepResult::straggler_s) on top of the compute's.
-    r.straggler_s = straggler + (codec_jitter != 0 ? expected_max_std_normal(topo.ranks()) * codec_jitter : 0.0);
+    r.straggler_s = straggler + (codec_jitter != 0 ? slowest * codec_jitter : 0.0);
     const double compute_part = bwd_end + r.comm_exposed_s + r.optimizer_s + r.reducer_s + r.straggler_s;
 
     // Data loading (per micro-step batch x data_time_s of work).
