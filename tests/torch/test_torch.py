@@ -397,12 +397,12 @@ def case_membership(tmp):
 
 def case_calibrate(tmp):
     bench = os.path.join(tmp, "bench.h5")
-    # Up to 16 MiB: gloo's calls wait 1-4 ms for a scheduler tick on 2 cores whatever their
-    # size, so a sweep ending at 4 MiB (1 KiB 0.4-2.1 ms, 4 MiB 4.4-9.0 ms) barely grew with
-    # size and calibrate refused one in CI (2026-12-07: "fitted bandwidth is not positive");
-    # 16 MiB takes 16-23 ms. Three sweeps of each kind, each size's times scaled by
-    # exp(N(0, 0.7)), 150 draws per sweep: calibrate refused 23 of 450 ending at 4 MiB and
-    # 2 of 450 ending at 16 MiB.
+    # Up to 16 MiB: on 2 cores gloo's calls wait for a scheduler tick whatever their size,
+    # so a sweep ending at 4 MiB barely grew with size (twelve on 2026-12-07: 1 KiB 0.6-5.2
+    # ms, 4 MiB 4.4-11.5 ms) and calibrate refused one in CI ("fitted bandwidth is not
+    # positive"); 16 MiB took 12.9-23.0 ms. Three sweeps of each kind, each size's times
+    # scaled by exp(N(0, 0.7)), 150 draws per sweep: calibrate refused 23 of 450 ending at
+    # 4 MiB and 2 of 450 ending at 16 MiB.
     p = run([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.bench", "-b", "1K", "-e", "16M", "-f", "4",
              "-n", "5", "-w", "1", "--off-cache", "1M", "--out", bench], tmp)
     check("# Avg bus bandwidth" in p.stdout and "Out of bounds values : 0 OK" in p.stdout, "nccl-tests table")
