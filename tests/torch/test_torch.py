@@ -402,9 +402,10 @@ def case_calibrate(tmp):
     # ms, 4 MiB 4.4-11.5 ms) and calibrate refused one in CI ("fitted bandwidth is not
     # positive"); 16 MiB took 12.9-23.0 ms. Three sweeps of each kind, each size's times
     # scaled by exp(N(0, 0.7)), 150 draws per sweep: calibrate refused 23 of 450 ending at
-    # 4 MiB and 2 of 450 ending at 16 MiB.
-    p = run([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.bench", "-b", "1K", "-e", "16M", "-f", "4",
-             "-n", "5", "-w", "1", "--off-cache", "1M", "--out", bench], tmp)
+    # 4 MiB and 2 of 450 ending at 16 MiB. The plain and the busy sweep share these sizes.
+    sweep = [TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.bench", "-b", "1K", "-e", "16M", "-f", "4",
+             "-n", "5", "-w", "1"]
+    p = run(sweep + ["--off-cache", "1M", "--out", bench], tmp)
     check("# Avg bus bandwidth" in p.stdout and "Out of bounds values : 0 OK" in p.stdout, "nccl-tests table")
     check("off-cache: 1048576 bytes" in p.stdout, "the table header names --off-cache")
     with h5py.File(bench, "r") as f:
@@ -422,8 +423,7 @@ def case_calibrate(tmp):
     # The same sweep while a process per rank spins: the file says so, the spinners end with
     # the sweep, and calibrate fits the level's contention from it (not its alpha and bw).
     busy = os.path.join(tmp, "bench-busy.h5")
-    p = run([TORCHRUN, "--nproc-per-node", "2", "-m", "gradsync_torch.bench", "-b", "1K", "-e", "16M", "-f", "4",
-             "-n", "5", "-w", "1", "--busy-threads", "1", "--out", busy], tmp)
+    p = run(sweep + ["--busy-threads", "1", "--out", busy], tmp)
     check("busy-threads: 1" in p.stdout, "the table header names --busy-threads")
     with h5py.File(busy, "r") as f:
         check(int(f.attrs["busy_threads"]) == 1 and np.all(f["oop/nwrong"][:] == 0), "busy_threads recorded, #wrong 0")
