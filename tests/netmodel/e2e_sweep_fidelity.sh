@@ -1,8 +1,9 @@
 #!/bin/bash
 # End-to-end: scripts/sweep_fidelity.sh on 2 ranks (real gradsync-bench runs, 2 iterations a
-# size), then --refit on its folder: the refit goes to a folder of its own, leaves the
-# measured one as it was, and prices every fresh run as the first pass did (same build, same
-# files, so the same lines). Bad --refit folders: one line, exit 2, nothing written.
+# size; its host check recomputed from the files), then --refit on its folder: the refit goes
+# to a folder of its own, leaves the measured one as it was, and prices every fresh run as the
+# first pass did (same build, same files, so the same lines). Bad --refit folders: one line,
+# exit 2, nothing written.
 # usage: e2e_sweep_fidelity.sh REPO BUILD_DIR WORKDIR
 set -u
 REPO=$1; export BUILD_DIR=$2; W=$3
@@ -13,6 +14,24 @@ FAILMSG() { echo "FAIL: $*"; fail=1; }
 
 bash "$S" --ranks 2 --repeats 1 --iters 2 --out "$W/set" >"$W/first.txt" 2>&1 || { cat "$W/first.txt"; FAILMSG "first pass"; }
 grep -q "^all: within 15%: [0-9]*/6;" "$W/first.txt" || FAILMSG "first pass: no 'all:' line over 6 runs: $(tail -3 "$W/first.txt")"
+# The host check: each size's fresh ring against the sweep's own ring point, recomputed here
+# from the two files (medians over iterations), and the held count over whole repeats.
+for mb in 1 16; do
+  line=$(grep "^  the sweep's own ring at $mb MiB: " "$W/first.txt")
+  want=$(/usr/bin/python3 - "$W/set" $((mb << 20)) <<'PY'
+import sys, h5py, numpy as np
+d, size = sys.argv[1], int(sys.argv[2])
+def med(f):
+    with h5py.File(f, "r") as h:
+        return dict(zip(h["size_bytes"][:].tolist(), np.median(h["oop/time_us"][:], axis=1)))[size]
+s, f = med(f"{d}/ring-2.h5"), med(f"{d}/fresh-2-ring-1.h5")
+print(f"{s:.0f} us; the fresh ring's repeats {f / s:.2f}x that")
+PY
+)
+  [ "$line" = "  the sweep's own ring at $mb MiB: $want" ] || FAILMSG "host check at $mb MiB: '$line', want '...: $want'"
+done
+grep -Eq "^all: .*; where the fresh ring held: [0-9]/[036]$" "$W/first.txt" ||
+  FAILMSG "no held count over whole repeats: $(grep '^all:' "$W/first.txt")"
 before=$(cd "$W/set" && find . -type f -exec md5sum {} + | sort)
 
 bash "$S" --refit "$W/set" --ranks 2 >"$W/refit.txt" 2>&1 || { cat "$W/refit.txt"; FAILMSG "refit"; }
