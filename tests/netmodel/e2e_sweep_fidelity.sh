@@ -14,24 +14,28 @@ FAILMSG() { echo "FAIL: $*"; fail=1; }
 
 bash "$S" --ranks 2 --repeats 1 --iters 2 --out "$W/set" >"$W/first.txt" 2>&1 || { cat "$W/first.txt"; FAILMSG "first pass"; }
 grep -q "^all: within 15%: [0-9]*/6;" "$W/first.txt" || FAILMSG "first pass: no 'all:' line over 6 runs: $(tail -3 "$W/first.txt")"
-# The host check: each size's fresh ring against the sweep's own ring point, recomputed here
-# from the two files (medians over iterations), and the held count over whole repeats.
+# The host checks, recomputed here from the files (medians over iterations): each size's fresh
+# ring against the sweep's own ring point, and rabenseifner / ring (the same exchanges on 2
+# ranks); the held count covers rabenseifner and rd of whole repeats.
 for mb in 1 16; do
-  line=$(grep "^  the sweep's own ring at $mb MiB: " "$W/first.txt")
   want=$(/usr/bin/python3 - "$W/set" $((mb << 20)) <<'PY'
 import sys, h5py, numpy as np
 d, size = sys.argv[1], int(sys.argv[2])
 def med(f):
     with h5py.File(f, "r") as h:
         return dict(zip(h["size_bytes"][:].tolist(), np.median(h["oop/time_us"][:], axis=1)))[size]
-s, f = med(f"{d}/ring-2.h5"), med(f"{d}/fresh-2-ring-1.h5")
-print(f"{s:.0f} us; the fresh ring's repeats {f / s:.2f}x that")
+s, f, r = med(f"{d}/ring-2.h5"), med(f"{d}/fresh-2-ring-1.h5"), med(f"{d}/fresh-2-rabenseifner-1.h5")
+print(f"{s:.0f} us; the fresh ring's repeats {f / s:.2f}x that|{r / f:.2f} in the repeats")
 PY
 )
-  [ "$line" = "  the sweep's own ring at $mb MiB: $want" ] || FAILMSG "host check at $mb MiB: '$line', want '...: $want'"
+  line=$(grep "^  the sweep's own ring at $mb MiB: " "$W/first.txt")
+  [ "$line" = "  the sweep's own ring at $mb MiB: ${want%|*}" ] || FAILMSG "host check at $mb MiB: '$line', want '...: ${want%|*}'"
+  line=$(grep "^  rabenseifner / ring, the same exchanges on 2 ranks, $mb MiB: " "$W/first.txt")
+  [ "$line" = "  rabenseifner / ring, the same exchanges on 2 ranks, $mb MiB: ${want#*|}" ] ||
+    FAILMSG "same-exchange ratio at $mb MiB: '$line', want '...: ${want#*|}'"
 done
-grep -Eq "^all: .*; where the fresh ring held: [0-9]/[036]$" "$W/first.txt" ||
-  FAILMSG "no held count over whole repeats: $(grep '^all:' "$W/first.txt")"
+grep -Eq "^all: .*; rabenseifner and rd where the fresh ring held: [0-4]/[024]$" "$W/first.txt" ||
+  FAILMSG "no held count (rabenseifner and rd of whole repeats): $(grep '^all:' "$W/first.txt")"
 before=$(cd "$W/set" && find . -type f -exec md5sum {} + | sort)
 
 bash "$S" --refit "$W/set" --ranks 2 >"$W/refit.txt" 2>&1 || { cat "$W/refit.txt"; FAILMSG "refit"; }
