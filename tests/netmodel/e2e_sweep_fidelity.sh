@@ -1,9 +1,9 @@
 #!/bin/bash
 # End-to-end: scripts/sweep_fidelity.sh on 2 ranks (real gradsync-bench runs, 2 iterations a
-# size; its host check recomputed from the files), then --refit on its folder: the refit goes
-# to a folder of its own, leaves the measured one as it was, and prices every fresh run as the
-# first pass did (same build, same files, so the same lines). Bad --refit folders: one line,
-# exit 2, nothing written.
+# size; its two host checks recomputed from the files), then --refit on its folder: the refit
+# goes to a folder of its own, leaves the measured one as it was, and prices every fresh run
+# as the first pass did (same build, same files, so the same lines). Bad --refit folders: one
+# line, exit 2, nothing written.
 # usage: e2e_sweep_fidelity.sh REPO BUILD_DIR WORKDIR
 set -u
 REPO=$1; export BUILD_DIR=$2; W=$3
