@@ -31,7 +31,7 @@ while [ $# -gt 0 ]; do
     --iters) ITERS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --refit) OUT="$2"; REFIT=1; shift 2 ;;
-    -h|--help) sed -n 2,18p "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;  # the header comment, whole
     *) echo "sweep_fidelity.sh: unknown option '$1' (known: --ranks, --repeats, --iters, --out, --refit)" >&2; exit 2 ;;
   esac
 done

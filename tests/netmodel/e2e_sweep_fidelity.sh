@@ -58,6 +58,10 @@ bash "$S" --refit "$W/empty" >"$W/out" 2>&1; rc=$?
 [ $rc = 2 ] && grep -q "no pp-2.h5 there" "$W/out" && [ -z "$(ls -A "$W/empty")" ] || { FAILMSG "folder without sweeps: rc $rc, left $(ls -A "$W/empty")"; cat "$W/out"; }
 bash "$S" --refit >"$W/out" 2>&1; rc=$?
 [ $rc = 2 ] && grep -q -- "--refit needs a value" "$W/out" || { FAILMSG "--refit without a folder: rc $rc"; cat "$W/out"; }
+# --help: the whole header, down to its last usage line.
+bash "$S" --help >"$W/out" 2>&1; rc=$?
+[ $rc = 0 ] && grep -q "^#   scripts/sweep_fidelity.sh --refit DIR" "$W/out" && tail -1 "$W/out" | grep -q "DIR's own stay as they are" ||
+  { FAILMSG "--help: rc $rc, not the whole header"; cat "$W/out"; }
 bash "$S" --bogus >"$W/out" 2>&1; rc=$?
 [ $rc = 2 ] && grep -q "unknown option '--bogus'" "$W/out" || { FAILMSG "unknown option: rc $rc"; cat "$W/out"; }
 
