@@ -142,8 +142,10 @@ for n in ranks:
     # whose ring moved more than 15% from it met a host that no fit of this sweep describes.
     # Where it held, rabenseifner and rd (run just after that ring) are counted apart; the
     # ring itself is not (held is how it was chosen).
+    fresh = {(r[1], repeat(r[3]), r[2]): r[4] for r in mine}  # (algo, repeat, size) -> us
+    ring = {k[1:]: t for k, t in fresh.items() if k[0] == "ring"}
     sweep_ring = dict(measured(f"{out}/ring-{n}.h5")[2])
-    moved = {(repeat(r[3]), r[2]): r[4] / sweep_ring[r[2]] for r in mine if r[1] == "ring" and r[2] in sweep_ring}
+    moved = {k: t / sweep_ring[k[1]] for k, t in ring.items() if k[1] in sweep_ring}
     for s in sorted({k[1] for k in moved}):
         print(f"  the sweep's own ring at {mib(s)}: {sweep_ring[s]:.0f} us; the fresh ring's repeats "
               f"{', '.join(f'{moved[k]:.2f}' for k in sorted(moved) if k[1] == s)}x that")
@@ -155,8 +157,7 @@ for n in ranks:
     # (but for the chunks' alphas): their ratio in one repeat, two launches seconds apart, is
     # how far the host moves with nothing else changed.
     if n == 2:
-        ring = {(repeat(r[3]), r[2]): r[4] for r in mine if r[1] == "ring"}
-        same = {k: r[4] / ring[k] for r in mine if r[1] == "rabenseifner" for k in [(repeat(r[3]), r[2])] if k in ring}
+        same = {k[1:]: t / ring[k[1:]] for k, t in fresh.items() if k[0] == "rabenseifner" and k[1:] in ring}
         for s in sorted({k[1] for k in same}):
             print(f"  rabenseifner / ring, the same exchanges on 2 ranks, {mib(s)}: "
                   f"{', '.join(f'{same[k]:.2f}' for k in sorted(same) if k[1] == s)} in the repeats")
